@@ -1,0 +1,1 @@
+//! The /_understudy/api routes.

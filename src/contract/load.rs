@@ -1,0 +1,1 @@
+//! Loading a directory of operation files.

@@ -1,0 +1,149 @@
+//! The error vocabulary shared by every layer (SPEC 5.2, 5.3).
+//!
+//! Every failure of a call says who is at fault: the caller (an [`InputError`], an ordinary
+//! tool error the agent may recover from) or the test setup (a [`HarnessError`] with one of the
+//! codes of SPEC 5.3, which always fails the attempt's verdict).
+
+use serde::Serialize;
+
+/// The harness error codes of SPEC 5.3. `as_str` gives the wire spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HarnessCode {
+    UnmatchedRequest,
+    UnknownTool,
+    NoMock,
+    UnknownVariant,
+    MissingReference,
+    InvalidFixtureLiteral,
+    OutputSchemaViolation,
+    LeaseExpired,
+    StaleContract,
+    UpstreamUnavailable,
+}
+
+impl HarnessCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HarnessCode::UnmatchedRequest => "unmatched_request",
+            HarnessCode::UnknownTool => "unknown_tool",
+            HarnessCode::NoMock => "no_mock",
+            HarnessCode::UnknownVariant => "unknown_variant",
+            HarnessCode::MissingReference => "missing_reference",
+            HarnessCode::InvalidFixtureLiteral => "invalid_fixture_literal",
+            HarnessCode::OutputSchemaViolation => "output_schema_violation",
+            HarnessCode::LeaseExpired => "lease_expired",
+            HarnessCode::StaleContract => "stale_contract",
+            HarnessCode::UpstreamUnavailable => "upstream_unavailable",
+        }
+    }
+}
+
+impl std::fmt::Display for HarnessCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The test setup is broken: never a pass.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct HarnessError {
+    pub code: HarnessCode,
+    pub message: String,
+    /// JSON path inside the definition (e.g. `variants/found/result/data/Id`), when known.
+    pub path: Option<String>,
+}
+
+impl HarnessError {
+    pub fn new(code: HarnessCode, message: impl Into<String>) -> Self {
+        HarnessError {
+            code,
+            message: message.into(),
+            path: None,
+        }
+    }
+    pub fn at(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+}
+
+/// The caller sent a bad argument: an ordinary tool error the agent can recover from.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct InputError {
+    pub message: String,
+    /// Path inside the caller's input (e.g. `amount`), when known.
+    pub path: Option<String>,
+    /// Extra machine-readable details (schema errors), rendered by the profile.
+    pub details: Vec<String>,
+    /// HTTP status the profile should use (400 by default; 422 for an idempotency mismatch).
+    pub status: u16,
+}
+
+impl InputError {
+    pub fn new(message: impl Into<String>) -> Self {
+        InputError {
+            message: message.into(),
+            path: None,
+            details: Vec::new(),
+            status: 400,
+        }
+    }
+    pub fn at(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+}
+
+/// The failure of one call: whose fault it is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    #[error("input error: {0}")]
+    Input(InputError),
+    #[error("harness error: {0}")]
+    Harness(HarnessError),
+}
+
+impl CallError {
+    /// `"input_error"` or `"harness_error"`, as in `error_kind` of SPEC section 9.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Input(_) => "input_error",
+            CallError::Harness(_) => "harness_error",
+        }
+    }
+    pub fn message(&self) -> &str {
+        match self {
+            CallError::Input(e) => &e.message,
+            CallError::Harness(e) => &e.message,
+        }
+    }
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            CallError::Input(e) => e.path.as_deref(),
+            CallError::Harness(e) => e.path.as_deref(),
+        }
+    }
+    /// `{"code","message","path"}` as in SPEC section 9; input errors use code `input_error`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let code = match self {
+            CallError::Input(_) => "input_error",
+            CallError::Harness(e) => e.code.as_str(),
+        };
+        serde_json::json!({ "code": code, "message": self.message(), "path": self.path() })
+    }
+}
+
+impl From<InputError> for CallError {
+    fn from(e: InputError) -> Self {
+        CallError::Input(e)
+    }
+}
+
+impl From<HarnessError> for CallError {
+    fn from(e: HarnessError) -> Self {
+        CallError::Harness(e)
+    }
+}

@@ -1,0 +1,1 @@
+//! Schema-derived draft mocks (`understudy generate`).

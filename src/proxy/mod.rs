@@ -1,0 +1,1 @@
+//! Listener, routing and the call pipeline.
