@@ -1,1 +1,581 @@
-//! TODO
+//! Attempts (SPEC 6): capability tokens, leases, pins, and the per-attempt state lock.
+//!
+//! - **Tokens** are 256 random bits from the OS (`getrandom`), spelled `ust_` + 64 lowercase
+//!   hex characters (URL-safe). Only `sha256(token)` (hex) is stored; a lookup finds the
+//!   attempt by that hash and then compares the hashes again in constant time.
+//! - **Secrets**: each attempt has 32 random bytes that key the HMAC-SHA256 of idempotency key
+//!   refs ([`idempotency_key_ref`]), so raw idempotency keys never leave the proxy.
+//! - **Leases**: `expires_at` (RFC 3339); the [`Clock`] is injectable so tests advance time
+//!   instead of sleeping.
+//! - **State lock**: one [`tokio::sync::Mutex`] per attempt ([`Attempt::lock`]) guards the
+//!   state of *all* the attempt's integrations and its idempotency table. A call evaluates,
+//!   validates, renders and records its evidence (with the new state) while holding it, so
+//!   concurrent calls to one attempt behave as if run one after another (SPEC 3.3), whichever
+//!   integration they come through. Different attempts never share a lock.
+//! - [`Attempts`] is the in-memory registry; attempts not in memory (after a restart) are
+//!   loaded from the store on first use, exactly once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use hmac::{KeyInit, Mac};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::evidence::ToolEvent;
+use crate::store::{AttemptRecord, Store, StoreError};
+
+// ---------------------------------------------------------------------------------------------
+// Randomness, ids, hashes
+
+/// Fill `buf` from the OS random source. Panics only if the OS has none (nothing sensible can
+/// run then: tokens would be guessable).
+pub fn fill_random(buf: &mut [u8]) {
+    getrandom::fill(buf).expect("the OS random source is unavailable");
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(D[(b >> 4) as usize] as char);
+        s.push(D[(b & 15) as usize] as char);
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// `n` random bytes, hex.
+pub fn random_hex(n: usize) -> String {
+    let mut b = vec![0u8; n];
+    fill_random(&mut b);
+    hex(&b)
+}
+
+/// A random UUID v4 (`xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`): attempt ids and execution
+/// attempt ids.
+pub fn new_uuid() -> String {
+    let mut b = [0u8; 16];
+    fill_random(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex(&b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// A new capability token: `ust_` + 256 random bits in hex.
+pub fn new_token() -> String {
+    format!("ust_{}", random_hex(32))
+}
+
+/// A new attempt secret: 32 random bytes, hex.
+pub fn new_secret() -> String {
+    random_hex(32)
+}
+
+/// Lowercase hex SHA-256 of a token: what the store keeps.
+pub fn token_hash(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// Constant-time equality (the time depends only on the lengths).
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        diff |= x ^ y;
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// The opaque evidence token of an idempotency key (SPEC 5.4): the first 16 hex characters
+/// of HMAC-SHA256(key = the attempt secret, message = the raw key).
+pub fn idempotency_key_ref(secret_hex: &str, key: &str) -> String {
+    let secret = unhex(secret_hex).unwrap_or_else(|| secret_hex.as_bytes().to_vec());
+    let mut mac =
+        <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(&secret).expect("HMAC takes any key");
+    mac.update(key.as_bytes());
+    let out = mac.finalize().into_bytes();
+    hex(&out)[..16].to_string()
+}
+
+/// A W3C `traceparent` value → its trace id, or `None` when the header is invalid
+/// (PROTOCOLS 4.1: version `00` layout, `ff` forbidden, lowercase hex, non-zero ids).
+/// Future versions (`01`–`fe`) are parsed by their first four fields, as the spec asks.
+pub fn trace_id(traceparent: &str) -> Option<String> {
+    let t = traceparent.trim_matches([' ', '\t']);
+    let parts: Vec<&str> = t.split('-').collect();
+    if parts.len() < 4 {
+        return None;
+    }
+    let (ver, tid, pid, flags) = (parts[0], parts[1], parts[2], parts[3]);
+    let lhex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    };
+    if !lhex(ver, 2) || ver == "ff" || !lhex(tid, 32) || !lhex(pid, 16) || !lhex(flags, 2) {
+        return None;
+    }
+    if ver == "00" && parts.len() != 4 {
+        return None;
+    }
+    if tid.bytes().all(|c| c == b'0') || pid.bytes().all(|c| c == b'0') {
+        return None;
+    }
+    Some(tid.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time
+
+/// Where "now" comes from: the system clock in production, a [`ManualClock`] in tests of
+/// leases (no sleeping).
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        DateTime::<Utc>::from(std::time::SystemTime::now())
+    }
+}
+
+/// A clock that moves only when told to.
+#[derive(Debug)]
+pub struct ManualClock(Mutex<DateTime<Utc>>);
+
+impl ManualClock {
+    pub fn new(start: DateTime<Utc>) -> ManualClock {
+        ManualClock(Mutex::new(start))
+    }
+    pub fn advance(&self, d: chrono::Duration) {
+        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *t += d;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// RFC 3339 in UTC with milliseconds and `Z`.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attempts
+
+/// Where an attempt stands for a call arriving now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    Active,
+    /// `expires_at` has passed.
+    Expired,
+    /// `DELETE /attempts/{id}` ended it.
+    Ended,
+}
+
+impl Lease {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lease::Active => "active",
+            Lease::Expired => "expired",
+            Lease::Ended => "ended",
+        }
+    }
+}
+
+/// The first response of an idempotent call, replayed for a repeat with the same key and
+/// the same arguments (SPEC 5.4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotentEntry {
+    pub arguments: Value,
+    /// The envelope that was answered (`{"status","data"?,"headers"?}`).
+    pub result: Value,
+    pub http_status: u16,
+    pub revision: Option<u64>,
+    pub variant: Option<String>,
+    pub rule: Option<usize>,
+}
+
+/// Everything the state lock guards.
+#[derive(Debug, Default)]
+pub struct AttemptState {
+    /// Integration → its state object.
+    pub state: BTreeMap<String, Map<String, Value>>,
+    /// (`"<integration>/<operation_id>"`, idempotency key ref) → the first response.
+    pub idempotency: HashMap<(String, String), IdempotentEntry>,
+}
+
+impl AttemptState {
+    /// Rebuild the idempotency table from evidence (after a restart): the first `ok` event
+    /// of each (operation, key ref).
+    pub fn with_evidence(
+        state: BTreeMap<String, Map<String, Value>>,
+        events: &[ToolEvent],
+    ) -> AttemptState {
+        let mut idempotency = HashMap::new();
+        for e in events {
+            if e.result_status != "ok" {
+                continue;
+            }
+            if let (Some(r), Some(op)) = (&e.idempotency_key_ref, &e.operation_id) {
+                idempotency
+                    .entry((format!("{}/{}", e.integration, op), r.clone()))
+                    .or_insert_with(|| IdempotentEntry {
+                        arguments: e.arguments.clone(),
+                        result: e.result.clone(),
+                        http_status: e.http_status,
+                        revision: e.revision,
+                        variant: e.variant.clone(),
+                        rule: e.rule,
+                    });
+            }
+        }
+        AttemptState { state, idempotency }
+    }
+}
+
+/// One attempt in memory: its record and its state lock.
+#[derive(Debug)]
+pub struct Attempt {
+    pub id: String,
+    record: RwLock<AttemptRecord>,
+    /// The state lock (see the module doc). Hold it across evaluate → record evidence.
+    pub lock: tokio::sync::Mutex<AttemptState>,
+}
+
+impl Attempt {
+    pub fn new(record: AttemptRecord, state: AttemptState) -> Arc<Attempt> {
+        Arc::new(Attempt {
+            id: record.attempt_id.clone(),
+            record: RwLock::new(record),
+            lock: tokio::sync::Mutex::new(state),
+        })
+    }
+
+    /// A copy of the current record.
+    pub fn record(&self) -> AttemptRecord {
+        self.record
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replace the record (the caller has persisted it).
+    pub fn set_record(&self, r: AttemptRecord) {
+        *self.record.write().unwrap_or_else(|p| p.into_inner()) = r;
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.record
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_default
+    }
+
+    /// The lease as of `now`.
+    pub fn lease(&self, now: DateTime<Utc>) -> Lease {
+        lease_of(&self.record.read().unwrap_or_else(|p| p.into_inner()), now)
+    }
+}
+
+/// The lease of a record as of `now`.
+pub fn lease_of(r: &AttemptRecord, now: DateTime<Utc>) -> Lease {
+    if r.ended_at.is_some() {
+        return Lease::Ended;
+    }
+    match r.expires_at.as_deref().and_then(parse_time) {
+        Some(exp) if now >= exp => Lease::Expired,
+        _ => Lease::Active,
+    }
+}
+
+/// The in-memory registry of attempts, backed by the store.
+#[derive(Debug, Default)]
+pub struct Attempts {
+    by_id: RwLock<HashMap<String, Arc<Attempt>>>,
+    /// token hash → attempt id.
+    by_hash: RwLock<HashMap<String, String>>,
+    default_id: RwLock<Option<String>>,
+}
+
+impl Attempts {
+    pub fn new() -> Attempts {
+        Attempts::default()
+    }
+
+    /// Register an attempt; when one with the same id is already registered, that one is kept
+    /// and returned (so an attempt has exactly one state lock).
+    pub fn insert(&self, a: Arc<Attempt>) -> Arc<Attempt> {
+        let mut m = self.by_id.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = m.get(&a.id) {
+            return existing.clone();
+        }
+        if a.is_default() {
+            *self.default_id.write().unwrap_or_else(|p| p.into_inner()) = Some(a.id.clone());
+        }
+        let hash = a.record().token_hash;
+        if !hash.is_empty() {
+            self.by_hash
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(hash, a.id.clone());
+        }
+        m.insert(a.id.clone(), a.clone());
+        a
+    }
+
+    /// The server's default attempt (requests without a token).
+    pub fn default_attempt(&self) -> Option<Arc<Attempt>> {
+        let id = self
+            .default_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        self.by_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    /// An attempt by id, loading it from the store when it is not in memory.
+    pub fn get(&self, store: &Store, id: &str) -> Result<Option<Arc<Attempt>>, StoreError> {
+        if let Some(a) = self.by_id.read().unwrap_or_else(|p| p.into_inner()).get(id) {
+            return Ok(Some(a.clone()));
+        }
+        match store.attempt(id)? {
+            Some(rec) => Ok(Some(self.load(store, rec)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The attempt a capability token names, or `None` (fail closed). The token is hashed,
+    /// the attempt found by hash, and the hashes compared again in constant time.
+    pub fn by_token(&self, store: &Store, token: &str) -> Result<Option<Arc<Attempt>>, StoreError> {
+        let h = token_hash(token);
+        let found = {
+            let id = self
+                .by_hash
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&h)
+                .cloned();
+            id.and_then(|id| {
+                self.by_id
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&id)
+                    .cloned()
+            })
+            .filter(|a| {
+                let r = a.record.read().unwrap_or_else(|p| p.into_inner());
+                !r.token_hash.is_empty() && ct_eq(r.token_hash.as_bytes(), h.as_bytes())
+            })
+        };
+        if let Some(a) = found {
+            return Ok(Some(a));
+        }
+        match store.attempt_by_token_hash(&h)? {
+            Some(rec)
+                if !rec.token_hash.is_empty() && ct_eq(rec.token_hash.as_bytes(), h.as_bytes()) =>
+            {
+                Ok(Some(self.load(store, rec)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Bring a stored attempt into memory: its state, and its idempotency table rebuilt from
+    /// its evidence.
+    fn load(&self, store: &Store, rec: AttemptRecord) -> Result<Arc<Attempt>, StoreError> {
+        let state = store.state(&rec.attempt_id)?;
+        let events = store.evidence(&rec.attempt_id)?;
+        let a = Attempt::new(rec, AttemptState::with_evidence(state, &events));
+        Ok(self.insert(a))
+    }
+
+    /// Every attempt in memory.
+    pub fn all(&self) -> Vec<Arc<Attempt>> {
+        self.by_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Build a new attempt record (not yet stored). `ttl_s` None → no lease (the default attempt).
+#[allow(clippy::too_many_arguments)]
+pub fn new_record(
+    now: DateTime<Utc>,
+    token: Option<&str>,
+    ttl_s: Option<u64>,
+    test_run_id: Option<String>,
+    pins: BTreeMap<String, crate::store::Pin>,
+    variants: BTreeMap<String, String>,
+    is_default: bool,
+) -> AttemptRecord {
+    AttemptRecord {
+        attempt_id: new_uuid(),
+        token_hash: token.map(token_hash).unwrap_or_default(),
+        secret: new_secret(),
+        test_run_id,
+        started_at: rfc3339(now),
+        ended_at: None,
+        expires_at: ttl_s.map(|s| rfc3339(now + chrono::Duration::seconds(s as i64))),
+        pins,
+        variants,
+        is_default,
+        cleanup: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_random_and_url_safe() {
+        let a = new_token();
+        let b = new_token();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 4 + 64);
+        assert!(a.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_'));
+        assert_eq!(token_hash(&a).len(), 64);
+        assert_ne!(token_hash(&a), a);
+    }
+
+    #[test]
+    fn uuid_shape() {
+        let u = new_uuid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
+    }
+
+    #[test]
+    fn constant_time_eq() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn key_ref_is_hmac_prefix() {
+        // RFC 4231 test case 2: key "Jefe", data "what do ya want for nothing?".
+        let secret = hex(b"Jefe");
+        assert_eq!(
+            idempotency_key_ref(&secret, "what do ya want for nothing?"),
+            "5bdcc146bf60754e"
+        );
+        let s1 = new_secret();
+        let s2 = new_secret();
+        assert_ne!(idempotency_key_ref(&s1, "k"), idempotency_key_ref(&s2, "k"));
+        assert_eq!(idempotency_key_ref(&s1, "k"), idempotency_key_ref(&s1, "k"));
+    }
+
+    #[test]
+    fn traceparent() {
+        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(
+            trace_id(ok).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        for bad in [
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "garbage",
+            "",
+        ] {
+            assert_eq!(trace_id(bad), None, "{bad}");
+        }
+        // A future version may carry more fields.
+        assert!(trace_id("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz").is_some());
+    }
+
+    #[test]
+    fn leases() {
+        let now = SystemClock.now();
+        let r = new_record(
+            now,
+            Some("t"),
+            Some(10),
+            None,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            false,
+        );
+        assert_eq!(lease_of(&r, now), Lease::Active);
+        assert_eq!(
+            lease_of(&r, now + chrono::Duration::seconds(10)),
+            Lease::Expired
+        );
+        let mut ended = r.clone();
+        ended.ended_at = Some(rfc3339(now));
+        assert_eq!(lease_of(&ended, now), Lease::Ended);
+        let d = new_record(
+            now,
+            None,
+            None,
+            None,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            true,
+        );
+        assert_eq!(d.token_hash, "");
+        assert_eq!(
+            lease_of(&d, now + chrono::Duration::days(9999)),
+            Lease::Active
+        );
+    }
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let start = SystemClock.now();
+        let c = ManualClock::new(start);
+        assert_eq!(c.now(), start);
+        c.advance(chrono::Duration::seconds(5));
+        assert_eq!(c.now(), start + chrono::Duration::seconds(5));
+    }
+}

@@ -1,1 +1,283 @@
-//! TODO
+//! Command-line definitions (clap derive) — definitions only; [`crate::commands`] runs them.
+//!
+//! Every subcommand of SPEC section 10. Exit codes: 0 success, 1 problems found (`check`,
+//! `generate` unsupported, `evidence` verdict `fail`), 2 usage errors (clap's too), and for
+//! `exec` 3 input error, 4 harness error.
+
+use crate::config::{Mode, ProfileKind};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// understudy — a record/replay mock proxy for the integrations AI agents call.
+#[derive(Debug, Parser)]
+#[command(name = "understudy", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the proxy.
+    Serve(ServeArgs),
+    /// Run the proxy in record mode and write draft operation files on stop.
+    Record(RecordArgs),
+    /// Validate operation files (SPEC 3.4); prints every problem with file and JSON path.
+    Check(CheckArgs),
+    /// Evaluate one call of an operation offline; prints the object of `POST /tools/execute`.
+    Exec(ExecArgs),
+    /// Print a schema-derived draft mock for an operation.
+    Generate(GenerateArgs),
+    /// Print an attempt's evidence; exit 1 when its verdict is `fail`.
+    Evidence(EvidenceArgs),
+    /// Ask a live MCP server for tools/list and write operation files.
+    Discover(DiscoverArgs),
+    /// Local certificate authority for `serve --tls` and `--forward-proxy`.
+    Ca(CaArgs),
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+/// `check --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// `understudy serve`. Flags override the project file.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Project file (default: ./understudy.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Listen address HOST:PORT (default 127.0.0.1:7777).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Where revisions, attempts and evidence are stored (default: .understudy beside the
+    /// project file).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Bearer token of the admin API; required for a non-loopback listener.
+    /// [env: UNDERSTUDY_ADMIN_TOKEN] (filled in by `commands::run` when the flag is absent)
+    #[arg(long, value_name = "TOKEN")]
+    pub admin_token: Option<String>,
+    /// Serve HTTPS with a leaf certificate signed by the local CA.
+    #[arg(long)]
+    pub tls: bool,
+    /// Act as an HTTPS forward proxy (CONNECT terminated with per-host leaves).
+    #[arg(long)]
+    pub forward_proxy: bool,
+    /// Directory of the local CA (default: certs/ beside the project file).
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
+    /// Extra CA certificate (PEM) trusted for upstream calls.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+    /// Record modes: let writes through to the real upstream instead of blocking them.
+    #[arg(long)]
+    pub allow_writes: bool,
+    /// Record modes: directory the draft operation files are written to.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+}
+
+/// `understudy record`: `serve --mode record` that writes drafts to `--out` on stop.
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory the draft operation files are written to.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Let writes through to the real upstream (blocked with 403 by default).
+    #[arg(long)]
+    pub allow_writes: bool,
+    /// `record` (default) or `record-missing`.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// [env: UNDERSTUDY_ADMIN_TOKEN]
+    #[arg(long, value_name = "TOKEN")]
+    pub admin_token: Option<String>,
+    #[arg(long)]
+    pub tls: bool,
+    #[arg(long)]
+    pub forward_proxy: bool,
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+}
+
+impl RecordArgs {
+    /// The equivalent `serve` arguments (mode `record` unless `record-missing` was asked).
+    pub fn to_serve(&self) -> ServeArgs {
+        ServeArgs {
+            config: self.config.clone(),
+            listen: self.listen.clone(),
+            mode: Some(self.mode.unwrap_or(Mode::Record)),
+            data_dir: self.data_dir.clone(),
+            admin_token: self.admin_token.clone(),
+            tls: self.tls,
+            forward_proxy: self.forward_proxy,
+            ca_dir: self.ca_dir.clone(),
+            upstream_ca: self.upstream_ca.clone(),
+            allow_writes: self.allow_writes,
+            out: Some(self.out.clone()),
+            log_format: self.log_format,
+        }
+    }
+}
+
+/// `understudy check [--config F] [--profile P] [--format text|json] [PATHS…]`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Project file: check every integration (default ./understudy.json when no PATHS).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Profile of the given PATHS when no project file says (default: from the nearest
+    /// understudy.json that lists the directory, else rest).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileKind>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Operation files or operations directories.
+    #[arg(value_name = "PATHS")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// `understudy exec --operation FILE --input JSON [--variant V] [--state JSON]`.
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// The operation file.
+    #[arg(long, value_name = "FILE")]
+    pub operation: PathBuf,
+    /// The call's input as JSON, or @FILE to read it from a file.
+    #[arg(long, value_name = "JSON")]
+    pub input: String,
+    /// Variant (default: the definition's default_variant).
+    #[arg(long, value_name = "V")]
+    pub variant: Option<String>,
+    /// Pre-call state as a JSON object, or @FILE (default: the definition's initial_state).
+    #[arg(long, value_name = "JSON")]
+    pub state: Option<String>,
+    /// Profile (default: from the nearest understudy.json listing the file, else rest).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileKind>,
+    /// Project file used to find the operation's profile.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `understudy generate --operation FILE`.
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    #[arg(long, value_name = "FILE")]
+    pub operation: PathBuf,
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileKind>,
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `understudy evidence ATTEMPT [--data-dir D] [--config F]`.
+#[derive(Debug, Clone, Args)]
+pub struct EvidenceArgs {
+    /// The attempt id.
+    #[arg(value_name = "ATTEMPT")]
+    pub attempt: String,
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `understudy discover --integration NAME`.
+#[derive(Debug, Clone, Args)]
+pub struct DiscoverArgs {
+    #[arg(long, value_name = "NAME")]
+    pub integration: String,
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where to write the operation files (default: the integration's operations directory).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `understudy ca …`.
+#[derive(Debug, Clone, Args)]
+pub struct CaArgs {
+    #[command(subcommand)]
+    pub command: CaCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum CaCommand {
+    /// Create a local CA: DIR/understudy-ca.pem and DIR/understudy-ca-key.pem (mode 0600).
+    Init(CaInitArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CaInitArgs {
+    /// Directory (default: certs).
+    #[arg(long, value_name = "DIR", default_value = "certs")]
+    pub dir: PathBuf,
+    /// Replace an existing CA (clients that trust the old one must be updated).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_each_subcommand() {
+        let c = Cli::try_parse_from(["understudy", "check", "--format", "json", "a", "b"]).unwrap();
+        match c.command {
+            Command::Check(a) => {
+                assert_eq!(a.format, OutputFormat::Json);
+                assert_eq!(a.paths.len(), 2);
+            }
+            other => panic!("{other:?}"),
+        }
+        let c = Cli::try_parse_from(["understudy", "serve", "--mode", "dry-run", "--tls"]).unwrap();
+        match c.command {
+            Command::Serve(a) => {
+                assert_eq!(a.mode, Some(Mode::DryRun));
+                assert!(a.tls);
+            }
+            other => panic!("{other:?}"),
+        }
+        let c = Cli::try_parse_from(["understudy", "record", "--out", "drafts"]).unwrap();
+        match c.command {
+            Command::Record(a) => assert_eq!(a.to_serve().mode, Some(Mode::Record)),
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["understudy", "exec", "--input", "{}"]).is_err());
+        assert!(Cli::try_parse_from(["understudy", "ca", "init"]).is_ok());
+    }
+}

@@ -1,1 +1,504 @@
-//! TODO
+//! The project file `understudy.json` (SPEC 2.1): serde model (`deny_unknown_fields`),
+//! validation, resolved paths, and the one merge with command-line flags.
+//!
+//! Relative paths in the file are relative to the file's own directory; paths given on the
+//! command line are relative to the current directory. Every error names the file, the JSON
+//! path and what was expected.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The listen address when neither the file nor `--listen` gives one.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
+/// The project file name looked for in the current directory (and, to infer an operation
+/// file's profile, in its ancestors).
+pub const PROJECT_FILE: &str = "understudy.json";
+
+/// Server mode (SPEC section 4).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    #[default]
+    Replay,
+    DryRun,
+    Record,
+    RecordMissing,
+    Passthrough,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Replay => "replay",
+            Mode::DryRun => "dry-run",
+            Mode::Record => "record",
+            Mode::RecordMissing => "record-missing",
+            Mode::Passthrough => "passthrough",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The wire dialect of an integration (SPEC section 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileKind {
+    Rest,
+    Salesforce,
+    Mcp,
+}
+
+impl ProfileKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileKind::Rest => "rest",
+            ProfileKind::Salesforce => "salesforce",
+            ProfileKind::Mcp => "mcp",
+        }
+    }
+
+    /// `rest` and `salesforce`: operations have a `match` and results are HTTP envelopes.
+    pub fn is_http(self) -> bool {
+        !matches!(self, ProfileKind::Mcp)
+    }
+
+    pub fn parse(s: &str) -> Option<ProfileKind> {
+        match s {
+            "rest" => Some(ProfileKind::Rest),
+            "salesforce" => Some(ProfileKind::Salesforce),
+            "mcp" => Some(ProfileKind::Mcp),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ProfileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What `dry-run` does with a write that matches no mocked operation (SPEC 5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnmatchedWrites {
+    #[default]
+    Block,
+    Simulate,
+    Tag,
+}
+
+/// `scrub` (record mode): extra header names and body/query field names to scrub, on top of
+/// the built-in secret denylist.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scrub {
+    #[serde(default)]
+    pub headers: Vec<String>,
+    #[serde(default)]
+    pub fields: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    listen: Option<String>,
+    #[serde(default)]
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
+    mode: Option<Mode>,
+    #[serde(default)]
+    ca_dir: Option<PathBuf>,
+    #[serde(default)]
+    upstream_ca: Option<PathBuf>,
+    #[serde(default)]
+    scrub: Scrub,
+    #[serde(default)]
+    redact: Vec<String>,
+    integrations: BTreeMap<String, RawIntegration>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIntegration {
+    profile: ProfileKind,
+    #[serde(default)]
+    upstream: Option<String>,
+    #[serde(default)]
+    operations: Option<PathBuf>,
+    #[serde(default)]
+    unmatched_writes: UnmatchedWrites,
+    #[serde(default)]
+    mcp_sse: bool,
+}
+
+/// A loaded, validated project file with every path resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The project file itself.
+    pub file: PathBuf,
+    /// Its directory: the base of every relative path in it.
+    pub base_dir: PathBuf,
+    /// `host:port` (default [`DEFAULT_LISTEN`]).
+    pub listen: String,
+    /// Default `<base>/.understudy`.
+    pub data_dir: PathBuf,
+    pub mode: Mode,
+    /// Default `<base>/certs` (SPEC 11).
+    pub ca_dir: PathBuf,
+    pub upstream_ca: Option<PathBuf>,
+    pub scrub: Scrub,
+    pub redact: Vec<String>,
+    pub integrations: BTreeMap<String, IntegrationConfig>,
+}
+
+/// One integration of the project file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntegrationConfig {
+    pub name: String,
+    pub profile: ProfileKind,
+    /// The real system's base URL (`https://acme.my.salesforce.com`), when given.
+    pub upstream: Option<String>,
+    /// The operations directory, resolved (default `<base>/mocks/<name>`).
+    pub operations: PathBuf,
+    pub unmatched_writes: UnmatchedWrites,
+    pub mcp_sse: bool,
+}
+
+/// A project file that cannot be used. Displays as `file: json/path: message`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// `/`-separated JSON path (`integrations/crm/profile`), empty for the whole file.
+    pub path: String,
+    pub message: String,
+    /// The file does not exist (a usage error rather than a broken file).
+    pub not_found: bool,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}: {}: {}",
+                self.file.display(),
+                self.path,
+                self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `[a-z0-9_-]{1,64}`, not starting with `_` (reserved: `/_understudy`) or `~` (tokens).
+pub fn valid_integration_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// Turn a serde_path_to_error path into `a/b/0/c` (empty for the root).
+pub(crate) fn slash_path(p: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let parts: Vec<String> = p
+        .iter()
+        .filter_map(|s| match s {
+            Segment::Seq { index } => Some(index.to_string()),
+            Segment::Map { key } => Some(key.clone()),
+            Segment::Enum { variant } => Some(variant.clone()),
+            Segment::Unknown => None,
+        })
+        .collect();
+    parts.join("/")
+}
+
+impl Config {
+    /// Read, parse and validate a project file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            path: String::new(),
+            message: format!("cannot read the project file: {e}"),
+            not_found: e.kind() == std::io::ErrorKind::NotFound,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parse the text of a project file located at `file` (paths resolve against its
+    /// directory).
+    pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+        let err = |path: String, message: String| ConfigError {
+            file: file.to_path_buf(),
+            path,
+            message,
+            not_found: false,
+        };
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| err(String::new(), format!("not valid JSON: {e}")))?;
+        if !value.is_object() {
+            return Err(err(
+                String::new(),
+                "expected a JSON object with `integrations` (and optionally listen, data_dir, mode, …)".into(),
+            ));
+        }
+        let raw: RawConfig = serde_path_to_error::deserialize(&value)
+            .map_err(|e| err(slash_path(e.path()), e.inner().to_string()))?;
+        let base_dir = match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let resolve = |p: &Path| -> PathBuf {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base_dir.join(p)
+            }
+        };
+        let listen = raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        validate_listen(&listen).map_err(|m| err("listen".into(), m))?;
+        if raw.integrations.is_empty() {
+            return Err(err(
+                "integrations".into(),
+                "no integration: expected at least one, e.g. {\"crm\": {\"profile\": \"salesforce\", \"operations\": \"mocks/crm\"}}".into(),
+            ));
+        }
+        for (i, h) in raw.scrub.headers.iter().enumerate() {
+            if hyper::http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                return Err(err(
+                    format!("scrub/headers/{i}"),
+                    format!("`{h}` is not a valid header name"),
+                ));
+            }
+        }
+        let mut integrations = BTreeMap::new();
+        for (name, ri) in raw.integrations {
+            let at = |k: &str| format!("integrations/{name}{k}");
+            if !valid_integration_name(&name) {
+                return Err(err(
+                    at(""),
+                    format!("`{name}` is not a valid integration name: expected lower-case letters, digits, `_` and `-` (1-64), not starting with `_`"),
+                ));
+            }
+            if let Some(u) = &ri.upstream {
+                validate_upstream(u).map_err(|m| err(at("/upstream"), m))?;
+            }
+            if ri.mcp_sse && ri.profile != ProfileKind::Mcp {
+                return Err(err(
+                    at("/mcp_sse"),
+                    format!(
+                        "`mcp_sse` applies only to the `mcp` profile, this integration is `{}`",
+                        ri.profile
+                    ),
+                ));
+            }
+            let operations = match &ri.operations {
+                Some(p) => resolve(p),
+                None => base_dir.join("mocks").join(&name),
+            };
+            integrations.insert(
+                name.clone(),
+                IntegrationConfig {
+                    name,
+                    profile: ri.profile,
+                    upstream: ri.upstream,
+                    operations,
+                    unmatched_writes: ri.unmatched_writes,
+                    mcp_sse: ri.mcp_sse,
+                },
+            );
+        }
+        Ok(Config {
+            file: file.to_path_buf(),
+            listen,
+            data_dir: resolve(raw.data_dir.as_deref().unwrap_or(Path::new(".understudy"))),
+            mode: raw.mode.unwrap_or_default(),
+            ca_dir: resolve(raw.ca_dir.as_deref().unwrap_or(Path::new("certs"))),
+            upstream_ca: raw.upstream_ca.as_deref().map(resolve),
+            scrub: raw.scrub,
+            redact: raw.redact,
+            integrations,
+            base_dir,
+        })
+    }
+
+    /// Command-line flags override the file (SPEC 2.1). Paths given here are relative to the
+    /// current directory, as usual for flags.
+    pub fn apply_overrides(
+        &mut self,
+        listen: Option<&str>,
+        mode: Option<Mode>,
+        data_dir: Option<&Path>,
+    ) -> Result<(), String> {
+        if let Some(l) = listen {
+            validate_listen(l).map_err(|m| format!("--listen: {m}"))?;
+            self.listen = l.to_string();
+        }
+        if let Some(m) = mode {
+            self.mode = m;
+        }
+        if let Some(d) = data_dir {
+            self.data_dir = d.to_path_buf();
+        }
+        Ok(())
+    }
+
+    /// The integration whose operations directory holds `file` (compared after resolving
+    /// both paths), if any.
+    pub fn integration_for_file(&self, file: &Path) -> Option<&IntegrationConfig> {
+        let file = std::fs::canonicalize(file).ok()?;
+        self.integrations.values().find(|i| {
+            std::fs::canonicalize(&i.operations)
+                .map(|dir| file.starts_with(&dir))
+                .unwrap_or(false)
+        })
+    }
+
+    /// The nearest `understudy.json` in `start` or one of its ancestors.
+    pub fn find_upward(start: &Path) -> Option<PathBuf> {
+        let start = std::fs::canonicalize(start).ok()?;
+        let mut dir: Option<&Path> = Some(if start.is_dir() {
+            &start
+        } else {
+            start.parent()?
+        });
+        while let Some(d) = dir {
+            let candidate = d.join(PROJECT_FILE);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+            dir = d.parent();
+        }
+        None
+    }
+}
+
+fn validate_listen(listen: &str) -> Result<(), String> {
+    let ok = listen
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{listen}` is not an address: expected HOST:PORT, e.g. {DEFAULT_LISTEN}"
+        ))
+    }
+}
+
+fn validate_upstream(u: &str) -> Result<(), String> {
+    let uri: hyper::Uri = u.parse().map_err(|e| {
+        format!("`{u}` is not a URL ({e}): expected e.g. https://acme.my.salesforce.com")
+    })?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") if uri.authority().is_some() => Ok(()),
+        _ => Err(format!(
+            "`{u}` is not an http(s) URL with a host: expected e.g. https://acme.my.salesforce.com"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/proj/understudy.json"))
+    }
+
+    #[test]
+    fn resolves_paths_and_defaults() {
+        let c = parse(
+            r#"{"integrations":{"crm":{"profile":"salesforce","upstream":"https://acme.my.salesforce.com","operations":"mocks/crm"},
+                "tools":{"profile":"mcp","unmatched_writes":"tag","mcp_sse":true,"operations":"/abs/tools"}},
+                "mode":"dry-run","redact":["ssn"],"scrub":{"headers":["X-Api-Key"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.listen, DEFAULT_LISTEN);
+        assert_eq!(c.mode, Mode::DryRun);
+        assert_eq!(c.data_dir, PathBuf::from("/proj/.understudy"));
+        assert_eq!(c.ca_dir, PathBuf::from("/proj/certs"));
+        let crm = &c.integrations["crm"];
+        assert_eq!(crm.operations, PathBuf::from("/proj/mocks/crm"));
+        assert_eq!(crm.profile, ProfileKind::Salesforce);
+        assert_eq!(crm.unmatched_writes, UnmatchedWrites::Block);
+        let tools = &c.integrations["tools"];
+        assert_eq!(tools.operations, PathBuf::from("/abs/tools"));
+        assert_eq!(tools.unmatched_writes, UnmatchedWrites::Tag);
+        assert!(tools.mcp_sse);
+        assert_eq!(c.redact, vec!["ssn".to_string()]);
+    }
+
+    #[test]
+    fn errors_name_file_path_and_expectation() {
+        let e = parse(r#"{"integrations":{"crm":{"profile":"salesforce","upstraem":"x"}}}"#)
+            .unwrap_err();
+        assert_eq!(e.path, "integrations/crm/upstraem");
+        assert!(e.message.contains("unknown field `upstraem`"), "{e}");
+        assert!(e
+            .to_string()
+            .starts_with("/proj/understudy.json: integrations/crm/upstraem: "));
+        let e = parse(r#"{"integrations":{"crm":{"profile":"soap"}}}"#).unwrap_err();
+        assert_eq!(e.path, "integrations/crm/profile");
+        assert!(e.message.contains("expected one of"), "{e}");
+        let e = parse(r#"{"modes":"replay","integrations":{}}"#).unwrap_err();
+        assert!(e.message.contains("unknown field `modes`"));
+        let e = parse(r#"{"mode":"replayy","integrations":{"a":{"profile":"rest"}}}"#).unwrap_err();
+        assert_eq!(e.path, "mode");
+        let e = parse(r#"{"integrations":{"_x":{"profile":"rest"}}}"#).unwrap_err();
+        assert_eq!(e.path, "integrations/_x");
+        let e = parse(r#"{"integrations":{"CRM":{"profile":"rest"}}}"#).unwrap_err();
+        assert!(e.message.contains("not a valid integration name"));
+        let e =
+            parse(r#"{"integrations":{"a":{"profile":"rest","upstream":"ftp://x"}}}"#).unwrap_err();
+        assert_eq!(e.path, "integrations/a/upstream");
+        let e = parse(r#"{"integrations":{"a":{"profile":"rest","mcp_sse":true}}}"#).unwrap_err();
+        assert_eq!(e.path, "integrations/a/mcp_sse");
+        let e = parse(r#"{"listen":"7777","integrations":{"a":{"profile":"rest"}}}"#).unwrap_err();
+        assert_eq!(e.path, "listen");
+        let e = parse(r#"{"integrations":{}}"#).unwrap_err();
+        assert_eq!(e.path, "integrations");
+        let e = parse(r#"{"scrub":{"headers":["a b"]},"integrations":{"a":{"profile":"rest"}}}"#)
+            .unwrap_err();
+        assert_eq!(e.path, "scrub/headers/0");
+        assert!(parse("[]")
+            .unwrap_err()
+            .message
+            .contains("expected a JSON object"));
+        let e = parse("{").unwrap_err();
+        assert!(e.message.contains("not valid JSON"));
+        let e = Config::load(Path::new("/nonexistent/understudy.json")).unwrap_err();
+        assert!(e.not_found);
+    }
+
+    #[test]
+    fn overrides() {
+        let mut c = parse(r#"{"integrations":{"a":{"profile":"rest"}}}"#).unwrap();
+        c.apply_overrides(Some("0.0.0.0:80"), Some(Mode::Record), Some(Path::new("d")))
+            .unwrap();
+        assert_eq!(c.listen, "0.0.0.0:80");
+        assert_eq!(c.mode, Mode::Record);
+        assert_eq!(c.data_dir, PathBuf::from("d"));
+        assert!(c.apply_overrides(Some("nope"), None, None).is_err());
+        assert_eq!(
+            c.integrations["a"].operations,
+            PathBuf::from("/proj/mocks/a")
+        );
+    }
+}

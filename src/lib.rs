@@ -18,6 +18,7 @@
 //! | [`attempt`] | tokens, leases, pins, the per-attempt state lock |
 //! | [`evidence`] | events, the exported envelope, verdict, redaction |
 //! | [`store`] | sled trees, keys and codecs — the only module that touches sled |
+//! | [`tls`] | the local test CA, leaf certificates, rustls configs, forward-proxy parsing |
 //! | [`admin`] | the `/_understudy/api` routes |
 //! | [`commands`] | one function per CLI subcommand, returning an exit code |
 
@@ -33,3 +34,4 @@ pub mod mock;
 pub mod profile;
 pub mod proxy;
 pub mod store;
+pub mod tls;

@@ -1,1 +1,187 @@
-//! Loading a directory of operation files.
+//! Loading operation files: one file ([`load_file`]), an inline JSON value ([`parse_operation`],
+//! for the admin API) or a whole operations directory ([`load_dir`]). Loading only parses;
+//! the checks of SPEC 3.4 are [`crate::mock::check`]. Problems carry the file and the JSON path.
+
+use crate::config::slash_path;
+use crate::contract::OperationFile;
+use serde::Serialize;
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One thing wrong with an operation file (or a project file). Prints as
+/// `file: json/path: what is wrong, what was expected` (the path is left out when empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub file: PathBuf,
+    /// `/`-separated JSON path inside the file, e.g. `mock/variants/found/result`; empty for
+    /// the file as a whole.
+    pub path: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(file: &Path, path: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem {
+            file: file.to_path_buf(),
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// `{"file","path","message"}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "file": self.file.display().to_string(),
+            "path": self.path,
+            "message": self.message,
+        })
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}: {}: {}",
+                self.file.display(),
+                self.path,
+                self.message
+            )
+        }
+    }
+}
+
+/// A parsed operation file and its current contract hash (for the profile it was loaded as).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedOperation {
+    pub file: PathBuf,
+    pub op: OperationFile,
+    pub contract_hash: String,
+}
+
+/// Parse an operation file from a JSON value (the admin API's inline operations use this
+/// with a made-up `file` such as `crm/<operation_id>`).
+pub fn parse_operation(
+    value: &Value,
+    file: &Path,
+    profile: &str,
+) -> Result<LoadedOperation, Problem> {
+    if !value.is_object() {
+        return Err(Problem::new(
+            file,
+            "",
+            "expected a JSON object (an operation file: operation_id, description, match, input_schema, output_schema, mock)",
+        ));
+    }
+    // serde accepts a JSON array for a struct (its fields in order): refuse it up front.
+    for key in ["match", "idempotency"] {
+        if value.get(key).is_some_and(|v| !v.is_object()) {
+            return Err(Problem::new(file, key, "expected an object"));
+        }
+    }
+    let op: OperationFile = serde_path_to_error::deserialize(value)
+        .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
+    let contract_hash = op.contract_hash(profile);
+    Ok(LoadedOperation {
+        file: file.to_path_buf(),
+        op,
+        contract_hash,
+    })
+}
+
+/// Read and parse one operation file.
+pub fn load_file(file: &Path, profile: &str) -> Result<LoadedOperation, Problem> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Problem::new(file, "", format!("cannot read the operation file: {e}")))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| Problem::new(file, "", format!("not valid JSON: {e}")))?;
+    parse_operation(&value, file, profile)
+}
+
+/// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,
+/// parsed; the files that cannot be parsed become problems. A missing directory is a problem.
+pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem>) {
+    let mut ops = Vec::new();
+    let mut problems = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            problems.push(Problem::new(
+                dir,
+                "",
+                format!("cannot read the operations directory: {e}"),
+            ));
+            return (ops, problems);
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && p.extension().is_some_and(|x| x == "json")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    for f in files {
+        match load_file(&f, profile) {
+            Ok(op) => ops.push(op),
+            Err(p) => problems.push(p),
+        }
+    }
+    (ops, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_keys_are_reported_with_their_path() {
+        let f = Path::new("ops/x.json");
+        let e =
+            parse_operation(&json!({"operation_id":"x","descripton":"d"}), f, "rest").unwrap_err();
+        assert_eq!(e.path, "descripton");
+        assert!(e.message.contains("unknown field `descripton`"), "{e}");
+        let e = parse_operation(
+            &json!({"operation_id":"x","match":{"method":"GET","path":"/x","querry":{}}}),
+            f,
+            "rest",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "match/querry");
+        assert!(e
+            .to_string()
+            .starts_with("ops/x.json: match/querry: unknown field `querry`"));
+        let e = parse_operation(&json!({"operation_id":"x","result_form":"nope"}), f, "mcp")
+            .unwrap_err();
+        assert_eq!(e.path, "result_form");
+        let e = parse_operation(&json!([1]), f, "mcp").unwrap_err();
+        assert!(e.message.contains("JSON object"), "{e}");
+    }
+
+    #[test]
+    fn load_dir_reads_json_files_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("b.json"), r#"{"operation_id":"b"}"#).unwrap();
+        std::fs::write(dir.path().join("a.json"), r#"{"operation_id":"a"}"#).unwrap();
+        std::fs::write(dir.path().join("c.json"), r#"{"operation_id":"#).unwrap();
+        std::fs::write(dir.path().join(".hidden.json"), "x").unwrap();
+        std::fs::write(dir.path().join("README.md"), "x").unwrap();
+        let (ops, problems) = load_dir(dir.path(), "rest");
+        let ids: Vec<_> = ops.iter().map(|o| o.op.operation_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].message.starts_with("not valid JSON"));
+        let (_, problems) = load_dir(&dir.path().join("missing"), "rest");
+        assert_eq!(problems.len(), 1);
+    }
+}

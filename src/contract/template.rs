@@ -1,1 +1,784 @@
-//! Match templates (SPEC 2.2): path, query and header matching, specificity ordering.
+//! Match templates (SPEC 2.2): which HTTP request an operation answers.
+//!
+//! A [`MatchSpec`] is compiled once into a [`CompiledMatch`]:
+//! - `method`, compared case-insensitively;
+//! - `path`: `/`-separated segments, each a literal, `{name}` (captures the whole segment into
+//!   the input) or `*` (any one segment). Empty segments are ignored on both sides, so a
+//!   trailing slash (`…/sobjects/Contact/`, as simple-salesforce and jsforce send) never
+//!   matters;
+//! - `query`: parameter → value template. A template is literal text with `{name}` captures
+//!   (`{{` and `}}` spell literal braces). Before matching, runs of whitespace are collapsed to
+//!   one space and the ends trimmed, in the template and in the actual value alike; a capture
+//!   takes any text (possibly empty) up to the next literal part, trying later occurrences of
+//!   that literal when an earlier one leaves the rest unmatched. Extra parameters the template
+//!   does not name are ignored;
+//! - `headers`: header name (case-insensitive) → literal value (compared after trimming).
+//!
+//! No regular expressions are involved. [`CompiledMatch::specificity`] orders candidates
+//! (more literal segments first, then more query/header constraints), and
+//! [`CompiledMatch::ties_with`] tells `check` when two operations could answer the same request
+//! with equal specificity.
+
+use crate::contract::MatchSpec;
+use hyper::http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+/// A request as the matcher sees it, normalized once at the edge.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    pub method: &'a str,
+    /// Percent-decoded path segments relative to the integration base, no empty segments
+    /// (see [`path_segments`]).
+    pub segments: &'a [String],
+    /// Decoded query parameters in order, `+` already turned into a space (see [`parse_query`]).
+    pub query: &'a [(String, String)],
+    pub headers: &'a HeaderMap,
+}
+
+/// Why a request did not match: the first thing that differed, in words
+/// (`method: expected GET, got POST`, `path segment 3: expected `query`, got `sobjects``,
+/// `query `q`: missing`, …). `score` counts the constraints that did hold before it (method,
+/// segments, parameters, headers): a higher score is a closer operation, for the
+/// `unmatched_request` message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    pub what: String,
+    pub score: usize,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    Capture(String),
+    Any,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Lit(String),
+    Cap(String),
+}
+
+/// A query value template, whitespace-collapsed and split into literal text and captures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueTemplate {
+    source: String,
+    parts: Vec<Part>,
+}
+
+impl ValueTemplate {
+    /// Compile a template. Errors: `{` starting a capture name that is not closed by `}`, two
+    /// captures with no literal text between them.
+    pub fn parse(template: &str) -> Result<ValueTemplate, String> {
+        let text = collapse_whitespace(template);
+        let chars: Vec<char> = text.chars().collect();
+        let mut parts: Vec<Part> = Vec::new();
+        let mut lit = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '{' && chars.get(i + 1) == Some(&'{') {
+                lit.push('{');
+                i += 2;
+            } else if c == '}' && chars.get(i + 1) == Some(&'}') {
+                lit.push('}');
+                i += 2;
+            } else if c == '{' && chars.get(i + 1).is_some_and(|n| is_ident_start(*n)) {
+                let mut j = i + 1;
+                while j < chars.len() && is_ident_char(chars[j]) {
+                    j += 1;
+                }
+                if chars.get(j) != Some(&'}') {
+                    return Err(format!(
+                        "`{{` at character {} starts a capture but is not closed by `}}` after a name of letters, digits and `_` (write `{{{{` for a literal brace)",
+                        i + 1
+                    ));
+                }
+                let name: String = chars[i + 1..j].iter().collect();
+                if !lit.is_empty() {
+                    parts.push(Part::Lit(std::mem::take(&mut lit)));
+                }
+                if matches!(parts.last(), Some(Part::Cap(_))) {
+                    return Err(format!(
+                        "capture `{{{name}}}` follows another capture with no literal text between them"
+                    ));
+                }
+                parts.push(Part::Cap(name));
+                i = j + 1;
+            } else {
+                lit.push(c);
+                i += 1;
+            }
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Lit(lit));
+        }
+        Ok(ValueTemplate {
+            source: template.to_string(),
+            parts,
+        })
+    }
+
+    /// The template as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// True when the template has no capture.
+    pub fn is_literal(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Lit(_)))
+    }
+
+    /// Names of the captures, in order.
+    pub fn capture_names(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Cap(n) => Some(n.as_str()),
+            Part::Lit(_) => None,
+        })
+    }
+
+    /// Match an actual value (whitespace-collapsed first); captures in template order.
+    pub fn matches(&self, actual: &str) -> Option<Vec<(String, String)>> {
+        let text = collapse_whitespace(actual);
+        let mut caps = Vec::new();
+        if match_parts(&self.parts, &text, &mut caps) {
+            Some(caps)
+        } else {
+            None
+        }
+    }
+
+    fn prefix(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Lit(l)) => l,
+            _ => "",
+        }
+    }
+
+    fn suffix(&self) -> &str {
+        match self.parts.last() {
+            Some(Part::Lit(l)) => l,
+            _ => "",
+        }
+    }
+
+    fn literal_text(&self) -> Option<String> {
+        if self.is_literal() {
+            Some(
+                self.parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Lit(l) => l.as_str(),
+                        Part::Cap(_) => "",
+                    })
+                    .collect(),
+            )
+        } else {
+            None
+        }
+    }
+
+    /// False only when no value can match both templates (a conservative test).
+    fn may_overlap(&self, other: &ValueTemplate) -> bool {
+        match (self.literal_text(), other.literal_text()) {
+            (Some(a), Some(b)) => a == b,
+            (Some(a), None) => other.matches(&a).is_some(),
+            (None, Some(b)) => self.matches(&b).is_some(),
+            (None, None) => {
+                let (p, q) = (self.prefix(), other.prefix());
+                let (s, t) = (self.suffix(), other.suffix());
+                (p.starts_with(q) || q.starts_with(p)) && (s.ends_with(t) || t.ends_with(s))
+            }
+        }
+    }
+}
+
+fn match_parts(parts: &[Part], text: &str, caps: &mut Vec<(String, String)>) -> bool {
+    match parts.first() {
+        None => text.is_empty(),
+        Some(Part::Lit(l)) => match text.strip_prefix(l.as_str()) {
+            Some(rest) => match_parts(&parts[1..], rest, caps),
+            None => false,
+        },
+        Some(Part::Cap(name)) => match parts.get(1) {
+            None => {
+                caps.push((name.clone(), text.to_string()));
+                true
+            }
+            Some(Part::Lit(l)) => {
+                let saved = caps.len();
+                let mut from = 0;
+                while let Some(i) = text[from..].find(l.as_str()) {
+                    let at = from + i;
+                    caps.push((name.clone(), text[..at].to_string()));
+                    if match_parts(&parts[1..], &text[at..], caps) {
+                        return true;
+                    }
+                    caps.truncate(saved);
+                    from = at + text[at..].chars().next().map_or(1, char::len_utf8);
+                }
+                false
+            }
+            // `ValueTemplate::parse` never puts two captures side by side.
+            Some(Part::Cap(_)) => false,
+        },
+    }
+}
+
+fn is_ident_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_'
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Trim, and turn every run of whitespace into one space.
+pub fn collapse_whitespace(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for word in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// A compiled `match` (see the module doc). Cheap to clone; `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct CompiledMatch {
+    method: String,
+    path: String,
+    segments: Vec<Segment>,
+    query: Vec<(String, ValueTemplate)>,
+    headers: Vec<(HeaderName, String)>,
+}
+
+impl CompiledMatch {
+    /// Compile a `match` member. The error says what is wrong, e.g.
+    /// "path: segment 4 `v{version}`: a capture must be a whole segment".
+    pub fn compile(spec: &MatchSpec) -> Result<CompiledMatch, String> {
+        let method = spec.method.trim().to_ascii_uppercase();
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(format!(
+                "method: `{}` is not an HTTP method, expected e.g. GET or POST",
+                spec.method
+            ));
+        }
+        if !spec.path.starts_with('/') {
+            return Err(format!(
+                "path: `{}` must start with `/` (relative to the integration's base URL)",
+                spec.path
+            ));
+        }
+        let mut names: Vec<String> = Vec::new();
+        let mut add_name = |name: &str, where_: &str| -> Result<(), String> {
+            if names.iter().any(|n| n == name) {
+                return Err(format!("{where_}: capture `{{{name}}}` is used twice"));
+            }
+            names.push(name.to_string());
+            Ok(())
+        };
+        let mut segments = Vec::new();
+        for (i, seg) in spec.path.split('/').filter(|s| !s.is_empty()).enumerate() {
+            if seg == "*" {
+                segments.push(Segment::Any);
+            } else if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                let mut chars = name.chars();
+                let ok = chars.next().is_some_and(is_ident_start) && chars.all(is_ident_char);
+                if !ok {
+                    return Err(format!(
+                        "path: segment {} `{seg}`: a capture name is letters, digits and `_`, not starting with a digit",
+                        i + 1
+                    ));
+                }
+                add_name(name, "path")?;
+                segments.push(Segment::Capture(name.to_string()));
+            } else if seg.contains(['{', '}', '*']) {
+                return Err(format!(
+                    "path: segment {} `{seg}`: a capture `{{name}}` or `*` must be a whole segment",
+                    i + 1
+                ));
+            } else {
+                segments.push(Segment::Literal(seg.to_string()));
+            }
+        }
+        let mut query = Vec::new();
+        for (key, value) in &spec.query {
+            if key.is_empty() {
+                return Err("query: a parameter name is empty".to_string());
+            }
+            let t = ValueTemplate::parse(value).map_err(|e| format!("query `{key}`: {e}"))?;
+            for n in t.capture_names() {
+                add_name(n, &format!("query `{key}`"))?;
+            }
+            query.push((key.clone(), t));
+        }
+        let mut headers = Vec::new();
+        for (name, value) in &spec.headers {
+            let h = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("headers: `{name}` is not a valid header name"))?;
+            if HeaderValue::from_str(value.trim()).is_err() {
+                return Err(format!(
+                    "headers `{name}`: `{value}` is not a valid header value"
+                ));
+            }
+            headers.push((h, value.trim().to_string()));
+        }
+        Ok(CompiledMatch {
+            method,
+            path: spec.path.clone(),
+            segments,
+            query,
+            headers,
+        })
+    }
+
+    /// The method, upper-case.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The path template as written.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Every capture name (path, then query), in order.
+    pub fn capture_names(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .segments
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Capture(n) => Some(n.as_str()),
+                _ => None,
+            })
+            .collect();
+        for (_, t) in &self.query {
+            out.extend(t.capture_names());
+        }
+        out
+    }
+
+    /// `(literal path segments, query + header constraints)`; compare tuples, higher wins.
+    pub fn specificity(&self) -> (usize, usize) {
+        let literals = self
+            .segments
+            .iter()
+            .filter(|s| matches!(s, Segment::Literal(_)))
+            .count();
+        (literals, self.query.len() + self.headers.len())
+    }
+
+    /// Match a request; on success the captures (path, then query) as JSON strings.
+    pub fn matches(&self, req: &RequestView<'_>) -> Result<Map<String, Value>, Mismatch> {
+        let mut score = 0;
+        let mut caps = Map::new();
+        if !req.method.eq_ignore_ascii_case(&self.method) {
+            return Err(Mismatch {
+                what: format!("method: expected {}, got {}", self.method, req.method),
+                score,
+            });
+        }
+        score += 1;
+        for (i, (want, got)) in self.segments.iter().zip(req.segments).enumerate() {
+            match want {
+                Segment::Literal(l) if l != got => {
+                    return Err(Mismatch {
+                        what: format!(
+                            "path segment {}: expected `{l}`, got `{got}` (template `{}`)",
+                            i + 1,
+                            self.path
+                        ),
+                        score,
+                    });
+                }
+                Segment::Capture(n) => {
+                    caps.insert(n.clone(), Value::String(got.clone()));
+                }
+                _ => {}
+            }
+            score += 1;
+        }
+        if self.segments.len() != req.segments.len() {
+            return Err(Mismatch {
+                what: format!(
+                    "path: expected {} segments (template `{}`), got {} (`/{}`)",
+                    self.segments.len(),
+                    self.path,
+                    req.segments.len(),
+                    req.segments.join("/")
+                ),
+                score,
+            });
+        }
+        for (key, t) in &self.query {
+            let mut values = req.query.iter().filter(|(k, _)| k == key).map(|(_, v)| v);
+            let first = match values.clone().next() {
+                Some(v) => v,
+                None => {
+                    return Err(Mismatch {
+                        what: format!("query `{key}`: missing, expected `{}`", t.source()),
+                        score,
+                    })
+                }
+            };
+            match values.find_map(|v| t.matches(v)) {
+                Some(found) => {
+                    for (n, v) in found {
+                        caps.insert(n, Value::String(v));
+                    }
+                }
+                None => {
+                    return Err(Mismatch {
+                        what: format!(
+                            "query `{key}`: expected `{}`, got `{}`",
+                            t.source(),
+                            collapse_whitespace(first)
+                        ),
+                        score,
+                    })
+                }
+            }
+            score += 1;
+        }
+        for (name, want) in &self.headers {
+            let mut values = req.headers.get_all(name).iter().peekable();
+            if values.peek().is_none() {
+                return Err(Mismatch {
+                    what: format!("header `{name}`: missing, expected `{want}`"),
+                    score,
+                });
+            }
+            let got: Vec<String> = values
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string())
+                .collect();
+            if !got.iter().any(|g| g == want) {
+                return Err(Mismatch {
+                    what: format!("header `{name}`: expected `{want}`, got `{}`", got[0]),
+                    score,
+                });
+            }
+            score += 1;
+        }
+        Ok(caps)
+    }
+
+    /// Whether some request could match both (conservative: `true` unless provably disjoint).
+    pub fn may_overlap(&self, other: &CompiledMatch) -> bool {
+        if self.method != other.method || self.segments.len() != other.segments.len() {
+            return false;
+        }
+        let segs_ok = self
+            .segments
+            .iter()
+            .zip(&other.segments)
+            .all(|(a, b)| match (a, b) {
+                (Segment::Literal(x), Segment::Literal(y)) => x == y,
+                _ => true,
+            });
+        if !segs_ok {
+            return false;
+        }
+        let query_ok = self.query.iter().all(|(k, a)| {
+            other
+                .query
+                .iter()
+                .filter(|(k2, _)| k2 == k)
+                .all(|(_, b)| a.may_overlap(b))
+        });
+        let headers_ok = self.headers.iter().all(|(k, a)| {
+            other
+                .headers
+                .iter()
+                .filter(|(k2, _)| k2 == k)
+                .all(|(_, b)| a == b)
+        });
+        query_ok && headers_ok
+    }
+
+    /// Two matchers of one integration tie when a request can match both with equal
+    /// specificity — a `check` error (SPEC 2.2).
+    pub fn ties_with(&self, other: &CompiledMatch) -> bool {
+        self.specificity() == other.specificity() && self.may_overlap(other)
+    }
+}
+
+/// Split a raw request path into percent-decoded segments, dropping empty ones
+/// (`/a//b/` → `["a", "b"]`). Invalid escapes are kept as written.
+pub fn path_segments(raw_path: &str) -> Vec<String> {
+    raw_path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_decode(s, false))
+        .collect()
+}
+
+/// Parse a raw query string (without `?`) into decoded pairs, `+` meaning a space
+/// (`q=SELECT+Id+FROM+Contact` and `q=SELECT%20Id%20FROM%20Contact` are the same).
+pub fn parse_query(raw_query: &str) -> Vec<(String, String)> {
+    raw_query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (percent_decode(k, true), percent_decode(v, true)),
+            None => (percent_decode(p, true), String::new()),
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str, plus_is_space: bool) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' && i + 2 < bytes.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        if b == b'+' && plus_is_space {
+            out.push(b' ');
+        } else {
+            out.push(b);
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn spec(
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> MatchSpec {
+        MatchSpec {
+            method: method.into(),
+            path: path.into(),
+            query: query
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn run(
+        m: &CompiledMatch,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Map<String, Value>, Mismatch> {
+        let (path, query) = url.split_once('?').unwrap_or((url, ""));
+        let segments = path_segments(path);
+        let query = parse_query(query);
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        m.matches(&RequestView {
+            method,
+            segments: &segments,
+            query: &query,
+            headers: &h,
+        })
+    }
+
+    const SOQL: &str = "SELECT Id, FirstName FROM Contact WHERE Phone = '{phone}'";
+
+    #[test]
+    fn soql_capture_with_whitespace_and_encodings() {
+        let m = CompiledMatch::compile(&spec("GET", "/services/data/*/query", &[("q", SOQL)], &[]))
+            .unwrap();
+        for url in [
+            "/services/data/v59.0/query?q=SELECT+Id,+FirstName+FROM+Contact+WHERE+Phone+=+'%2B1+555+0100'",
+            "/services/data/v59.0/query/?q=SELECT%20Id,%20%20FirstName%0AFROM%20Contact%20WHERE%20Phone%20=%20'%2B1%20555%200100'",
+        ] {
+            let caps = run(&m, "GET", url, &[]).unwrap();
+            assert_eq!(caps["phone"], Value::String("+1 555 0100".into()), "{url}");
+        }
+        let e = run(
+            &m,
+            "GET",
+            "/services/data/v59.0/query?q=SELECT+Id+FROM+Account",
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.what.starts_with("query `q`: expected"), "{}", e.what);
+        let e = run(&m, "GET", "/services/data/v59.0/query", &[]).unwrap_err();
+        assert_eq!(e.what, format!("query `q`: missing, expected `{SOQL}`"));
+    }
+
+    #[test]
+    fn capture_backtracks_to_a_later_literal() {
+        let t = ValueTemplate::parse("name = '{n}'").unwrap();
+        assert_eq!(
+            t.matches("name = 'O'Brien'").unwrap(),
+            vec![("n".to_string(), "O'Brien".to_string())]
+        );
+        assert_eq!(
+            t.matches("name = ''").unwrap(),
+            vec![("n".to_string(), String::new())]
+        );
+        assert!(t.matches("name = 'x").is_none());
+        let t = ValueTemplate::parse("{a}-{b}").unwrap();
+        assert_eq!(
+            t.matches("x-y-z").unwrap(),
+            vec![
+                ("a".to_string(), "x".to_string()),
+                ("b".to_string(), "y-z".to_string())
+            ]
+        );
+        let t = ValueTemplate::parse("{{literal}} {x}").unwrap();
+        assert!(t.matches("{literal} 5").is_some());
+        assert!(ValueTemplate::parse("{a}{b}").is_err());
+        assert!(ValueTemplate::parse("x = {phone").is_err());
+        assert!(ValueTemplate::parse(r#"{"a":1}"#).unwrap().is_literal());
+    }
+
+    #[test]
+    fn path_segments_captures_and_trailing_slash() {
+        let m = CompiledMatch::compile(&spec(
+            "get",
+            "/services/data/*/sobjects/Contact/{id}",
+            &[],
+            &[],
+        ))
+        .unwrap();
+        assert_eq!(m.method(), "GET");
+        let caps = run(
+            &m,
+            "GET",
+            "/services/data/v59.0/sobjects/Contact/003000000000001AAA/",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(caps["id"], "003000000000001AAA");
+        let e = run(&m, "POST", "/services/data/v59.0/sobjects/Contact/1", &[]).unwrap_err();
+        assert_eq!(e.what, "method: expected GET, got POST");
+        assert_eq!(e.score, 0);
+        let e = run(&m, "GET", "/services/data/v59.0/query/Contact/1", &[]).unwrap_err();
+        assert!(
+            e.what
+                .starts_with("path segment 4: expected `sobjects`, got `query`"),
+            "{}",
+            e.what
+        );
+        assert_eq!(e.score, 4);
+        let e = run(&m, "GET", "/services/data/v59.0/sobjects/Contact", &[]).unwrap_err();
+        assert!(
+            e.what.starts_with("path: expected 6 segments"),
+            "{}",
+            e.what
+        );
+    }
+
+    #[test]
+    fn headers_are_case_insensitive_literals() {
+        let m = CompiledMatch::compile(&spec("POST", "/x", &[], &[("X-Tenant", "acme")])).unwrap();
+        assert!(run(&m, "POST", "/x", &[("x-tenant", " acme ")]).is_ok());
+        let e = run(&m, "POST", "/x", &[("x-tenant", "other")]).unwrap_err();
+        assert_eq!(e.what, "header `x-tenant`: expected `acme`, got `other`");
+        let e = run(&m, "POST", "/x", &[]).unwrap_err();
+        assert_eq!(e.what, "header `x-tenant`: missing, expected `acme`");
+    }
+
+    #[test]
+    fn compile_errors() {
+        for (path, want) in [
+            ("services/x", "must start with `/`"),
+            ("/a/v{version}", "must be a whole segment"),
+            ("/a/{1x}", "capture name"),
+            ("/a/{id}/{id}", "used twice"),
+        ] {
+            let e = CompiledMatch::compile(&spec("GET", path, &[], &[])).unwrap_err();
+            assert!(e.contains(want), "{path}: {e}");
+        }
+        let e = CompiledMatch::compile(&spec("GET", "/a/{id}", &[("q", "x = '{id}'")], &[]))
+            .unwrap_err();
+        assert!(e.contains("used twice"), "{e}");
+        assert!(CompiledMatch::compile(&spec("G T", "/a", &[], &[])).is_err());
+        assert!(CompiledMatch::compile(&spec("GET", "/a", &[], &[("bad header", "x")])).is_err());
+    }
+
+    #[test]
+    fn specificity_and_ties() {
+        let c = |m: &str, p: &str, q: &[(&str, &str)]| {
+            CompiledMatch::compile(&spec(m, p, q, &[])).unwrap()
+        };
+        let by_id = c("GET", "/sobjects/Contact/{id}", &[]);
+        let describe = c("GET", "/sobjects/Contact/describe", &[]);
+        assert_eq!(by_id.specificity(), (2, 0));
+        assert_eq!(describe.specificity(), (3, 0));
+        assert!(by_id.may_overlap(&describe));
+        assert!(!by_id.ties_with(&describe));
+        assert!(by_id.ties_with(&c("GET", "/sobjects/Contact/*", &[])));
+        assert!(!by_id.ties_with(&c("PATCH", "/sobjects/Contact/{id}", &[])));
+        assert!(!by_id.ties_with(&c("GET", "/sobjects/Account/{id}", &[])));
+        let q1 = c(
+            "GET",
+            "/query",
+            &[("q", "SELECT Id FROM Contact WHERE Phone = '{p}'")],
+        );
+        let q2 = c(
+            "GET",
+            "/query",
+            &[("q", "SELECT Id FROM Account WHERE Phone = '{p}'")],
+        );
+        let q3 = c(
+            "GET",
+            "/query",
+            &[("q", "SELECT  Id FROM Contact WHERE Phone = '{phone}'")],
+        );
+        assert!(!q1.ties_with(&q2));
+        assert!(q1.ties_with(&q3));
+        let lit = c(
+            "GET",
+            "/query",
+            &[("q", "SELECT Id FROM Contact WHERE Phone = '1'")],
+        );
+        assert!(lit.may_overlap(&q1));
+        assert!(!lit.may_overlap(&q2));
+    }
+
+    #[test]
+    fn query_parsing() {
+        assert_eq!(
+            parse_query("a=1+2&b=%41%zz&c&=x"),
+            vec![
+                ("a".into(), "1 2".into()),
+                ("b".into(), "A%zz".into()),
+                ("c".into(), String::new()),
+                (String::new(), "x".into())
+            ]
+        );
+        assert_eq!(
+            path_segments("/a%20b//c/"),
+            vec!["a b".to_string(), "c".to_string()]
+        );
+        assert_eq!(path_segments("/a%2"), vec!["a%2".to_string()]);
+    }
+}

@@ -1,1 +1,1319 @@
-//! `understudy check` (SPEC 3.4): every problem of an operation file, with file and JSON path.
+//! `understudy check` (SPEC 3.4) and the one "execute one call" function.
+//!
+//! - [`check_operation`]: every check of one operation file — identity, profile rules,
+//!   match template, schemas, and the mock definition (limits, variants, examples evaluated and
+//!   compared, output schema, native envelope, fixture literals, stale contract hash).
+//! - [`check_integration`]: the cross-file checks of one integration (`initial_state` conflicts,
+//!   match ties, duplicate operation ids).
+//! - [`execute`] / [`execute_with`]: validate the input, evaluate, validate the output — the
+//!   shared core of `understudy exec` and `POST /tools/execute` ([`ExecResult::to_json`] is
+//!   the object of SPEC section 9).
+//!
+//! Every [`Problem`] prints as `file: json/path: what is wrong, what was expected`.
+
+use crate::config::ProfileKind;
+use crate::contract::{
+    compile_schema, json_stem, valid_operation_id, CompiledMatch, LoadedOperation, Operation,
+    OperationFile, ResultForm,
+};
+use crate::error::{CallError, HarnessCode, HarnessError, InputError};
+use crate::mock::eval::{compile_problems, json_equal, Engine};
+use crate::mock::model::{limits, Definition};
+use crate::mock::path::pointer_push;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+pub use crate::contract::Problem;
+
+/// Every SPEC 3.4 check of one operation file, as loaded for `profile`. `file` names the
+/// problems; when it ends in `.json` its stem must equal `operation_id` (inline operations of
+/// the admin API pass a path without `.json`, which skips that rule).
+pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut push = |path: &str, msg: String| out.push(Problem::new(file, path, msg));
+    let Some(kind) = ProfileKind::parse(profile) else {
+        push(
+            "",
+            format!("unknown profile `{profile}`: expected rest, salesforce or mcp"),
+        );
+        return out;
+    };
+    if !valid_operation_id(&op.operation_id) {
+        push(
+            "operation_id",
+            format!(
+                "`{}` is not a valid operation id: expected 1-128 characters of a-z, 0-9, `_`, `.` and `-`",
+                op.operation_id
+            ),
+        );
+    }
+    if let Some(stem) = json_stem(file) {
+        if stem != op.operation_id {
+            push(
+                "operation_id",
+                format!(
+                    "`{}` differs from the file name `{stem}.json`: expected \"{stem}\" (the file is named after the operation)",
+                    op.operation_id
+                ),
+            );
+        }
+    }
+    let mut matcher = None;
+    if kind.is_http() {
+        match &op.match_spec {
+            None => push(
+                "match",
+                format!("missing: a `{kind}` operation needs `match` with `method` and `path`"),
+            ),
+            Some(m) => match CompiledMatch::compile(m) {
+                Ok(c) => matcher = Some(c),
+                Err(e) => {
+                    let (path, msg) = match_error_path(&e);
+                    push(&path, msg);
+                }
+            },
+        }
+        for (key, present) in [
+            ("title", op.title.is_some()),
+            ("annotations", op.annotations.is_some()),
+            ("result_form", op.result_form.is_some()),
+        ] {
+            if present {
+                push(
+                    key,
+                    format!("only `mcp` operations have `{key}`; this is a `{kind}` operation"),
+                );
+            }
+        }
+    } else if op.match_spec.is_some() {
+        push(
+            "match",
+            "an `mcp` operation has no `match`: tools are called by name (the operation_id)"
+                .to_string(),
+        );
+    }
+    if let Some(a) = &op.annotations {
+        if !a.is_object() {
+            push(
+                "annotations",
+                "expected an object, as in `tools/list`".to_string(),
+            );
+        }
+    }
+    if let Some(i) = &op.idempotency {
+        match (&i.header, &i.input) {
+            (Some(h), None) => {
+                if hyper::http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                    push("idempotency/header", format!("`{h}` is not a valid header name"));
+                }
+            }
+            (None, Some(p)) => {
+                if p.is_empty() || p.split('.').any(str::is_empty) {
+                    push(
+                        "idempotency/input",
+                        format!("`{p}` is not a dot path into the input, expected e.g. `request_id` or `meta.key`"),
+                    );
+                }
+            }
+            _ => push(
+                "idempotency",
+                "expected exactly one of `header` (a request header) or `input` (a dot path into the input)".into(),
+            ),
+        }
+    }
+    let input_v = compile_schema(&op.input_schema)
+        .map_err(|e| push("input_schema", format!("not a usable JSON Schema: {e}")))
+        .ok();
+    let output_v = compile_schema(&op.output_schema)
+        .map_err(|e| push("output_schema", format!("not a usable JSON Schema: {e}")))
+        .ok();
+    if let Some(m) = &matcher {
+        check_captures_allowed(m, &op.input_schema, &mut push);
+    }
+    if let Some(mock) = &op.mock {
+        let ctx = MockCtx {
+            kind,
+            result_form: op.result_form,
+            contract_hash: op.contract_hash(profile),
+            input_v: input_v.as_ref(),
+            output_v: output_v.as_ref(),
+        };
+        check_mock(mock, &ctx, &mut push);
+    }
+    out
+}
+
+/// `match` compile errors start with the part they concern: turn that into a JSON path.
+fn match_error_path(e: &str) -> (String, String) {
+    for (prefix, path) in [("method: ", "match/method"), ("path: ", "match/path")] {
+        if let Some(rest) = e.strip_prefix(prefix) {
+            return (path.to_string(), rest.to_string());
+        }
+    }
+    if let Some(rest) = e.strip_prefix("query `") {
+        if let Some((key, msg)) = rest.split_once("`: ") {
+            return (pointer_push("match/query", key), msg.to_string());
+        }
+    }
+    if let Some(rest) = e.strip_prefix("headers `") {
+        if let Some((key, msg)) = rest.split_once("`: ") {
+            return (pointer_push("match/headers", key), msg.to_string());
+        }
+    }
+    ("match".to_string(), e.to_string())
+}
+
+/// A capture must be able to land in the input: flag a capture the input schema forbids
+/// (`additionalProperties: false` without a property of that name).
+fn check_captures_allowed(
+    m: &CompiledMatch,
+    input_schema: &Value,
+    push: &mut impl FnMut(&str, String),
+) {
+    if input_schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return;
+    }
+    let props = input_schema.get("properties").and_then(Value::as_object);
+    for name in m.capture_names() {
+        if !props.is_some_and(|p| p.contains_key(name)) {
+            push(
+                "match",
+                format!(
+                    "capture `{{{name}}}` goes into the input, but input_schema forbids additional properties and has no property `{name}`: add it to input_schema/properties"
+                ),
+            );
+        }
+    }
+}
+
+struct MockCtx<'a> {
+    kind: ProfileKind,
+    result_form: Option<ResultForm>,
+    contract_hash: String,
+    input_v: Option<&'a jsonschema::Validator>,
+    output_v: Option<&'a jsonschema::Validator>,
+}
+
+fn check_mock(mock: &Value, ctx: &MockCtx<'_>, push: &mut impl FnMut(&str, String)) {
+    let size = serde_json::to_string(mock).map(|s| s.len()).unwrap_or(0);
+    if size > limits::MAX_BYTES {
+        push(
+            "mock",
+            format!(
+                "the definition is {size} bytes serialized: at most {} (100 KB)",
+                limits::MAX_BYTES
+            ),
+        );
+    }
+    if !mock.is_object() {
+        push(
+            "mock",
+            "expected an object (the version-1 mock definition)".into(),
+        );
+        return;
+    }
+    if let Some(v) = mock.get("schema_version") {
+        if v.as_u64() != Some(1) {
+            push(
+                "mock/schema_version",
+                format!("{v}: expected 1 (the only version)"),
+            );
+            return;
+        }
+    }
+    if let Some((path, what)) = array_for_object(mock) {
+        push(&path, format!("expected an object ({what}), got an array"));
+        return;
+    }
+    let def: Definition = match serde_path_to_error::deserialize(mock) {
+        Ok(d) => d,
+        Err(e) => {
+            let path = crate::config::slash_path(e.path());
+            let path = if path.is_empty() {
+                "mock".to_string()
+            } else {
+                format!("mock/{path}")
+            };
+            push(&path, e.inner().to_string());
+            return;
+        }
+    };
+    if let Some(h) = &def.contract_hash {
+        if *h != ctx.contract_hash {
+            push(
+                "mock/contract_hash",
+                format!(
+                    "stale: the mock was checked against {h} but the current contract hash is {}; the description or a schema changed — review the examples, then set contract_hash to the current hash",
+                    ctx.contract_hash
+                ),
+            );
+        }
+    }
+    let names: Vec<&str> = def.variants.keys().map(String::as_str).collect();
+    let known = || {
+        if names.is_empty() {
+            "(none)".to_string()
+        } else {
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    if def.variants.is_empty() {
+        push("mock/variants", "no variant: expected at least one".into());
+    }
+    if def.variants.len() > limits::MAX_VARIANTS {
+        push(
+            "mock/variants",
+            format!(
+                "{} variants: at most {}",
+                def.variants.len(),
+                limits::MAX_VARIANTS
+            ),
+        );
+    }
+    if def.examples.len() > limits::MAX_EXAMPLES {
+        push(
+            "mock/examples",
+            format!(
+                "{} examples: at most {}",
+                def.examples.len(),
+                limits::MAX_EXAMPLES
+            ),
+        );
+    }
+    if !def.variants.contains_key(&def.default_variant) {
+        push(
+            "mock/default_variant",
+            format!(
+                "`{}` names no variant: expected one of {}",
+                def.default_variant,
+                known()
+            ),
+        );
+    }
+    for (name, v) in &def.variants {
+        let at = pointer_push("mock/variants", name);
+        if v.rules.len() > limits::MAX_RULES {
+            push(
+                &format!("{at}/rules"),
+                format!(
+                    "{} rules: at most {} per variant",
+                    v.rules.len(),
+                    limits::MAX_RULES
+                ),
+            );
+        }
+        if let Some(d) = v.delay_ms {
+            if d > limits::MAX_DELAY_MS {
+                push(
+                    &format!("{at}/delay_ms"),
+                    format!("{d}: at most {}", limits::MAX_DELAY_MS),
+                );
+            }
+        }
+        if let Some(p) = static_result_problem(&v.result, ctx) {
+            push(&format!("{at}/result"), p);
+        }
+        for (i, r) in v.rules.iter().enumerate() {
+            if let Some(d) = r.delay_ms {
+                if d > limits::MAX_DELAY_MS {
+                    push(
+                        &format!("{at}/rules/{i}/delay_ms"),
+                        format!("{d}: at most {}", limits::MAX_DELAY_MS),
+                    );
+                }
+            }
+            if let Some(p) = r
+                .result
+                .as_ref()
+                .and_then(|res| static_result_problem(res, ctx))
+            {
+                push(&format!("{at}/rules/{i}/result"), p);
+            }
+        }
+        if !def.examples.iter().any(|e| e.variant == *name) {
+            push(
+                &at,
+                format!("no example: every variant needs at least one example in mock/examples with \"variant\": \"{name}\""),
+            );
+        }
+    }
+    let fixture = compile_problems(&def);
+    for e in &fixture {
+        let path = e
+            .path
+            .as_deref()
+            .map(|p| format!("mock/{p}"))
+            .unwrap_or_else(|| "mock".into());
+        push(&path, e.message.clone());
+    }
+    let engine = if fixture.is_empty() {
+        Engine::new(def.clone()).ok()
+    } else {
+        None
+    };
+    for (i, ex) in def.examples.iter().enumerate() {
+        let at = format!("mock/examples/{i}");
+        if !def.variants.contains_key(&ex.variant) {
+            push(
+                &format!("{at}/variant"),
+                format!(
+                    "`{}` names no variant: expected one of {}",
+                    ex.variant,
+                    known()
+                ),
+            );
+            continue;
+        }
+        if let Some(iv) = ctx.input_v {
+            let errors = schema_errors(iv, &ex.input);
+            if !errors.is_empty() {
+                for e in errors {
+                    push(
+                        &format!("{at}/input"),
+                        format!("does not match input_schema: {e}"),
+                    );
+                }
+                continue;
+            }
+        }
+        let Some(engine) = &engine else { continue };
+        let state = ex.state.clone().unwrap_or_else(|| engine.initial_state());
+        let outcome = match engine.evaluate(Some(&ex.variant), &ex.input, &state) {
+            Ok(o) => o,
+            Err(e) => {
+                let where_ = e
+                    .path()
+                    .map(|p| format!(" (at mock/{p})"))
+                    .unwrap_or_default();
+                let code = match &e {
+                    CallError::Input(_) => "input_error".to_string(),
+                    CallError::Harness(h) => h.code.to_string(),
+                };
+                push(
+                    &at,
+                    format!(
+                        "evaluating variant `{}` with this input failed with {} `{code}`: {}{where_}; expected a result equal to `expected`",
+                        ex.variant,
+                        e.kind().replace('_', " "),
+                        e.message()
+                    ),
+                );
+                continue;
+            }
+        };
+        if let Some((path, msg)) = first_difference(&ex.expected, &outcome.result, "") {
+            let p = if path.is_empty() {
+                format!("{at}/expected")
+            } else {
+                format!("{at}/expected/{path}")
+            };
+            push(&p, msg);
+        }
+        if let Some(ov) = ctx.output_v {
+            for e in schema_errors(ov, &outcome.result) {
+                push(
+                    &at,
+                    format!("the rendered result does not match output_schema: {e}"),
+                );
+            }
+        }
+        if let Some(msg) = envelope_problem(ctx.kind, ctx.result_form, &outcome.result) {
+            push(&at, format!("the rendered result {msg}"));
+        }
+    }
+}
+
+/// serde reads a struct from a JSON array (its fields in order); the file format wants objects.
+/// The first place in a definition where an array stands for a variant, rule, condition or
+/// example.
+fn array_for_object(mock: &Value) -> Option<(String, &'static str)> {
+    let variants = mock.get("variants").and_then(Value::as_object);
+    for (name, v) in variants.into_iter().flatten() {
+        let at = pointer_push("mock/variants", name);
+        if v.is_array() {
+            return Some((at, "a variant"));
+        }
+        for (i, r) in v
+            .get("rules")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if r.is_array() {
+                return Some((format!("{at}/rules/{i}"), "a rule"));
+            }
+            for (j, c) in r
+                .get("when")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if c.is_array() {
+                    return Some((format!("{at}/rules/{i}/when/{j}"), "a condition"));
+                }
+            }
+        }
+    }
+    for (i, e) in mock
+        .get("examples")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if e.is_array() {
+            return Some((format!("mock/examples/{i}"), "an example"));
+        }
+    }
+    None
+}
+
+/// `{"$input"|"$state"|"$number"|"$dateAdd": …}` — a value decided at render time.
+fn is_expression(v: &Value) -> bool {
+    match v.as_object() {
+        Some(m) if m.len() == 1 => m
+            .keys()
+            .next()
+            .is_some_and(|k| matches!(k.as_str(), "$input" | "$state" | "$number" | "$dateAdd")),
+        _ => false,
+    }
+}
+
+/// The envelope rule applied to a result as written (before rendering), so a rule no example
+/// reaches is caught too. Parts that are expressions are left to the examples.
+fn static_result_problem(result: &Value, ctx: &MockCtx<'_>) -> Option<String> {
+    if is_expression(result) {
+        return None;
+    }
+    match (ctx.kind.is_http(), ctx.result_form.unwrap_or(ResultForm::Structured)) {
+        (true, _) => {
+            let Some(m) = result.as_object() else {
+                return Some(format!("is {}, {ENVELOPE_EXPECTED}", type_name(result)));
+            };
+            if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "status" | "data" | "headers")) {
+                return Some(format!("has the member `{k}`, {ENVELOPE_EXPECTED}"));
+            }
+            match m.get("status") {
+                None => return Some(format!("has no `status`, {ENVELOPE_EXPECTED}")),
+                Some(s) if !is_expression(s) => {
+                    if let Some(p) = status_problem(s) {
+                        return Some(p);
+                    }
+                }
+                _ => {}
+            }
+            match m.get("headers") {
+                Some(h) if !is_expression(h) => match h.as_object() {
+                    None => Some(format!("has `headers` {}, expected an object of strings", type_name(h))),
+                    Some(hm) => hm
+                        .iter()
+                        .find(|(_, v)| !v.is_string() && !is_expression(v))
+                        .map(|(k, v)| format!("has header `{k}` {}, expected a string", type_name(v))),
+                },
+                _ => None,
+            }
+        }
+        (false, ResultForm::Structured) => (!result.is_object()).then(|| {
+            format!(
+                "is {}, expected an object (MCP structured content is a JSON object; use \"result_form\": \"call_tool_result\" for other results)",
+                type_name(result)
+            )
+        }),
+        (false, ResultForm::CallToolResult) => match result.as_object() {
+            None => Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", type_name(result))),
+            Some(m) if !m.contains_key("content") => Some(format!("has no `content`, {CALL_TOOL_RESULT_EXPECTED}")),
+            _ => None,
+        },
+    }
+}
+
+const ENVELOPE_EXPECTED: &str =
+    "expected the native envelope {\"status\": 100-599, \"data\"?: any, \"headers\"?: {name: string}} and no other member";
+const CALL_TOOL_RESULT_EXPECTED: &str =
+    "expected a CallToolResult {\"content\": [blocks], \"structuredContent\"?: {…}, \"isError\"?: bool}";
+
+fn status_problem(s: &Value) -> Option<String> {
+    match s.as_u64() {
+        Some(n) if (100..=599).contains(&n) => None,
+        _ => Some(format!(
+            "has `status` {s}, expected an integer from 100 to 599"
+        )),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The profile's envelope rule for a rendered result (SPEC 5.1), or why it fails
+/// (a phrase such as "has no `status`, expected the native envelope …").
+/// HTTP profiles: `{"status": 100..=599, "data"?: any, "headers"?: {string: string}}` and no
+/// other member. MCP structured: an object. MCP `call_tool_result`: an object with a
+/// `content` array of blocks with a string `type`, optional `structuredContent` object,
+/// optional boolean `isError`, optional `_meta`.
+pub fn envelope_problem(
+    profile: ProfileKind,
+    result_form: Option<ResultForm>,
+    result: &Value,
+) -> Option<String> {
+    match (profile.is_http(), result_form.unwrap_or(ResultForm::Structured)) {
+        (true, _) => {
+            let Some(m) = result.as_object() else {
+                return Some(format!("is {}, {ENVELOPE_EXPECTED}", type_name(result)));
+            };
+            if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "status" | "data" | "headers")) {
+                return Some(format!("has the member `{k}`, {ENVELOPE_EXPECTED} (a bare response body is not an envelope)"));
+            }
+            match m.get("status") {
+                None => return Some(format!("has no `status`, {ENVELOPE_EXPECTED}")),
+                Some(s) => {
+                    if let Some(p) = status_problem(s) {
+                        return Some(p);
+                    }
+                }
+            }
+            match m.get("headers") {
+                None => None,
+                Some(Value::Object(h)) => h
+                    .iter()
+                    .find(|(_, v)| !v.is_string())
+                    .map(|(k, v)| format!("has header `{k}` {}, expected a string", type_name(v))),
+                Some(h) => Some(format!("has `headers` {}, expected an object of strings", type_name(h))),
+            }
+        }
+        (false, ResultForm::Structured) => (!result.is_object()).then(|| {
+            format!(
+                "is {}, expected an object (MCP structured content is a JSON object; use \"result_form\": \"call_tool_result\" for other results)",
+                type_name(result)
+            )
+        }),
+        (false, ResultForm::CallToolResult) => {
+            let Some(m) = result.as_object() else {
+                return Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", type_name(result)));
+            };
+            if let Some(k) = m
+                .keys()
+                .find(|k| !matches!(k.as_str(), "content" | "structuredContent" | "isError" | "_meta"))
+            {
+                return Some(format!("has the member `{k}`, {CALL_TOOL_RESULT_EXPECTED}"));
+            }
+            let Some(content) = m.get("content").and_then(Value::as_array) else {
+                return Some(format!("has no `content` array, {CALL_TOOL_RESULT_EXPECTED}"));
+            };
+            if let Some(i) = content
+                .iter()
+                .position(|b| !b.get("type").is_some_and(Value::is_string))
+            {
+                return Some(format!(
+                    "has content block {i} without a string `type` (text, image, audio, resource, resource_link)"
+                ));
+            }
+            if m.get("isError").is_some_and(|e| !e.is_boolean()) {
+                return Some("has a non-boolean `isError`".to_string());
+            }
+            if m.get("structuredContent").is_some_and(|s| !s.is_object()) {
+                return Some("has a `structuredContent` that is not an object".to_string());
+            }
+            None
+        }
+    }
+}
+
+/// Every error of `instance` against a compiled schema, as `at /instance/path: message`
+/// (`at (root)` for the whole value).
+pub fn schema_errors(validator: &jsonschema::Validator, instance: &Value) -> Vec<String> {
+    validator
+        .iter_errors(instance)
+        .map(|e| {
+            let p = e.instance_path().to_string();
+            let at = if p.is_empty() {
+                "(root)".to_string()
+            } else {
+                p
+            };
+            format!("at {at}: {e}")
+        })
+        .collect()
+}
+
+/// The first place where the rendered `actual` differs from `expected` (numbers by value):
+/// `(relative slash path, message)`.
+fn first_difference(expected: &Value, actual: &Value, at: &str) -> Option<(String, String)> {
+    let short = |v: &Value| {
+        let s = v.to_string();
+        if s.chars().count() > 120 {
+            format!("{}…", s.chars().take(120).collect::<String>())
+        } else {
+            s
+        }
+    };
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            let keys: std::collections::BTreeSet<&String> = e.keys().chain(a.keys()).collect();
+            for k in keys {
+                let p = pointer_push(at, k);
+                match (e.get(k), a.get(k)) {
+                    (Some(ev), Some(av)) => {
+                        if let Some(d) = first_difference(ev, av, &p) {
+                            return Some(d);
+                        }
+                    }
+                    (Some(ev), None) => {
+                        return Some((
+                            p,
+                            format!(
+                                "expected {} but the rendered result has no such member",
+                                short(ev)
+                            ),
+                        ))
+                    }
+                    (None, Some(av)) => {
+                        return Some((
+                            p,
+                            format!(
+                                "the rendered result has {} here but expected has no such member",
+                                short(av)
+                            ),
+                        ))
+                    }
+                    (None, None) => {}
+                }
+            }
+            None
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                if let Some(d) = first_difference(ev, av, &pointer_push(at, &i.to_string())) {
+                    return Some(d);
+                }
+            }
+            (e.len() != a.len()).then(|| {
+                (
+                    at.to_string(),
+                    format!(
+                        "expected {} elements but the rendered result has {}",
+                        e.len(),
+                        a.len()
+                    ),
+                )
+            })
+        }
+        _ => (!json_equal(expected, actual)).then(|| {
+            (
+                at.to_string(),
+                format!(
+                    "the rendered result is {} but expected says {}",
+                    short(actual),
+                    short(expected)
+                ),
+            )
+        }),
+    }
+}
+
+/// The cross-file checks of one integration's operations (SPEC 2.2, 3.3): the same
+/// `initial_state` key with two different values, two operations that tie (equal specificity
+/// and a request both can match), the same operation id twice.
+pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut seen_ids: BTreeMap<&str, &Path> = BTreeMap::new();
+    for l in ops {
+        if let Some(first) = seen_ids.insert(&l.op.operation_id, &l.file) {
+            seen_ids.insert(&l.op.operation_id, first);
+            out.push(Problem::new(
+                &l.file,
+                "operation_id",
+                format!(
+                    "`{}` is also the operation id of {}: expected one file per operation",
+                    l.op.operation_id,
+                    first.display()
+                ),
+            ));
+        }
+    }
+    let mut state: BTreeMap<&str, (&Value, &Path)> = BTreeMap::new();
+    for l in ops {
+        let Some(init) =
+            l.op.mock
+                .as_ref()
+                .and_then(|m| m.get("initial_state"))
+                .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        for (k, v) in init {
+            match state.get(k.as_str()) {
+                None => {
+                    state.insert(k, (v, &l.file));
+                }
+                Some((first, file)) if !json_equal(first, v) => out.push(Problem::new(
+                    &l.file,
+                    pointer_push("mock/initial_state", k),
+                    format!(
+                        "`{k}` is {v} here but {first} in {}: the initial states of one integration are merged, so a key must have one value",
+                        file.display()
+                    ),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    if ProfileKind::parse(profile).is_some_and(ProfileKind::is_http) {
+        let compiled: Vec<(&LoadedOperation, CompiledMatch)> = ops
+            .iter()
+            .filter_map(|l| Some((l, CompiledMatch::compile(l.op.match_spec.as_ref()?).ok()?)))
+            .collect();
+        for (j, (b, mb)) in compiled.iter().enumerate() {
+            for (a, ma) in &compiled[..j] {
+                if ma.ties_with(mb) {
+                    let (lit, cons) = mb.specificity();
+                    out.push(Problem::new(
+                        &b.file,
+                        "match",
+                        format!(
+                            "ties with `{}` ({}): a request can match both with equal specificity ({lit} literal path segments, {cons} query/header constraints); expected one of them to be more specific (a literal segment, a query or header constraint)",
+                            a.op.operation_id,
+                            a.file.display()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The outcome of one isolated call ([`execute`]): the object of SPEC section 9 with
+/// [`ExecResult::to_json`], plus what the caller needs to commit (`state_patch`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecResult {
+    /// The rendered result; `None` when the call ended in an error.
+    pub result: Option<Value>,
+    /// The variant used (or that would have been used).
+    pub variant: Option<String>,
+    pub rule: Option<usize>,
+    /// The state the call read.
+    pub state_before: Map<String, Value>,
+    /// What the call writes (empty on error). The server commits it; `exec` only reports it.
+    pub state_patch: Map<String, Value>,
+    /// `state_before` with `state_patch` applied key by key.
+    pub state_after: Map<String, Value>,
+    pub delay_ms: u64,
+    /// Time spent validating and evaluating (never includes `delay_ms`).
+    pub duration_ms: f64,
+    pub input_valid: bool,
+    /// `None` when no result was rendered (input error, evaluation error).
+    pub output_valid: Option<bool>,
+    /// Input schema errors, output schema errors and envelope problems, each with its path.
+    pub validation_errors: Vec<String>,
+    pub error: Option<CallError>,
+}
+
+impl ExecResult {
+    /// `{"result","variant","rule","state_after","delay_ms","duration_ms","validation_results":{"input_valid","output_valid","validation_errors"},"error","error_kind"}`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "result": self.result,
+            "variant": self.variant,
+            "rule": self.rule,
+            "state_after": self.state_after,
+            "delay_ms": self.delay_ms,
+            "duration_ms": self.duration_ms,
+            "validation_results": {
+                "input_valid": self.input_valid,
+                "output_valid": self.output_valid,
+                "validation_errors": self.validation_errors,
+            },
+            "error": self.error.as_ref().map(CallError::to_json),
+            "error_kind": self.error.as_ref().map(CallError::kind),
+        })
+    }
+
+    /// A call that ended before evaluation (stale contract, broken definition…).
+    pub fn failed(
+        error: CallError,
+        variant: Option<String>,
+        state: Map<String, Value>,
+    ) -> ExecResult {
+        ExecResult {
+            result: None,
+            variant,
+            rule: None,
+            state_after: state.clone(),
+            state_before: state,
+            state_patch: Map::new(),
+            delay_ms: 0,
+            duration_ms: 0.0,
+            input_valid: true,
+            output_valid: None,
+            validation_errors: Vec::new(),
+            error: Some(error),
+        }
+    }
+
+    /// `understudy exec`'s exit code: 0 ok, 3 input error, 4 harness error.
+    pub fn exit_code(&self) -> i32 {
+        match &self.error {
+            None => 0,
+            Some(CallError::Input(_)) => 3,
+            Some(CallError::Harness(_)) => 4,
+        }
+    }
+}
+
+/// Run one call of `op` with the file's own mock (see [`execute_with`]).
+pub fn execute(
+    op: &Operation,
+    input: &Value,
+    variant: Option<&str>,
+    state: Option<&Map<String, Value>>,
+) -> ExecResult {
+    execute_with(op, op.engine.as_deref(), input, variant, state)
+}
+
+/// Run one call in isolation: validate `input` against the input schema (an input error
+/// otherwise), evaluate `engine` (`None` → harness `no_mock`) with `variant` (None → the
+/// default) against `state` (None → the definition's initial state), then validate the
+/// rendered result against the output schema and the profile's envelope rule (harness
+/// `output_schema_violation` otherwise). Pure: commits nothing and never sleeps.
+pub fn execute_with(
+    op: &Operation,
+    engine: Option<&Engine>,
+    input: &Value,
+    variant: Option<&str>,
+    state: Option<&Map<String, Value>>,
+) -> ExecResult {
+    let started = Instant::now();
+    let state_before = match (state, engine) {
+        (Some(s), _) => s.clone(),
+        (None, Some(e)) => e.initial_state(),
+        (None, None) => Map::new(),
+    };
+    let mut r = ExecResult {
+        result: None,
+        variant: variant
+            .map(str::to_string)
+            .or_else(|| engine.map(|e| e.definition().default_variant.clone())),
+        rule: None,
+        state_after: state_before.clone(),
+        state_before,
+        state_patch: Map::new(),
+        delay_ms: 0,
+        duration_ms: 0.0,
+        input_valid: true,
+        output_valid: None,
+        validation_errors: Vec::new(),
+        error: None,
+    };
+    let finish = |mut r: ExecResult| {
+        r.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        r
+    };
+    let Some(engine) = engine else {
+        r.error = Some(
+            HarnessError::new(
+                HarnessCode::NoMock,
+                format!(
+                    "operation `{}` of `{}` has no mock",
+                    op.id(),
+                    op.integration
+                ),
+            )
+            .into(),
+        );
+        return finish(r);
+    };
+    let first_path = op
+        .input_validator
+        .iter_errors(input)
+        .next()
+        .map(|e| e.instance_path().to_string());
+    let errors = schema_errors(&op.input_validator, input);
+    if !errors.is_empty() {
+        r.input_valid = false;
+        let mut e = InputError::new(format!(
+            "input does not match the input schema: {}",
+            errors[0]
+        ));
+        e.details = errors.clone();
+        if let Some(p) = first_path.filter(|p| !p.is_empty()) {
+            e = e.at(p.trim_start_matches('/').replace('/', "."));
+        }
+        r.validation_errors = errors;
+        r.error = Some(e.into());
+        return finish(r);
+    }
+    let outcome = match engine.evaluate(variant, input, &r.state_before) {
+        Ok(o) => o,
+        Err(e) => {
+            r.error = Some(e);
+            return finish(r);
+        }
+    };
+    r.variant = Some(outcome.variant.clone());
+    r.rule = outcome.rule;
+    let mut problems = schema_errors(&op.output_validator, &outcome.result);
+    if let Some(p) = envelope_problem(op.profile, op.op.result_form, &outcome.result) {
+        problems.push(format!("the result {p}"));
+    }
+    let result_at = match outcome.rule {
+        Some(i)
+            if engine.definition().variants[&outcome.variant].rules[i]
+                .result
+                .is_some() =>
+        {
+            format!(
+                "{}/rules/{i}/result",
+                pointer_push("variants", &outcome.variant)
+            )
+        }
+        _ => format!("{}/result", pointer_push("variants", &outcome.variant)),
+    };
+    if !problems.is_empty() {
+        r.output_valid = Some(false);
+        r.error = Some(
+            HarnessError::new(
+                HarnessCode::OutputSchemaViolation,
+                format!(
+                    "the rendered result does not match the output schema: {}",
+                    problems.join("; ")
+                ),
+            )
+            .at(result_at)
+            .into(),
+        );
+        r.validation_errors = problems;
+        return finish(r);
+    }
+    r.output_valid = Some(true);
+    r.delay_ms = outcome.delay_ms;
+    for (k, v) in &outcome.state_patch {
+        r.state_after.insert(k.clone(), v.clone());
+    }
+    r.state_patch = outcome.state_patch;
+    r.result = Some(outcome.result);
+    finish(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(v: Value) -> OperationFile {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn base(profile: &str, mock: Value) -> OperationFile {
+        let mut o = op(json!({
+            "operation_id": "get_thing",
+            "match": {"method": "GET", "path": "/things/{id}"},
+            "input_schema": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
+            "output_schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "integer"}}},
+            "mock": mock
+        }));
+        if profile == "mcp" {
+            o.match_spec = None;
+        }
+        let h = o.contract_hash(profile);
+        if let Some(Value::Object(m)) = &mut o.mock {
+            m.entry("contract_hash").or_insert(Value::String(h));
+        }
+        o
+    }
+
+    fn good_mock() -> Value {
+        json!({
+            "schema_version": 1, "default_variant": "found",
+            "variants": {"found": {"result": {"status": 200, "data": {"id": {"$input": "id"}}}}},
+            "examples": [{"variant": "found", "input": {"id": "7"}, "expected": {"status": 200, "data": {"id": "7"}}}]
+        })
+    }
+
+    fn check(o: &OperationFile, profile: &str) -> Vec<String> {
+        check_operation(o, profile, Path::new("ops/get_thing.json"))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn clean_operation_has_no_problem() {
+        assert_eq!(
+            check(&base("rest", good_mock()), "rest"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn identity_and_profile_rules() {
+        let mut o = base("rest", good_mock());
+        o.operation_id = "Get-Thing".into();
+        let p = check(&o, "rest");
+        assert!(
+            p.iter()
+                .any(|p| p
+                    .starts_with("ops/get_thing.json: operation_id: `Get-Thing` is not a valid")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter().any(|p| p.contains("differs from the file name")),
+            "{p:?}"
+        );
+        let mut o = base("rest", good_mock());
+        o.match_spec = None;
+        o.title = Some("t".into());
+        let p = check(&o, "rest");
+        assert!(p.iter().any(|p| p.contains(": match: missing")), "{p:?}");
+        assert!(p.iter().any(|p| p.contains(": title: only `mcp`")), "{p:?}");
+        let o = base("rest", good_mock());
+        let p = check(&o, "mcp");
+        assert!(
+            p.iter()
+                .any(|p| p.contains(": match: an `mcp` operation has no `match`")),
+            "{p:?}"
+        );
+        let mut o = base("rest", good_mock());
+        o.match_spec.as_mut().unwrap().path = "/things/x{id}".into();
+        let p = check(&o, "rest");
+        assert!(
+            p.iter().any(|p| p.contains(": match/path: segment 2")),
+            "{p:?}"
+        );
+        assert!(check(&base("rest", good_mock()), "soap")[0].contains("unknown profile"));
+    }
+
+    #[test]
+    fn mock_limits_and_structure() {
+        let mut m = good_mock();
+        m["variants"]["found"]["delay_ms"] = json!(30001);
+        m["variants"]["other"] = json!({"result": {"status": 404}});
+        m["default_variant"] = json!("missing");
+        m["examples"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"variant": "nope", "input": {}, "expected": {}}));
+        let p = check(&base("rest", m), "rest");
+        for want in [
+            "mock/variants/found/delay_ms: 30001: at most 30000",
+            "mock/variants/other: no example",
+            "mock/default_variant: `missing` names no variant",
+            "mock/examples/1/variant: `nope` names no variant",
+        ] {
+            assert!(p.iter().any(|p| p.contains(want)), "{want}: {p:?}");
+        }
+        let mut m = good_mock();
+        m["variants"]["found"]["resutl"] = json!(1);
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p[0].contains("mock/variants/found/resutl: unknown field `resutl`"),
+            "{p:?}"
+        );
+        let mut m = good_mock();
+        m["examples"][0] = json!(["found", {"id": "7"}, {"status": 200}]);
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p[0].contains("mock/examples/0: expected an object (an example), got an array"),
+            "{p:?}"
+        );
+        let mut m = good_mock();
+        m["schema_version"] = json!(2);
+        let p = check(&base("rest", m), "rest");
+        assert!(p[0].contains("mock/schema_version: 2: expected 1"), "{p:?}");
+        let mut m = good_mock();
+        for i in 0..31 {
+            m["variants"][format!("v{i}")] = json!({"result": {"status": 200}});
+        }
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/variants: 32 variants: at most 30")),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn examples_are_evaluated_compared_and_validated() {
+        let mut m = good_mock();
+        m["examples"][0]["expected"]["data"]["id"] = json!("8");
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter().any(|p| p.contains("mock/examples/0/expected/data/id: the rendered result is \"7\" but expected says \"8\"")),
+            "{p:?}"
+        );
+        let mut m = good_mock();
+        m["examples"][0]["input"] = json!({"id": 7});
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/examples/0/input: does not match input_schema: at /id")),
+            "{p:?}"
+        );
+        let mut o = base("rest", good_mock());
+        o.output_schema = json!({"type": "object", "properties": {"data": {"properties": {"id": {"type": "integer"}}}}});
+        let h = o.contract_hash("rest");
+        o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
+        let p = check(&o, "rest");
+        assert!(
+            p.iter().any(|p| p.contains(
+                "mock/examples/0: the rendered result does not match output_schema: at /data/id"
+            )),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn envelope_rules() {
+        let mut m = good_mock();
+        m["variants"]["found"]["result"] = json!({"totalSize": 0, "done": true, "records": []});
+        m["examples"][0]["expected"] = json!({"totalSize": 0, "done": true, "records": []});
+        let mut o = base("rest", m);
+        o.output_schema = json!({});
+        let h = o.contract_hash("rest");
+        o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
+        let p = check(&o, "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/examples/0: the rendered result has the member `done`")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/variants/found/result: has the member `done`")),
+            "{p:?}"
+        );
+        let k = ProfileKind::Rest;
+        assert!(envelope_problem(k, None, &json!({"status": 200})).is_none());
+        assert!(envelope_problem(k, None, &json!({"status": 600})).is_some());
+        assert!(envelope_problem(k, None, &json!({"status": 200.5})).is_some());
+        assert!(envelope_problem(k, None, &json!({"status": 200, "headers": {"a": 1}})).is_some());
+        let mcp = ProfileKind::Mcp;
+        assert!(envelope_problem(mcp, None, &json!({"a": 1})).is_none());
+        assert!(envelope_problem(mcp, None, &json!([1])).is_some());
+        let ctr = Some(ResultForm::CallToolResult);
+        assert!(envelope_problem(
+            mcp,
+            ctr,
+            &json!({"content": [{"type": "text", "text": "x"}], "isError": true})
+        )
+        .is_none());
+        assert!(envelope_problem(mcp, ctr, &json!({"text": "x"})).is_some());
+        assert!(envelope_problem(mcp, ctr, &json!({"content": [{"text": "x"}]})).is_some());
+    }
+
+    #[test]
+    fn stale_hash_names_both() {
+        let mut o = base("rest", good_mock());
+        o.description = Some("changed".into());
+        let p = check(&o, "rest");
+        let stale: Vec<_> = p
+            .iter()
+            .filter(|p| p.contains("mock/contract_hash: stale"))
+            .collect();
+        assert_eq!(stale.len(), 1, "{p:?}");
+        assert_eq!(stale[0].matches("sha256:").count(), 2);
+    }
+
+    #[test]
+    fn bad_literal_is_reported() {
+        let mut m = good_mock();
+        m["variants"]["found"]["result"]["data"]["n"] = json!({"$number": "abc"});
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/variants/found/result/data/n")),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn cross_file_conflicts_and_ties() {
+        let load = |name: &str, path: &str, init: Value| LoadedOperation {
+            file: format!("ops/{name}.json").into(),
+            op: op(
+                json!({"operation_id": name, "match": {"method": "GET", "path": path},
+                "mock": {"schema_version": 1, "default_variant": "a", "initial_state": init, "variants": {}}}),
+            ),
+            contract_hash: String::new(),
+        };
+        let ops = [
+            load("a", "/x/{id}", json!({"k": 1, "same": true})),
+            load("b", "/x/*", json!({"k": 2, "same": true})),
+            load("c", "/x/literal", json!({"k": 1.0})),
+        ];
+        let p: Vec<String> = check_integration(&ops, "rest")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            p[0].starts_with("ops/b.json: mock/initial_state/k: `k` is 2 here but 1 in ops/a.json"),
+            "{p:?}"
+        );
+        assert!(
+            p[1].starts_with("ops/b.json: match: ties with `a` (ops/a.json)"),
+            "{p:?}"
+        );
+        assert!(check_integration(&ops, "mcp").len() == 1);
+    }
+
+    #[test]
+    fn execute_reports_each_outcome() {
+        let compile = |o: OperationFile| {
+            let l = LoadedOperation {
+                file: "x.json".into(),
+                contract_hash: o.contract_hash("rest"),
+                op: o,
+            };
+            Operation::compile("crm", ProfileKind::Rest, l).unwrap()
+        };
+        let o = compile(base("rest", good_mock()));
+        let r = execute(&o, &json!({"id": "5"}), None, None);
+        assert_eq!(r.exit_code(), 0, "{:?}", r.to_json());
+        assert_eq!(r.result, Some(json!({"status": 200, "data": {"id": "5"}})));
+        assert_eq!(
+            r.to_json()["validation_results"]["output_valid"],
+            json!(true)
+        );
+        let r = execute(&o, &json!({}), None, None);
+        assert_eq!(r.exit_code(), 3);
+        assert_eq!(r.to_json()["error_kind"], "input_error");
+        assert_eq!(
+            r.to_json()["validation_results"]["input_valid"],
+            json!(false)
+        );
+        let r = execute(&o, &json!({"id": "5"}), Some("nope"), None);
+        assert_eq!(r.exit_code(), 4);
+        assert_eq!(r.to_json()["error"]["code"], "unknown_variant");
+        let mut m = good_mock();
+        m["variants"]["found"]["result"] = json!({"status": "200"});
+        let mut f = base("rest", m);
+        f.mock.as_mut().unwrap()["examples"] = json!([]);
+        let r = execute(&compile(f), &json!({"id": "5"}), None, None);
+        assert_eq!(
+            r.to_json()["error"]["code"],
+            "output_schema_violation",
+            "{:?}",
+            r.to_json()
+        );
+        assert_eq!(r.to_json()["error"]["path"], "variants/found/result");
+        let mut f = base("rest", good_mock());
+        f.mock = None;
+        let r = execute(&compile(f), &json!({"id": "5"}), None, None);
+        assert_eq!(r.to_json()["error"]["code"], "no_mock");
+    }
+}

@@ -1,8 +1,41 @@
 //! Evaluation of a version-1 definition (SPEC 3.1–3.3). See [`Engine::evaluate`].
+//!
+//! [`Engine::new`] compiles a [`Definition`] once: every dot path, reference and literal is
+//! parsed and checked (see [`crate::mock::expr`] and [`crate::mock::path`]), so a call only
+//! walks the compiled tree. The engine is pure — no clock, no I/O — and never applies state:
+//! it returns an [`Outcome`] whose `state_patch` the caller commits.
+//!
+//! # Rules (SPEC 3.1)
+//! - Variant: the one named by the attempt, else `default_variant`; an unknown name is harness
+//!   `unknown_variant`.
+//! - Rules are tried in order; the first whose conditions all hold wins (an empty `when` always
+//!   holds). `result`, `set_state` and `delay_ms` each fall back to the variant's own when the
+//!   rule omits them (an explicit `"set_state": {}` in a rule means "change nothing").
+//! - Conditions read the input or the pre-call state and never fail the call: `eq` is deep
+//!   equality with numbers by value, `ne` its negation (a missing path makes `ne` true), `in`
+//!   holds when the value equals an element of `value` (a missing path makes it false),
+//!   `exists` holds when presence equals `value` (default `true`; a present `null` is present).
+//!
+//! # Decisions on malformed conditions (all `invalid_fixture_literal` at compile time)
+//! A malformed `path`; `in` whose `value` is absent or not an array;
+//! `exists` whose `value` is not a boolean; a condition `value` that contains a reference or
+//! expression object (condition values are literals — they are never rendered).
+//!
+//! `eq`/`ne` with `value` absent compare with `null`: the file model reads `"value": null` as
+//! absent, so the two cannot be told apart, and `null` is what `"value": null` means.
+//!
+//! # Error paths
+//! Errors carry the JSON path inside the definition, segments joined by `/` and escaped as in
+//! JSON Pointer, without a leading `/`: `variants/found/rules/0/result/data/amount/$number`.
 
-use crate::error::CallError;
-use crate::mock::model::Definition;
+use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::mock::expr::{contains_expression, show, Template};
+use crate::mock::model::{Condition, Definition, Op, Source, Variant};
+use crate::mock::path::{pointer_push, DotPath};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+pub use crate::mock::path::json_equal;
 
 /// What one call decided. The caller commits `state_patch` (key by key at the top level),
 /// sleeps `delay_ms`, and answers `result`.
@@ -21,13 +54,239 @@ pub struct Outcome {
 #[derive(Debug)]
 pub struct Engine {
     def: Definition,
+    variants: BTreeMap<String, CompiledVariant>,
+}
+
+#[derive(Debug)]
+struct CompiledVariant {
+    result: Template,
+    set_state: Option<StatePatch>,
+    delay_ms: u64,
+    rules: Box<[CompiledRule]>,
+}
+
+#[derive(Debug)]
+struct CompiledRule {
+    when: Box<[CompiledCondition]>,
+    result: Option<Template>,
+    set_state: Option<StatePatch>,
+    delay_ms: Option<u64>,
+}
+
+/// The compiled `set_state` object: top-level keys with value templates.
+#[derive(Debug)]
+struct StatePatch(Box<[(String, Template)]>);
+
+#[derive(Debug)]
+struct CompiledCondition {
+    source: Source,
+    path: DotPath,
+    test: Test,
+}
+
+#[derive(Debug)]
+enum Test {
+    Eq(Value),
+    Ne(Value),
+    In(Box<[Value]>),
+    Exists(bool),
+}
+
+/// Every literal and reference problem of a definition (not only the first), each an
+/// `invalid_fixture_literal` harness error with its JSON path. Empty when the definition
+/// compiles. For `check`.
+pub fn compile_problems(def: &Definition) -> Vec<HarnessError> {
+    let mut problems = Vec::new();
+    compile_variants(def, &mut problems);
+    problems
+}
+
+fn compile_variants(
+    def: &Definition,
+    problems: &mut Vec<HarnessError>,
+) -> BTreeMap<String, CompiledVariant> {
+    def.variants
+        .iter()
+        .map(|(name, v)| {
+            let at = pointer_push("variants", name);
+            (name.clone(), compile_variant(v, &at, problems))
+        })
+        .collect()
+}
+
+fn compile_variant(v: &Variant, at: &str, problems: &mut Vec<HarnessError>) -> CompiledVariant {
+    let result = Template::compile(&v.result, &pointer_push(at, "result"), problems);
+    let set_state = v
+        .set_state
+        .as_ref()
+        .map(|m| compile_patch(m, &pointer_push(at, "set_state"), problems));
+    let rules_at = pointer_push(at, "rules");
+    let rules = v
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let at = pointer_push(&rules_at, &i.to_string());
+            let when_at = pointer_push(&at, "when");
+            CompiledRule {
+                when: r
+                    .when
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, c)| {
+                        compile_condition(c, &pointer_push(&when_at, &j.to_string()), problems)
+                    })
+                    .collect(),
+                result: r
+                    .result
+                    .as_ref()
+                    .map(|t| Template::compile(t, &pointer_push(&at, "result"), problems)),
+                set_state: r
+                    .set_state
+                    .as_ref()
+                    .map(|m| compile_patch(m, &pointer_push(&at, "set_state"), problems)),
+                delay_ms: r.delay_ms,
+            }
+        })
+        .collect();
+    CompiledVariant {
+        result,
+        set_state,
+        delay_ms: v.delay_ms.unwrap_or(0),
+        rules,
+    }
+}
+
+fn compile_patch(m: &Map<String, Value>, at: &str, problems: &mut Vec<HarnessError>) -> StatePatch {
+    StatePatch(
+        m.iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Template::compile(v, &pointer_push(at, k), problems),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn compile_condition(
+    c: &Condition,
+    at: &str,
+    problems: &mut Vec<HarnessError>,
+) -> Option<CompiledCondition> {
+    let problem = |sub: &str, msg: String| {
+        let at = if sub.is_empty() {
+            at.to_string()
+        } else {
+            pointer_push(at, sub)
+        };
+        HarnessError::new(HarnessCode::InvalidFixtureLiteral, msg).at(at)
+    };
+    let before = problems.len();
+    let path = DotPath::parse(&c.path)
+        .map_err(|why| problems.push(problem("path", format!("condition path: {why}"))))
+        .ok();
+    let op = match c.op {
+        Op::Eq => "eq",
+        Op::Ne => "ne",
+        Op::In => "in",
+        Op::Exists => "exists",
+    };
+    if let Some(v) = &c.value {
+        if contains_expression(v) {
+            problems.push(problem(
+                "value",
+                format!(
+                    "condition values are literals and are never rendered; `{op}` got {}",
+                    show(v)
+                ),
+            ));
+        }
+    }
+    let test = match (c.op, &c.value) {
+        // The file model reads `"value": null` as absent, so absent means null here.
+        (Op::Eq, v) => Some(Test::Eq(v.clone().unwrap_or(Value::Null))),
+        (Op::Ne, v) => Some(Test::Ne(v.clone().unwrap_or(Value::Null))),
+        (Op::In, None) => {
+            problems.push(problem("", "condition `in` needs an array `value`".into()));
+            None
+        }
+        (Op::In, Some(Value::Array(a))) => Some(Test::In(a.clone().into_boxed_slice())),
+        (Op::In, Some(v)) => {
+            problems.push(problem(
+                "value",
+                format!("condition `in` needs an array `value`, got {}", show(v)),
+            ));
+            None
+        }
+        (Op::Exists, None) => Some(Test::Exists(true)),
+        (Op::Exists, Some(Value::Bool(b))) => Some(Test::Exists(*b)),
+        (Op::Exists, Some(v)) => {
+            problems.push(problem(
+                "value",
+                format!(
+                    "condition `exists` takes a boolean `value`, got {}",
+                    show(v)
+                ),
+            ));
+            None
+        }
+    };
+    if problems.len() > before {
+        return None;
+    }
+    Some(CompiledCondition {
+        source: c.source,
+        path: path?,
+        test: test?,
+    })
+}
+
+impl CompiledCondition {
+    #[inline]
+    fn holds(&self, input: &Value, state: &Map<String, Value>) -> bool {
+        let found = match self.source {
+            Source::Input => self.path.resolve(input),
+            Source::State => self.path.resolve_in(state),
+        }
+        .ok();
+        match (&self.test, found) {
+            (Test::Eq(want), Some(v)) => json_equal(v, want),
+            (Test::Eq(_), None) => false,
+            (Test::Ne(want), Some(v)) => !json_equal(v, want),
+            (Test::Ne(_), None) => true,
+            (Test::In(set), Some(v)) => set.iter().any(|w| json_equal(v, w)),
+            (Test::In(_), None) => false,
+            (Test::Exists(want), found) => found.is_some() == *want,
+        }
+    }
+}
+
+impl StatePatch {
+    fn render(
+        &self,
+        input: &Value,
+        state: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, CallError> {
+        let mut out = Map::new();
+        for (k, t) in self.0.iter() {
+            out.insert(k.clone(), t.render(input, state)?);
+        }
+        Ok(out)
+    }
 }
 
 impl Engine {
-    /// Compile a parsed definition. Fails with a harness error (`invalid_fixture_literal`,
-    /// malformed reference…) when the definition itself is broken.
+    /// Compile a parsed definition. Fails with harness `invalid_fixture_literal` (the first
+    /// problem [`compile_problems`] would list) when a literal or reference is malformed.
     pub fn new(def: Definition) -> Result<Engine, CallError> {
-        Ok(Engine { def })
+        let mut problems = Vec::new();
+        let variants = compile_variants(&def, &mut problems);
+        match problems.into_iter().next() {
+            Some(first) => Err(first.into()),
+            None => Ok(Engine { def, variants }),
+        }
     }
 
     pub fn definition(&self) -> &Definition {
@@ -41,12 +300,393 @@ impl Engine {
 
     /// Evaluate one call. `variant` None → `default_variant`. `state` is the pre-call state of
     /// the attempt's integration. Pure: reads no clock, does no I/O.
+    ///
+    /// The result renders first, then `set_state` (against the same pre-call state and input);
+    /// any error in either ends the call with no patch.
     pub fn evaluate(
         &self,
-        _variant: Option<&str>,
-        _input: &Value,
-        _state: &Map<String, Value>,
+        variant: Option<&str>,
+        input: &Value,
+        state: &Map<String, Value>,
     ) -> Result<Outcome, CallError> {
-        unimplemented!("engine evaluation: being written")
+        let name = variant.unwrap_or(&self.def.default_variant);
+        let Some((name, v)) = self.variants.get_key_value(name) else {
+            return Err(self.unknown_variant(name));
+        };
+        let matched = v
+            .rules
+            .iter()
+            .position(|r| r.when.iter().all(|c| c.holds(input, state)));
+        let rule = matched.map(|i| &v.rules[i]);
+        let result = rule
+            .and_then(|r| r.result.as_ref())
+            .unwrap_or(&v.result)
+            .render(input, state)?;
+        let state_patch = match rule
+            .and_then(|r| r.set_state.as_ref())
+            .or(v.set_state.as_ref())
+        {
+            Some(p) => p.render(input, state)?,
+            None => Map::new(),
+        };
+        Ok(Outcome {
+            result,
+            state_patch,
+            delay_ms: rule.and_then(|r| r.delay_ms).unwrap_or(v.delay_ms),
+            variant: name.clone(),
+            rule: matched,
+        })
+    }
+
+    fn unknown_variant(&self, name: &str) -> CallError {
+        let known: Vec<&str> = self.variants.keys().map(String::as_str).collect();
+        HarnessError::new(
+            HarnessCode::UnknownVariant,
+            format!(
+                "variant `{name}` is not defined; the definition has: {}",
+                known.join(", ")
+            ),
+        )
+        .into()
+    }
+}
+
+#[cfg(test)]
+fn engine(def: Value) -> Engine {
+    Engine::new(Definition::from_value(&def).unwrap()).unwrap()
+}
+
+#[cfg(test)]
+fn state(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+#[cfg(test)]
+mod selection_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn two() -> Engine {
+        engine(
+            json!({"schema_version": 1, "default_variant": "a", "variants": {
+            "a": {"result": "A"}, "b": {"result": "B", "delay_ms": 7}}}),
+        )
+    }
+
+    #[test]
+    fn none_selects_the_default() {
+        let o = two().evaluate(None, &json!({}), &Map::new()).unwrap();
+        assert_eq!(
+            (o.result, o.variant, o.rule, o.delay_ms),
+            (json!("A"), "a".into(), None, 0)
+        );
+    }
+
+    #[test]
+    fn named_variant() {
+        let o = two().evaluate(Some("b"), &json!({}), &Map::new()).unwrap();
+        assert_eq!((o.result, o.delay_ms), (json!("B"), 7));
+    }
+
+    #[test]
+    fn unknown_variant_is_a_harness_error() {
+        let e = two()
+            .evaluate(Some("c"), &json!({}), &Map::new())
+            .unwrap_err();
+        assert!(
+            matches!(e, CallError::Harness(ref h) if h.code == HarnessCode::UnknownVariant),
+            "{e:?}"
+        );
+        assert!(e.message().contains("a, b"));
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def() -> Engine {
+        engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": "base", "set_state": {"k": "base"}, "delay_ms": 5,
+            "rules": [
+                {"when": [{"source": "input", "path": "x", "op": "eq", "value": 1}], "result": "first"},
+                {"when": [{"source": "input", "path": "x", "op": "in", "value": [1, 2]}], "set_state": {}, "delay_ms": 9},
+                {"when": [], "result": "always"}
+            ]}}}),
+        )
+    }
+
+    #[test]
+    fn first_match_wins_and_falls_back_per_field() {
+        let e = def();
+        let o = e.evaluate(None, &json!({"x": 1.0}), &Map::new()).unwrap();
+        assert_eq!(
+            (o.rule, &o.result, o.delay_ms),
+            (Some(0), &json!("first"), 5)
+        );
+        assert_eq!(o.state_patch, state(json!({"k": "base"})));
+        let o = e.evaluate(None, &json!({"x": 2}), &Map::new()).unwrap();
+        assert_eq!(
+            (o.rule, &o.result, o.delay_ms),
+            (Some(1), &json!("base"), 9)
+        );
+        assert!(
+            o.state_patch.is_empty(),
+            "explicit empty set_state changes nothing"
+        );
+        let o = e.evaluate(None, &json!({"x": 3}), &Map::new()).unwrap();
+        assert_eq!((o.rule, o.result), (Some(2), json!("always")));
+    }
+
+    #[test]
+    fn no_rule_uses_the_variant() {
+        let e = engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": "base", "rules": [{"when": [{"source": "input", "path": "x", "op": "exists"}], "result": "r"}]}}}),
+        );
+        let o = e.evaluate(None, &json!({}), &Map::new()).unwrap();
+        assert_eq!((o.rule, o.result), (None, json!("base")));
+    }
+}
+
+#[cfg(test)]
+mod condition_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn holds(
+        source: &str,
+        path: &str,
+        op: &str,
+        value: Option<Value>,
+        input: Value,
+        st: Value,
+    ) -> bool {
+        let mut c = json!({"source": source, "path": path, "op": op});
+        if let Some(v) = value {
+            c["value"] = v;
+        }
+        let e = engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": false, "rules": [{"when": [c], "result": true}]}}}),
+        );
+        e.evaluate(None, &input, &state(st)).unwrap().result == json!(true)
+    }
+
+    #[test]
+    fn eq_is_deep_and_numeric() {
+        assert!(holds(
+            "input",
+            "a",
+            "eq",
+            Some(json!({"b": [1]})),
+            json!({"a": {"b": [1.0]}}),
+            json!({})
+        ));
+        assert!(!holds(
+            "input",
+            "a",
+            "eq",
+            Some(json!("1")),
+            json!({"a": 1}),
+            json!({})
+        ));
+        assert!(!holds(
+            "input",
+            "missing",
+            "eq",
+            Some(json!(null)),
+            json!({}),
+            json!({})
+        ));
+        assert!(holds(
+            "input",
+            "a",
+            "eq",
+            Some(json!(null)),
+            json!({"a": null}),
+            json!({})
+        ));
+    }
+
+    #[test]
+    fn ne_is_true_on_missing() {
+        assert!(holds(
+            "input",
+            "missing",
+            "ne",
+            Some(json!(1)),
+            json!({}),
+            json!({})
+        ));
+        assert!(!holds(
+            "input",
+            "a",
+            "ne",
+            Some(json!(1)),
+            json!({"a": 1.0}),
+            json!({})
+        ));
+    }
+
+    #[test]
+    fn in_needs_presence() {
+        assert!(holds(
+            "state",
+            "s",
+            "in",
+            Some(json!(["x", "y"])),
+            json!({}),
+            json!({"s": "y"})
+        ));
+        assert!(!holds(
+            "state",
+            "s",
+            "in",
+            Some(json!(["x"])),
+            json!({}),
+            json!({})
+        ));
+        assert!(!holds(
+            "state",
+            "s",
+            "in",
+            Some(json!([])),
+            json!({}),
+            json!({"s": 1})
+        ));
+    }
+
+    #[test]
+    fn exists_compares_presence() {
+        assert!(holds(
+            "input",
+            "a.0",
+            "exists",
+            None,
+            json!({"a": [null]}),
+            json!({})
+        ));
+        assert!(holds(
+            "input",
+            "a.1",
+            "exists",
+            Some(json!(false)),
+            json!({"a": [null]}),
+            json!({})
+        ));
+        assert!(!holds(
+            "input",
+            "a.0",
+            "exists",
+            Some(json!(false)),
+            json!({"a": [null]}),
+            json!({})
+        ));
+    }
+
+    #[test]
+    fn malformed_conditions_fail_compilation_with_paths() {
+        let def = Definition::from_value(
+            &json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": 1, "rules": [{"when": [
+                {"source": "input", "path": "a..b", "op": "eq", "value": 1},
+                {"source": "input", "path": "a", "op": "in", "value": 1},
+                {"source": "input", "path": "a", "op": "exists", "value": "yes"},
+                {"source": "input", "path": "a", "op": "in"},
+                {"source": "input", "path": "a", "op": "eq", "value": {"$state": "x"}}
+            ]}]}}}),
+        )
+        .unwrap();
+        let p: Vec<String> = compile_problems(&def)
+            .into_iter()
+            .map(|e| e.path.unwrap())
+            .collect();
+        assert_eq!(
+            p,
+            vec![
+                "variants/v/rules/0/when/0/path",
+                "variants/v/rules/0/when/1/value",
+                "variants/v/rules/0/when/2/value",
+                "variants/v/rules/0/when/3",
+                "variants/v/rules/0/when/4/value",
+            ]
+        );
+        assert!(Engine::new(def).is_err());
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn set_state_reads_the_pre_call_state_and_is_not_applied() {
+        let e = engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": {"before": {"$state": "n"}},
+            "set_state": {"n": {"$input": "n"}, "old": {"$state": "n"}}}}}),
+        );
+        let pre = state(json!({"n": 1}));
+        let o = e.evaluate(None, &json!({"n": 2}), &pre).unwrap();
+        assert_eq!(o.result, json!({"before": 1}));
+        assert_eq!(o.state_patch, state(json!({"n": 2, "old": 1})));
+        assert_eq!(pre, state(json!({"n": 1})));
+    }
+
+    #[test]
+    fn an_error_in_set_state_fails_the_call() {
+        let e = engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": "ok", "set_state": {"n": {"$input": "missing"}}}}}),
+        );
+        let err = e.evaluate(None, &json!({}), &Map::new()).unwrap_err();
+        assert_eq!(err.path(), Some("variants/v/set_state/n"));
+    }
+
+    #[test]
+    fn initial_state_defaults_to_empty() {
+        let e = engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {"result": 1}}}),
+        );
+        assert!(e.initial_state().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod compile_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn engine_new_reports_the_first_problem_and_compile_problems_all() {
+        let def = Definition::from_value(&json!({"schema_version": 1, "default_variant": "found", "variants": {
+            "found": {"result": {"data": {"amount": {"$number": "abc"}}},
+                       "set_state": {"due": {"$dateAdd": {"value": "2024-01-01", "days": 9000}}}}}})).unwrap();
+        let all = compile_problems(&def);
+        let paths: Vec<_> = all.iter().map(|e| e.path.clone().unwrap()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "variants/found/result/data/amount/$number",
+                "variants/found/set_state/due/$dateAdd/days"
+            ]
+        );
+        match Engine::new(def).unwrap_err() {
+            CallError::Harness(h) => {
+                assert_eq!(h.code, HarnessCode::InvalidFixtureLiteral);
+                assert_eq!(h, all[0]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn engine_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Engine>();
     }
 }

@@ -7,8 +7,10 @@
 
 pub mod check;
 pub mod eval;
+pub mod expr;
 pub mod generate;
 pub mod model;
+pub mod path;
 
 pub use eval::{Engine, Outcome};
 pub use model::Definition;

@@ -1,1 +1,643 @@
-//! Listener, routing and the call pipeline.
+//! The replay proxy: start-up, the listener, routing and the call pipeline (SPEC 4, 5, 12, 13).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`request`] | the buffered, normalized request every stage takes |
+//! | [`http`] | the listener (HTTP/1.1 + h2c), limits, watchdog, graceful shutdown |
+//! | [`route`] | attempt → integration → operation, the `unmatched_request` message |
+//! | [`pipeline`] | the call stages of SPEC 5, one documented function each, and evidence |
+//!
+//! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
+//! operation file (any problem refuses the start, with the `check` messages), open the store,
+//! sync every file's mock into a revision (`source: "file"`), and create the default attempt
+//! (latest revisions pinned, no token, no lease). Pinned revisions are compiled once into
+//! [`Engines`], shared by every attempt that pins them.
+//!
+//! Entry points: [`run_serve`] for `understudy serve` (prints the readiness line
+//! `understudy listening on http://HOST:PORT` on stdout once it accepts connections), and
+//! [`serve`] for tests and embedders: it takes a bound listener and a shutdown future.
+
+pub mod http;
+pub mod pipeline;
+pub mod request;
+pub mod route;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::{Map, Value};
+
+use crate::attempt::{self, Attempt, AttemptState, Attempts, Clock, SystemClock};
+use crate::config::{Config, IntegrationConfig, Mode, ProfileKind};
+use crate::contract::template::CompiledMatch;
+use crate::contract::{Operation, Problem};
+use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::mock::{Definition, Engine};
+use crate::profile::Profile;
+use crate::store::{Pin, Store, StoreError};
+
+pub use http::Limits;
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Operation files failed `check`.
+    #[error("{} problem(s) in operation files; fix them (see `understudy check`):\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Check(Vec<Problem>),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// Something this build cannot serve (a mode or profile of a later release).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A built-in operation template of an integration's profile, compiled.
+#[derive(Debug)]
+pub struct BuiltinOp {
+    pub operation_id: String,
+    pub description: Option<String>,
+    pub matcher: CompiledMatch,
+    pub write: Option<bool>,
+}
+
+/// One integration of the project, ready to serve.
+#[derive(Debug)]
+pub struct Integration {
+    pub config: IntegrationConfig,
+    /// The wire dialect; `None` for a profile this build does not serve over HTTP (`mcp`).
+    pub profile: Option<Arc<Profile>>,
+    /// Its operation files, checked and compiled.
+    pub operations: Vec<Arc<Operation>>,
+    /// The profile's built-in templates that no operation file overrides (same id).
+    pub builtins: Vec<Arc<BuiltinOp>>,
+}
+
+impl Integration {
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+    pub fn operation(&self, id: &str) -> Option<&Arc<Operation>> {
+        self.operations.iter().find(|o| o.id() == id)
+    }
+}
+
+/// Pinned revisions compiled once, keyed by (`"<integration>/<operation_id>"`, revision) and
+/// shared by every attempt.
+#[derive(Default)]
+pub struct Engines {
+    map: Mutex<HashMap<(String, u64), Arc<Engine>>>,
+}
+
+impl Engines {
+    /// The engine of revision `pin` of `op`: the file's own engine when the revision is the
+    /// file's definition, else the stored definition compiled (once).
+    pub fn get(&self, store: &Store, op: &Operation, pin: &Pin) -> Result<Arc<Engine>, CallError> {
+        let key = (op.key(), pin.revision);
+        if let Some(e) = self.lock().get(&key) {
+            return Ok(e.clone());
+        }
+        let rev = store
+            .revision(&key.0, pin.revision)
+            .map_err(|e| {
+                HarnessError::new(
+                    HarnessCode::NoMock,
+                    format!("cannot read revision {} of `{}`: {e}", pin.revision, key.0),
+                )
+            })?
+            .ok_or_else(|| {
+                HarnessError::new(
+                    HarnessCode::NoMock,
+                    format!(
+                        "revision {} of `{}` is not in the store",
+                        pin.revision, key.0
+                    ),
+                )
+            })?;
+        let engine = match (&op.engine, &op.definition_hash) {
+            (Some(e), Some(h)) if *h == rev.definition_hash => e.clone(),
+            _ => {
+                let def = Definition::from_value(&rev.definition).map_err(|m| {
+                    HarnessError::new(
+                        HarnessCode::InvalidFixtureLiteral,
+                        format!(
+                            "revision {} of `{}` is not a valid definition: {m}",
+                            pin.revision, key.0
+                        ),
+                    )
+                })?;
+                Arc::new(Engine::new(def)?)
+            }
+        };
+        Ok(self.lock().entry(key).or_insert(engine).clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u64), Arc<Engine>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Counters for a later `/metrics` (cheap: atomics and one small map).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    /// (integration, operation, result_status) → count.
+    calls: Mutex<BTreeMap<(String, String, String), u64>>,
+    /// Latency histogram: bucket upper bounds in ms ([`Metrics::BUCKETS_MS`]) plus +Inf.
+    latency: Mutex<([u64; 12], f64, u64)>,
+}
+
+impl Metrics {
+    pub const BUCKETS_MS: [f64; 11] = [
+        0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 1000.0, 5000.0,
+    ];
+
+    pub fn connection_opened(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn observe(&self, integration: &str, operation: &str, status: &str, latency_ms: f64) {
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((integration.into(), operation.into(), status.into()))
+            .or_default() += 1;
+        let mut l = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        let i = Self::BUCKETS_MS
+            .iter()
+            .position(|b| latency_ms <= *b)
+            .unwrap_or(Self::BUCKETS_MS.len());
+        l.0[i] += 1;
+        l.1 += latency_ms;
+        l.2 += 1;
+    }
+
+    /// A snapshot of the call counters.
+    pub fn calls(&self) -> BTreeMap<(String, String, String), u64> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A snapshot of the latency histogram: (per-bucket counts, sum ms, count).
+    pub fn latency(&self) -> ([u64; 12], f64, u64) {
+        *self.latency.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How to build an [`App`].
+pub struct AppOptions {
+    pub config: Config,
+    /// The admin bearer token (`--admin-token` / `UNDERSTUDY_ADMIN_TOKEN`); `None` → admin API
+    /// on loopback only.
+    pub admin_token: Option<String>,
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+}
+
+impl AppOptions {
+    pub fn new(config: Config) -> AppOptions {
+        AppOptions {
+            config,
+            admin_token: None,
+            clock: Arc::new(SystemClock),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Everything a running server shares between connections.
+pub struct App {
+    pub config: Config,
+    pub mode: Mode,
+    pub store: Store,
+    pub integrations: BTreeMap<String, Integration>,
+    pub engines: Engines,
+    pub attempts: Attempts,
+    pub admin_token: Option<String>,
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+    pub metrics: Metrics,
+    local_addr: OnceLock<SocketAddr>,
+}
+
+impl App {
+    /// Load, check, open the store, sync revisions, create the default attempt.
+    pub fn build(opts: AppOptions) -> Result<App, StartError> {
+        let AppOptions {
+            config,
+            admin_token,
+            clock,
+            limits,
+        } = opts;
+        if config.mode != Mode::Replay {
+            return Err(StartError::Unsupported(format!(
+                "mode `{}` is not available in this build yet; use `--mode replay`",
+                config.mode
+            )));
+        }
+        let mut problems = Vec::new();
+        let mut integrations = BTreeMap::new();
+        for integ in config.integrations.values() {
+            match crate::contract::load_integration(integ) {
+                Ok(ops) => {
+                    let ops: Vec<Arc<Operation>> = ops.into_iter().map(Arc::new).collect();
+                    let profile = Profile::builtin(integ.profile.as_str());
+                    let builtins = profile
+                        .as_ref()
+                        .map(|p| builtins_of(p, &ops))
+                        .unwrap_or_default();
+                    if integ.profile == ProfileKind::Mcp {
+                        tracing::warn!(integration = %integ.name, "the mcp profile is not served by this build yet; its calls answer harness errors");
+                    }
+                    integrations.insert(
+                        integ.name.clone(),
+                        Integration {
+                            config: integ.clone(),
+                            profile,
+                            operations: ops,
+                            builtins,
+                        },
+                    );
+                }
+                Err(p) => problems.extend(p),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(StartError::Check(problems));
+        }
+        let store = Store::open(&config.data_dir)?;
+        for integ in integrations.values() {
+            for op in &integ.operations {
+                if let Some(def) = &op.definition {
+                    let (rev, created) =
+                        store.sync_revision(&op.key(), &op.contract_hash, def, "file")?;
+                    if created {
+                        tracing::info!(operation = %op.key(), revision = rev.revision, "new revision from file");
+                    }
+                }
+            }
+        }
+        let app = App {
+            config,
+            mode: Mode::Replay,
+            store,
+            integrations,
+            engines: Engines::default(),
+            attempts: Attempts::new(),
+            admin_token: admin_token.filter(|t| !t.is_empty()),
+            clock,
+            limits,
+            metrics: Metrics::default(),
+            local_addr: OnceLock::new(),
+        };
+        app.start_default_attempt()?;
+        Ok(app)
+    }
+
+    /// End the default attempts of earlier runs and create this run's.
+    fn start_default_attempt(&self) -> Result<(), StartError> {
+        let now = self.clock.now();
+        for mut old in self.store.attempts()? {
+            if old.is_default && old.ended_at.is_none() {
+                let remaining = self.store.clear_state(&old.attempt_id)?;
+                old.ended_at = Some(attempt::rfc3339(now));
+                old.cleanup = Some(cleanup_report(remaining));
+                self.store.put_attempt(&old)?;
+            }
+        }
+        let pinned = self.pin_latest()?;
+        // Stale operations stay unpinned in the default attempt: their calls answer
+        // `stale_contract` rather than refusing the whole server.
+        // The store keys attempts by token hash: the default attempt gets a token nobody
+        // ever sees (requests without a token reach it).
+        let unused_token = attempt::new_token();
+        let rec = attempt::new_record(
+            now,
+            Some(&unused_token),
+            None,
+            None,
+            pinned.pins,
+            BTreeMap::new(),
+            true,
+        );
+        self.create_attempt(rec)?;
+        Ok(())
+    }
+
+    /// Pin the latest revision of every operation file (SPEC 6.2), listing stale ones: a
+    /// latest revision checked against another contract hash than the file's current one.
+    pub fn pin_latest(&self) -> Result<Pinned, StoreError> {
+        let mut out = Pinned::default();
+        for integ in self.integrations.values() {
+            for op in &integ.operations {
+                let key = op.key();
+                if let Some(rev) = self.store.latest_revision(&key)? {
+                    if rev.contract_hash != op.contract_hash {
+                        out.stale.push(StaleOp {
+                            operation: key,
+                            revision: rev.revision,
+                            revision_contract_hash: rev.contract_hash,
+                            current_contract_hash: op.contract_hash.clone(),
+                        });
+                    } else {
+                        out.pins.insert(
+                            key,
+                            Pin {
+                                revision: rev.revision,
+                                contract_hash: rev.contract_hash,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Store a new attempt with its initial state (the union of the pinned definitions'
+    /// `initial_state` per integration) and register it.
+    pub fn create_attempt(
+        &self,
+        rec: crate::store::AttemptRecord,
+    ) -> Result<Arc<Attempt>, StoreError> {
+        let mut state: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+        for integ in self.integrations.values() {
+            let mut s = Map::new();
+            for op in &integ.operations {
+                if let Some(pin) = rec.pins.get(&op.key()) {
+                    match self.engines.get(&self.store, op, pin) {
+                        Ok(engine) => {
+                            for (k, v) in engine.initial_state() {
+                                s.entry(k).or_insert(v);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(operation = %op.key(), error = %e, "pinned revision does not compile");
+                        }
+                    }
+                }
+            }
+            state.insert(integ.name().to_string(), s);
+        }
+        self.store.put_attempt(&rec)?;
+        for (integ, s) in &state {
+            self.store.put_state(&rec.attempt_id, integ, s)?;
+        }
+        let a = Attempt::new(
+            rec,
+            AttemptState {
+                state,
+                idempotency: HashMap::new(),
+            },
+        );
+        Ok(self.attempts.insert(a))
+    }
+
+    /// The address the server listens on, once serving.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr.get().copied()
+    }
+
+    pub fn integration(&self, name: &str) -> Option<&Integration> {
+        self.integrations.get(name)
+    }
+
+    /// The operation `"<integration>/<operation_id>"`.
+    pub fn operation(&self, key: &str) -> Option<&Arc<Operation>> {
+        let (i, o) = key.split_once('/')?;
+        self.integrations.get(i)?.operation(o)
+    }
+}
+
+/// `{"status":"verified"|"unverified","remaining_state_keys":n}`.
+pub fn cleanup_report(remaining: usize) -> Value {
+    serde_json::json!({
+        "status": if remaining == 0 { "verified" } else { "unverified" },
+        "remaining_state_keys": remaining,
+    })
+}
+
+/// The result of pinning latest revisions.
+#[derive(Debug, Default)]
+pub struct Pinned {
+    pub pins: BTreeMap<String, Pin>,
+    pub stale: Vec<StaleOp>,
+}
+
+/// An operation whose latest revision was checked against another contract.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StaleOp {
+    pub operation: String,
+    pub revision: u64,
+    pub revision_contract_hash: String,
+    pub current_contract_hash: String,
+}
+
+fn builtins_of(profile: &Profile, ops: &[Arc<Operation>]) -> Vec<Arc<BuiltinOp>> {
+    profile
+        .templates()
+        .iter()
+        .filter(|t| !ops.iter().any(|o| o.id() == t.operation_id))
+        .filter_map(|t| {
+            let matcher = CompiledMatch::compile(&t.match_spec)
+                .map_err(|e| tracing::error!(template = %t.operation_id, error = %e, "bad built-in template"))
+                .ok()?;
+            Some(Arc::new(BuiltinOp {
+                operation_id: t.operation_id.clone(),
+                description: t.description.clone(),
+                matcher,
+                write: t.write,
+            }))
+        })
+        .collect()
+}
+
+/// Serve `app` on a bound listener until `shutdown` resolves; then finish in-flight calls and
+/// flush the store (STYLE habit 2: tests bind `127.0.0.1:0` and pass their own shutdown).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        let _ = app.local_addr.set(addr);
+    }
+    http::serve_listener(listener, app, shutdown).await
+}
+
+/// What `understudy serve` was asked for (mirrors the CLI flags this module reads).
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    pub config: Option<std::path::PathBuf>,
+    pub listen: Option<String>,
+    pub mode: Option<Mode>,
+    pub data_dir: Option<std::path::PathBuf>,
+    pub admin_token: Option<String>,
+    /// `--log-format json`.
+    pub json_logs: bool,
+}
+
+/// `understudy serve`: returns the process exit code — 0 after a clean shutdown; 1 when the
+/// server cannot start (`check` problems, a broken project file, the store, the port); 2 for
+/// usage errors (no project file, a bad flag, a mode this build does not serve, a
+/// non-loopback listener without an admin token).
+pub fn run_serve(args: &crate::cli::ServeArgs) -> i32 {
+    run_serve_with(serve_options(args))
+}
+
+fn serve_options(args: &crate::cli::ServeArgs) -> ServeOptions {
+    ServeOptions {
+        config: args.config.clone(),
+        listen: args.listen.clone(),
+        mode: args.mode,
+        data_dir: args.data_dir.clone(),
+        json_logs: args.log_format == crate::cli::LogFormat::Json,
+        admin_token: args
+            .admin_token
+            .clone()
+            .or_else(|| std::env::var("UNDERSTUDY_ADMIN_TOKEN").ok())
+            .filter(|t| !t.is_empty()),
+    }
+}
+
+/// [`run_serve`] from plain options.
+pub fn run_serve_with(opts: ServeOptions) -> i32 {
+    init_logging(opts.json_logs);
+    let path = opts
+        .config
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(crate::config::PROJECT_FILE));
+    let mut config = match Config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("understudy serve: {e}");
+            return if e.not_found { 2 } else { 1 };
+        }
+    };
+    if let Err(e) =
+        config.apply_overrides(opts.listen.as_deref(), opts.mode, opts.data_dir.as_deref())
+    {
+        eprintln!("understudy serve: {e}");
+        return 2;
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("understudy serve: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let code = rt.block_on(async move {
+        // Refuse a non-loopback address without an admin token before opening any socket.
+        if opts.admin_token.is_none() {
+            match tokio::net::lookup_host(&config.listen).await {
+                Ok(addrs) => {
+                    if let Some(a) = addrs.into_iter().find(|a| !a.ip().is_loopback()) {
+                        eprintln!(
+                            "understudy serve: refusing to listen on {} ({}, not loopback) without an admin token: set --admin-token or UNDERSTUDY_ADMIN_TOKEN",
+                            config.listen,
+                            a.ip()
+                        );
+                        return 2;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("understudy serve: cannot resolve the listen address {}: {e}", config.listen);
+                    return 2;
+                }
+            }
+        }
+        let listener = match tokio::net::TcpListener::bind(&config.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("understudy serve: cannot listen on {}: {e}", config.listen);
+                return 1;
+            }
+        };
+        let addr = match listener.local_addr() {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("understudy serve: {e}");
+                return 1;
+            }
+        };
+        if opts.admin_token.is_none() && !addr.ip().is_loopback() {
+            eprintln!(
+                "understudy serve: refusing to listen on {addr} (not loopback) without an admin token: set --admin-token or UNDERSTUDY_ADMIN_TOKEN"
+            );
+            return 2;
+        }
+        let mut app_opts = AppOptions::new(config);
+        app_opts.admin_token = opts.admin_token.clone();
+        let app = match tokio::task::block_in_place(|| App::build(app_opts)) {
+            Ok(a) => Arc::new(a),
+            Err(e) => {
+                eprintln!("understudy serve: {e}");
+                return if matches!(e, StartError::Unsupported(_)) { 2 } else { 1 };
+            }
+        };
+        tracing::info!(%addr, mode = %app.mode, "serving");
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "understudy listening on http://{addr}");
+            let _ = out.flush();
+        }
+        match serve(listener, app, shutdown_signal()).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("understudy serve: {e}");
+                1
+            }
+        }
+    });
+    // Everything that matters (in-flight calls, the store flush) finished inside `block_on`;
+    // do not wait for idle blocking-pool threads.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
+}
+
+/// Logs go to stderr through `tracing` (`RUST_LOG` filters, default `info`); stdout carries
+/// only the readiness line. A subscriber installed earlier (by a test) is kept.
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutdown signal received");
+}

@@ -7,3 +7,4 @@ mod cli;
 mod conformance;
 mod serve;
 mod store;
+mod tls;

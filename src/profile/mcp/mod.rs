@@ -1,0 +1,1137 @@
+//! The `mcp` profile: understudy as a Streamable HTTP MCP server (SPEC 5.1, 5.1.1, 5.2, 5.3;
+//! PROTOCOLS.md sections 1 and 5), in both protocol eras, as a self-contained protocol module
+//! the HTTP server calls. It owns the wire — transport rules, JSON-RPC, sessions, SSE framing,
+//! `tools/list` and the rendering of `tools/call` outcomes — and nothing else: it never sees
+//! attempts, revisions, state or evidence.
+//!
+//! # The seam
+//!
+//! ```text
+//! server (src/proxy)                               this module
+//! ──────────────────                               ───────────
+//! request to /<integration> (mcp profile) ──────▶  McpEndpoint::handle(method, headers, body, &backend)
+//!                                        ◀──────  McpResponse { status, headers, body: Empty | Json | Sse(events) }
+//! backend: impl McpBackend                ◀──────  backend.tools()                (tools/list, result forms, Mcp-Param-*)
+//!                                         ◀──────  backend.call_tool(name, args)  (every tools/call, known tool or not)
+//! ```
+//!
+//! - [`McpBackend::tools`] lists the pinned contracts of the integration for the attempt, in a
+//!   stable order (the order of `tools/list`). [`ToolInfo::output_schema`] is the contract's
+//!   output schema as written; the endpoint decides what to advertise (see
+//!   [`tools::advertised_output_schema`]).
+//! - [`McpBackend::call_tool`] runs the SPEC 5 pipeline for one call — validate, evaluate,
+//!   record evidence, sleep `delay_ms` — and returns a [`ToolCallOutcome`]. It is called for
+//!   **every** `tools/call` whose params are well formed, including names that `tools()` does
+//!   not list, so the backend records the `unknown_tool` harness error in evidence and
+//!   returns [`ToolCallOutcome::UnknownTool`]. Protocol-level refusals before that point
+//!   (bad headers, bad params) are not tool calls and reach no backend.
+//! - The server writes [`McpResponse::headers`] as given (it adds nothing but framing
+//!   headers of its own; never a `Content-Length` on SSE) and, for [`McpBody::Sse`], writes the
+//!   events one by one, flushing each. A harness error adds `Understudy-Error: <code>`.
+//! - Helpers for the server: [`tool_is_write`] (the MCP write rule); [`harness_reply`] (a
+//!   harness error found before `handle` could run, e.g. `lease_expired`, answered as MCP);
+//!   [`simulated_result`] (dry-run `simulate`: return it as `ToolCallOutcome::Ok`, it is shaped
+//!   for the tool's result form) and [`blocked_result`] (dry-run `block`: the agent sees a tool
+//!   error; return `ToolCallOutcome::InputError` with the same message, which renders the same
+//!   `isError: true` result, and record `blocked_result` in evidence).
+//!
+//! **One [`McpEndpoint`] per (attempt, integration).** Sessions then belong to exactly one
+//! attempt: a session id minted under one attempt's token is unknown (404) under another, and
+//! dropping the endpoint when the attempt ends forgets its sessions. Session ids are 128 random
+//! bits from the OS generator (`getrandom`), hex-encoded. An endpoint keeps at most
+//! `max_sessions` (profile data, 10 000) sessions: ended ones are forgotten first, then the
+//! oldest live one.
+//!
+//! # Behaviour (decisions in **bold** are ours where the sources leave room)
+//!
+//! Every request, in this order:
+//! 1. `Origin`: absent passes; `http(s)://localhost|127.0.0.1|[::1]` with any port passes, as
+//!    does an origin configured with [`McpEndpoint::with_allowed_origins`]; anything else —
+//!    `null`, several `Origin` headers — is **403**.
+//! 2. Method: `POST`; `DELETE` (sessions); anything else, `GET` included, **405** with
+//!    `Allow` (no GET stream is offered, so there is no `Last-Event-ID` resumption either).
+//! 3. `POST`: `Accept` must allow `application/json` or `text/event-stream` (**406**
+//!    otherwise; an absent `Accept` allows both — **lenient where the spec says a client MUST
+//!    list both**, because SPEC 5.1.1 answers SSE to a client that accepts only SSE);
+//!    `Content-Type` must be `application/json` (**415**); the body must be JSON (**400**,
+//!    -32700, id null) and a JSON-RPC message (**400**, -32600, the caller's id when readable).
+//!
+//! The era of a POST: an `initialize` request is session era whatever it names; a message whose
+//! `params._meta` carries `io.modelcontextprotocol/protocolVersion`, a `server/discover`, or an
+//! `MCP-Protocol-Version` header naming a 2026-or-later version is stateless era; anything
+//! else is session era (PROTOCOLS 1.0, the 2026-07-28 "dual-era server" rules).
+//!
+//! Session era (2025-03-26, 2025-06-18, 2025-11-25):
+//! - `initialize` negotiates (the requested version if supported, else the newest session-era
+//!   one, **also when the client asks for 2026-07-28 through `initialize`**), answers
+//!   `{protocolVersion, capabilities: {tools: {listChanged: false}}, serverInfo}` and mints
+//!   `Mcp-Session-Id`. `MCP-Protocol-Version` is not checked on `initialize`.
+//! - Every other message needs `Mcp-Session-Id` (400, -32000), naming a live session (404,
+//!   -32001: unknown or ended). `MCP-Protocol-Version`, when present, must be a supported
+//!   session-era version (400, -32000); when absent the session's negotiated version applies.
+//!   The transport-error bodies follow the official TypeScript SDK server (`-32000`/`-32001`,
+//!   id `null` unless the caller's request id is known).
+//! - Notifications and client responses: 202, no body. **Requests are not refused before
+//!   `notifications/initialized`** (clients pipeline `tools/list` right after `initialize`).
+//! - `ping` → `{}`. JSON-RPC errors travel with HTTP 200.
+//! - `DELETE` with a live session id → **204** and the session ends (later: 404); without the
+//!   header 400; unknown/ended 404; with a 2026-or-later `MCP-Protocol-Version` 405.
+//! - Batches (a JSON array body) only where the negotiated version allows them (2025-03-26):
+//!   requests are answered in order in one JSON array (or one SSE event each), notifications
+//!   and responses produce nothing, only-notifications gives 202, `initialize` inside a batch
+//!   is an element error; in every other version an array is 400, -32600.
+//!
+//! Stateless era (2026-07-28): no sessions (`Mcp-Session-Id` is ignored, none is minted).
+//! A request needs `_meta` `protocolVersion` (a string) and `clientCapabilities` (an object)
+//! (400, -32602); the `MCP-Protocol-Version` header, equal to the `_meta` version (400,
+//! -32020); a supported version (400, -32022 with `data {supported, requested}`); `Mcp-Method`
+//! equal to `method`; `Mcp-Name` equal to `params.name`/`params.uri` for `tools/call`,
+//! `prompts/get`, `resources/read` (Base64 sentinel decoded); and, for `tools/call` of a listed
+//! tool whose input schema annotates properties with `x-mcp-header`, each `Mcp-Param-{X}`
+//! matching its argument (absent when the argument is absent or null; integers compared
+//! numerically) — all 400, -32020. Unknown methods (`ping` and `initialize` included) are
+//! **404**, -32601. Every result carries `resultType: "complete"` and
+//! `_meta["io.modelcontextprotocol/serverInfo"]`; `tools/list` and `server/discover` also
+//! carry `ttlMs` and `cacheScope` (profile data: **0 and `private`** — the list is the
+//! attempt's pins, and the attempt token is the authorization context). `server/discover`
+//! lists every supported version, stateless first. Notifications: 202. Client responses: 400.
+//!
+//! Answers: `application/json` by default; `text/event-stream` when the client accepts only
+//! that, or accepts it and the endpoint was built with `sse = true` (`mcp_sse`). One event per
+//! JSON-RPC message; session-era events carry ids `<stream>-<n>` unique within the endpoint,
+//! and a 2025-11-25 stream starts with the priming event (id, empty data); stateless events
+//! carry no id (no resumption in 2026-07-28). SSE answers send `Cache-Control: no-cache` and
+//! `X-Accel-Buffering: no`. **Answers with a status other than 200 are always JSON.**
+//!
+//! `tools/list` and `tools/call` (both eras): see [`tools`]. Pages of `page_size` tools
+//! (profile data, **100**: clients that read only the first page still see every tool of an
+//! ordinary integration; [`McpEndpoint::with_page_size`] changes it) with opaque cursors
+//! bound to the tool-name list (an invalid cursor is -32602). A structured result becomes
+//! `{"content":[{"type":"text","text":<JSON text>}],"structuredContent":<result>,"isError":false}`
+//! (**without `structuredContent` in the session era when the result is not an object**, which
+//! those clients reject); a `call_tool_result` result is sent as it is (a non-object is a
+//! harness error `output_schema_violation`); an input error is `{"content":[{"type":"text",
+//! "text":<problem>}],"isError":true}`; a harness error is JSON-RPC -32603 (-32602 for
+//! `unknown_tool`) with `data {"understudy_error":{"kind":"harness_error","code","message"}}`
+//! **and HTTP 200**: SPEC 5.3's HTTP 500 is for HTTP profiles — an MCP client turns a 500
+//! into a transport failure and never shows the agent the JSON-RPC error. The answer's
+//! JSON-RPC `id` is always the caller's, string or number, as received.
+
+pub mod http;
+pub mod jsonrpc;
+pub mod profile;
+pub mod session;
+pub mod sse;
+pub mod tools;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hyper::header::HeaderName;
+use hyper::{HeaderMap, Method};
+use serde_json::{json, Map, Value};
+
+use self::http::{accepts, one, Accepts, One};
+use self::jsonrpc::{
+    classify, Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    METHOD_NOT_FOUND, PARSE_ERROR, SESSION_NOT_FOUND, TRANSPORT_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
+use self::profile::profile;
+use self::session::Sessions;
+use self::tools::{render_outcome, CallAnswer};
+use crate::contract::ResultForm;
+use crate::error::{HarnessCode, HarnessError, InputError};
+
+pub use self::session::SessionInfo;
+pub use self::tools::{blocked_result, simulated_result, tool_is_write};
+
+/// `Mcp-Session-Id` (older texts; header names are case-insensitive).
+pub const HEADER_SESSION_ID: &str = "mcp-session-id";
+pub const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub const HEADER_METHOD: &str = "mcp-method";
+pub const HEADER_NAME: &str = "mcp-name";
+/// Set on answers that carry a harness error (SPEC 5.3).
+pub const HEADER_UNDERSTUDY_ERROR: &str = "Understudy-Error";
+/// `_meta` keys of 2026-07-28 requests and results.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// One tool as the backend knows it: a pinned contract of the integration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: Value,
+    /// The contract's output schema as written (for `call_tool_result` it describes the whole
+    /// CallToolResult); see [`tools::advertised_output_schema`] for what is advertised.
+    pub output_schema: Option<Value>,
+    pub annotations: Option<Value>,
+    pub result_form: ResultForm,
+}
+
+/// What one tool call came to, as the backend decided it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolCallOutcome {
+    /// The mock's rendered result: the structured output, or the whole CallToolResult for
+    /// `result_form: call_tool_result`.
+    Ok(Value),
+    /// The caller's mistake: a result with `isError: true` whose text names the problem.
+    InputError(InputError),
+    /// The test setup is broken: JSON-RPC error -32603 (-32602 for `unknown_tool`) with
+    /// `data {"understudy_error":{"kind":"harness_error","code","message"}}`.
+    Harness(HarnessError),
+    /// No such tool: -32602 with the `understudy_error` object, code `unknown_tool`.
+    UnknownTool,
+}
+
+/// The integration behind an endpoint, for one attempt.
+pub trait McpBackend: Send + Sync {
+    /// The pinned contracts of the integration for this attempt, in stable order.
+    fn tools(&self) -> Vec<ToolInfo>;
+    /// Run one call (every `tools/call`, known tool or not; see the module doc).
+    fn call_tool<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Value,
+    ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>>;
+    /// `serverInfo.name`, e.g. `"understudy-<integration>"`.
+    fn server_name(&self) -> String;
+}
+
+/// An answer of the endpoint, before it becomes an HTTP response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpResponse {
+    pub status: u16,
+    /// Every header to send (`Content-Type`, `Mcp-Session-Id`, `Allow`, `Understudy-Error`…).
+    pub headers: Vec<(String, String)>,
+    pub body: McpBody,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpBody {
+    Empty,
+    Json(Vec<u8>),
+    /// Complete events, each already framed (`id: …\ndata: …\n\n`); the server writes them one
+    /// by one, flushing each.
+    Sse(Vec<Vec<u8>>),
+}
+
+impl McpResponse {
+    /// The first header called `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body bytes as they go on the wire (SSE events concatenated).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        match &self.body {
+            McpBody::Empty => Vec::new(),
+            McpBody::Json(b) => b.clone(),
+            McpBody::Sse(events) => events.concat(),
+        }
+    }
+
+    /// The JSON-RPC messages of the answer, for evidence and tests: the JSON body (an array
+    /// for a batch is flattened) or the `data` of every SSE event that is not a priming event.
+    pub fn messages(&self) -> Vec<Value> {
+        match &self.body {
+            McpBody::Empty => Vec::new(),
+            McpBody::Json(b) => match serde_json::from_slice(b) {
+                Ok(Value::Array(a)) => a,
+                Ok(v) => vec![v],
+                Err(_) => Vec::new(),
+            },
+            McpBody::Sse(events) => sse::parse_events(&events.concat())
+                .into_iter()
+                .filter(|(_, data)| !data.is_empty())
+                .filter_map(|(_, data)| serde_json::from_str(&data).ok())
+                .collect(),
+        }
+    }
+}
+
+/// The MCP endpoint of one integration for one attempt (see the module doc).
+#[derive(Debug)]
+pub struct McpEndpoint {
+    sessions: Sessions,
+    sse: bool,
+    allowed_origins: Vec<String>,
+    page_size: usize,
+    streams: AtomicU64,
+}
+
+/// The era a request is served in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Era {
+    Session,
+    Stateless,
+}
+
+/// One JSON-RPC answer and the HTTP status it calls for.
+#[derive(Debug)]
+struct Answer {
+    message: Value,
+    status: u16,
+    harness: Option<HarnessCode>,
+}
+
+impl Answer {
+    fn ok(id: &Value, result: Value) -> Answer {
+        Answer {
+            message: jsonrpc::result(id, result),
+            status: 200,
+            harness: None,
+        }
+    }
+    fn err(id: &Value, code: i64, message: &str, data: Option<Value>, status: u16) -> Answer {
+        Answer {
+            message: jsonrpc::error(id, code, message, data),
+            status,
+            harness: None,
+        }
+    }
+}
+
+/// How a POST's answers are framed.
+#[derive(Clone)]
+struct Framing {
+    accepts: Accepts,
+    session_id: Option<String>,
+    /// Start an SSE answer with the priming event (2025-11-25).
+    priming: bool,
+    /// Give SSE events ids (session era).
+    event_ids: bool,
+}
+
+fn json_response(status: u16, mut headers: Vec<(String, String)>, body: &Value) -> McpResponse {
+    headers.push(("Content-Type".into(), "application/json".into()));
+    McpResponse {
+        status,
+        headers,
+        body: McpBody::Json(body.to_string().into_bytes()),
+    }
+}
+
+/// A transport-level refusal: the status and a JSON-RPC error body.
+fn refuse(status: u16, code: i64, message: &str, id: &Value) -> McpResponse {
+    json_response(status, Vec::new(), &jsonrpc::error(id, code, message, None))
+}
+
+fn accepted(session_id: Option<&str>) -> McpResponse {
+    McpResponse {
+        status: 202,
+        headers: session_header(session_id),
+        body: McpBody::Empty,
+    }
+}
+
+fn session_header(session_id: Option<&str>) -> Vec<(String, String)> {
+    session_id
+        .map(|s| vec![("Mcp-Session-Id".to_string(), s.to_string())])
+        .unwrap_or_default()
+}
+
+fn method_not_allowed(allow: &str) -> McpResponse {
+    json_response(
+        405,
+        vec![("Allow".into(), allow.into())],
+        &jsonrpc::error(
+            &Value::Null,
+            TRANSPORT_ERROR,
+            "Method Not Allowed: this MCP endpoint accepts POST (and DELETE to end a session); it offers no GET stream",
+            None,
+        ),
+    )
+}
+
+fn unsupported_header_version(v: &str) -> String {
+    format!(
+        "Bad Request: Unsupported MCP-Protocol-Version: {v} (supported: {})",
+        profile().mcp.session_era.versions.join(", ")
+    )
+}
+
+/// The `_meta` object of a message's params.
+fn meta(params: Option<&Map<String, Value>>) -> Option<&Map<String, Value>> {
+    params?.get("_meta")?.as_object()
+}
+
+/// Add what every 2026-07-28 result carries: `resultType` and the server's identity.
+fn finish_stateless(result: &mut Value, server_name: &str) {
+    if let Value::Object(m) = result {
+        m.entry("resultType").or_insert_with(|| json!("complete"));
+        let meta = m.entry("_meta").or_insert_with(|| json!({}));
+        if let Value::Object(meta) = meta {
+            meta.entry(META_SERVER_INFO).or_insert_with(
+                || json!({"name": server_name, "version": env!("CARGO_PKG_VERSION")}),
+            );
+        }
+    }
+}
+
+fn value_at<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
+    path.iter().try_fold(v, |cur, k| cur.get(k))
+}
+
+impl McpEndpoint {
+    /// An endpoint answering JSON by default, or SSE to clients that accept it when `sse`
+    /// is set (`mcp_sse` of the integration).
+    pub fn new(sse: bool) -> Self {
+        let p = &profile().mcp;
+        McpEndpoint {
+            sessions: Sessions::new(p.max_sessions),
+            sse,
+            allowed_origins: Vec::new(),
+            page_size: p.tools_list_page_size,
+            streams: AtomicU64::new(0),
+        }
+    }
+
+    /// Origins allowed besides the loopback ones (`scheme://host[:port]`, exact).
+    pub fn with_allowed_origins(mut self, origins: Vec<String>) -> Self {
+        self.allowed_origins = origins;
+        self
+    }
+
+    /// Tools per `tools/list` page (at least 1).
+    pub fn with_page_size(mut self, page_size: usize) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+
+    /// Sessions kept before eviction (at least 1).
+    pub fn with_max_sessions(mut self, max: usize) -> Self {
+        self.sessions = Sessions::new(max);
+        self
+    }
+
+    /// The live session with this id, if any.
+    pub fn session(&self, id: &str) -> Option<SessionInfo> {
+        self.sessions.get(id)
+    }
+
+    /// Handle one HTTP request to the endpoint (the integration's base URL). `method`,
+    /// `headers`, `body` as received.
+    pub async fn handle<B: McpBackend + ?Sized>(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        body: &[u8],
+        backend: &B,
+    ) -> McpResponse {
+        if !http::origin_allowed(headers, &self.allowed_origins) {
+            return refuse(
+                403,
+                TRANSPORT_ERROR,
+                "Forbidden: Origin is not allowed",
+                &Value::Null,
+            );
+        }
+        if *method == Method::POST {
+            self.post(headers, body, backend).await
+        } else if *method == Method::DELETE {
+            self.delete(headers)
+        } else {
+            method_not_allowed("POST, DELETE")
+        }
+    }
+
+    fn delete(&self, headers: &HeaderMap) -> McpResponse {
+        let p = profile();
+        match one(headers, HEADER_PROTOCOL_VERSION) {
+            One::Value(v) if p.is_modern_version(v) => return method_not_allowed("POST"),
+            One::Value(v) if !p.is_session_version(v) => {
+                return refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    &unsupported_header_version(v),
+                    &Value::Null,
+                )
+            }
+            One::Bad => {
+                return refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: invalid MCP-Protocol-Version header",
+                    &Value::Null,
+                )
+            }
+            _ => {}
+        }
+        match one(headers, HEADER_SESSION_ID) {
+            One::Absent => refuse(
+                400,
+                TRANSPORT_ERROR,
+                "Bad Request: Mcp-Session-Id header is required",
+                &Value::Null,
+            ),
+            One::Bad => refuse(
+                400,
+                TRANSPORT_ERROR,
+                "Bad Request: invalid Mcp-Session-Id header",
+                &Value::Null,
+            ),
+            One::Value(id) => {
+                if self.sessions.end(id) {
+                    McpResponse {
+                        status: 204,
+                        headers: Vec::new(),
+                        body: McpBody::Empty,
+                    }
+                } else {
+                    refuse(404, SESSION_NOT_FOUND, "Session not found", &Value::Null)
+                }
+            }
+        }
+    }
+
+    async fn post<B: McpBackend + ?Sized>(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        backend: &B,
+    ) -> McpResponse {
+        let accepts = accepts(headers);
+        if !accepts.json && !accepts.sse {
+            return refuse(
+                406,
+                TRANSPORT_ERROR,
+                "Not Acceptable: Client must accept application/json and text/event-stream",
+                &Value::Null,
+            );
+        }
+        if !http::is_json_content_type(headers) {
+            return refuse(
+                415,
+                TRANSPORT_ERROR,
+                "Unsupported Media Type: Content-Type must be application/json",
+                &Value::Null,
+            );
+        }
+        let value: Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => return refuse(400, PARSE_ERROR, &format!("Parse error: {e}"), &Value::Null),
+        };
+        if let Value::Array(items) = &value {
+            return self.batch(items, headers, accepts, backend).await;
+        }
+        let msg = match classify(&value) {
+            Ok(m) => m,
+            Err(inv) => return refuse(400, INVALID_REQUEST, &inv.message, &inv.id),
+        };
+        if self.is_stateless(&msg, headers) {
+            self.stateless(msg, headers, accepts, backend).await
+        } else {
+            self.session_post(msg, headers, accepts, backend).await
+        }
+    }
+
+    fn is_stateless(&self, msg: &Message, headers: &HeaderMap) -> bool {
+        if let Message::Request { method, .. } = msg {
+            if method == "initialize" {
+                return false;
+            }
+            if method == "server/discover" {
+                return true;
+            }
+        }
+        // A `_meta` protocol version makes the request modern unless it names a session-era
+        // version (some clients attach `_meta` to every request).
+        if let Some(v) = meta(msg.params()).and_then(|m| m.get(META_PROTOCOL_VERSION)) {
+            if !v.as_str().is_some_and(|v| profile().is_session_version(v)) {
+                return true;
+            }
+        }
+        matches!(one(headers, HEADER_PROTOCOL_VERSION), One::Value(v) if profile().is_modern_version(v))
+    }
+
+    /// The live session a session-era message names, and the protocol version it speaks.
+    fn session_of(&self, headers: &HeaderMap, id: &Value) -> Result<(String, String), McpResponse> {
+        let sid = match one(headers, HEADER_SESSION_ID) {
+            One::Value(s) => s.to_string(),
+            One::Absent => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: Mcp-Session-Id header is required",
+                    id,
+                ))
+            }
+            One::Bad => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: invalid Mcp-Session-Id header",
+                    id,
+                ))
+            }
+        };
+        let Some(session) = self.sessions.get(&sid) else {
+            return Err(refuse(404, SESSION_NOT_FOUND, "Session not found", id));
+        };
+        let version = match one(headers, HEADER_PROTOCOL_VERSION) {
+            One::Absent => session.protocol_version,
+            One::Value(v) if profile().is_session_version(v) => v.to_string(),
+            One::Value(v) => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    &unsupported_header_version(v),
+                    id,
+                ))
+            }
+            One::Bad => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: invalid MCP-Protocol-Version header",
+                    id,
+                ))
+            }
+        };
+        Ok((sid, version))
+    }
+
+    fn session_framing(&self, accepts: Accepts, sid: String, version: &str) -> Framing {
+        Framing {
+            accepts,
+            session_id: Some(sid),
+            priming: profile()
+                .mcp
+                .session_era
+                .sse_priming
+                .iter()
+                .any(|v| v == version),
+            event_ids: true,
+        }
+    }
+
+    async fn session_post<B: McpBackend + ?Sized>(
+        &self,
+        msg: Message,
+        headers: &HeaderMap,
+        accepts: Accepts,
+        backend: &B,
+    ) -> McpResponse {
+        if let Message::Request { id, method, params } = &msg {
+            if method == "initialize" {
+                return self.initialize(id, params.as_ref(), accepts, backend);
+            }
+        }
+        let (sid, version) = match self.session_of(headers, &msg.id()) {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        match msg {
+            Message::Notification { method, .. } => {
+                if method == "notifications/initialized" {
+                    self.sessions.mark_initialized(&sid);
+                }
+                accepted(Some(&sid))
+            }
+            Message::Response => accepted(Some(&sid)),
+            Message::Request { id, method, params } => {
+                let answer = self
+                    .dispatch(Era::Session, &id, &method, params.as_ref(), backend)
+                    .await;
+                let framing = self.session_framing(accepts, sid, &version);
+                self.reply(vec![answer], framing, false)
+            }
+        }
+    }
+
+    fn initialize<B: McpBackend + ?Sized>(
+        &self,
+        id: &Value,
+        params: Option<&Map<String, Value>>,
+        accepts: Accepts,
+        backend: &B,
+    ) -> McpResponse {
+        let p = profile();
+        let no_session = Framing {
+            accepts,
+            session_id: None,
+            priming: false,
+            event_ids: true,
+        };
+        let Some(requested) = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+        else {
+            let a = Answer::err(
+                id,
+                INVALID_PARAMS,
+                "Invalid params: initialize needs params.protocolVersion (a string)",
+                None,
+                200,
+            );
+            return self.reply(vec![a], no_session, false);
+        };
+        let negotiated = if p.is_session_version(requested) {
+            requested
+        } else {
+            p.latest_session_version()
+        };
+        let sid = match self.sessions.create(negotiated) {
+            Ok(s) => s,
+            Err(e) => {
+                let a = Answer::err(
+                    id,
+                    INTERNAL_ERROR,
+                    &format!("Internal error: no randomness for a session id: {e}"),
+                    None,
+                    500,
+                );
+                return self.reply(vec![a], no_session, false);
+            }
+        };
+        let result = json!({
+            "protocolVersion": negotiated,
+            "capabilities": p.mcp.capabilities,
+            "serverInfo": {"name": backend.server_name(), "version": env!("CARGO_PKG_VERSION")},
+        });
+        let framing = self.session_framing(accepts, sid, negotiated);
+        self.reply(vec![Answer::ok(id, result)], framing, false)
+    }
+
+    async fn batch<B: McpBackend + ?Sized>(
+        &self,
+        items: &[Value],
+        headers: &HeaderMap,
+        accepts: Accepts,
+        backend: &B,
+    ) -> McpResponse {
+        let p = profile();
+        if items.is_empty() {
+            return refuse(
+                400,
+                INVALID_REQUEST,
+                "Invalid Request: empty batch",
+                &Value::Null,
+            );
+        }
+        if let One::Value(v) = one(headers, HEADER_PROTOCOL_VERSION) {
+            if p.is_modern_version(v) {
+                return refuse(
+                    400,
+                    INVALID_REQUEST,
+                    &format!(
+                        "Invalid Request: JSON-RPC batches are not supported in protocol version {v}"
+                    ),
+                    &Value::Null,
+                );
+            }
+        }
+        let (sid, version) = match self.session_of(headers, &Value::Null) {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        if !p.mcp.session_era.batching.contains(&version) {
+            return refuse(
+                400,
+                INVALID_REQUEST,
+                &format!(
+                    "Invalid Request: JSON-RPC batches are not supported in protocol version {version} (only in {})",
+                    p.mcp.session_era.batching.join(", ")
+                ),
+                &Value::Null,
+            );
+        }
+        let mut answers = Vec::new();
+        for item in items {
+            match classify(item) {
+                Err(inv) => answers.push(Answer::err(
+                    &inv.id,
+                    INVALID_REQUEST,
+                    &inv.message,
+                    None,
+                    200,
+                )),
+                Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                    answers.push(Answer::err(
+                        &id,
+                        INVALID_REQUEST,
+                        "Invalid Request: initialize must not be part of a JSON-RPC batch",
+                        None,
+                        200,
+                    ))
+                }
+                Ok(Message::Request { id, method, params }) => answers.push(
+                    self.dispatch(Era::Session, &id, &method, params.as_ref(), backend)
+                        .await,
+                ),
+                Ok(Message::Notification { method, .. }) => {
+                    if method == "notifications/initialized" {
+                        self.sessions.mark_initialized(&sid);
+                    }
+                }
+                Ok(Message::Response) => {}
+            }
+        }
+        if answers.is_empty() {
+            return accepted(Some(&sid));
+        }
+        let framing = self.session_framing(accepts, sid, &version);
+        self.reply(answers, framing, true)
+    }
+
+    async fn stateless<B: McpBackend + ?Sized>(
+        &self,
+        msg: Message,
+        headers: &HeaderMap,
+        accepts: Accepts,
+        backend: &B,
+    ) -> McpResponse {
+        let p = profile();
+        let (id, method, params) = match msg {
+            Message::Notification { .. } => return accepted(None),
+            Message::Response => {
+                return refuse(
+                    400,
+                    INVALID_REQUEST,
+                    "Invalid Request: clients must not POST JSON-RPC responses in protocol version 2026-07-28",
+                    &Value::Null,
+                )
+            }
+            Message::Request { id, method, params } => (id, method, params),
+        };
+        let framing = Framing {
+            accepts,
+            session_id: None,
+            priming: false,
+            event_ids: false,
+        };
+        let fail = |code: i64, message: &str, data: Option<Value>| {
+            self.reply(
+                vec![Answer::err(&id, code, message, data, 400)],
+                framing.clone(),
+                false,
+            )
+        };
+        let meta = meta(params.as_ref());
+        let Some(version) = meta
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
+            .and_then(Value::as_str)
+        else {
+            return fail(
+                INVALID_PARAMS,
+                &format!(
+                    "Invalid params: params._meta must carry \"{META_PROTOCOL_VERSION}\" (a string) and \"{META_CLIENT_CAPABILITIES}\" (an object)"
+                ),
+                None,
+            );
+        };
+        match one(headers, HEADER_PROTOCOL_VERSION) {
+            One::Absent => {
+                return fail(
+                    HEADER_MISMATCH,
+                    "Header mismatch: the MCP-Protocol-Version header is required",
+                    None,
+                )
+            }
+            One::Bad => {
+                return fail(
+                    HEADER_MISMATCH,
+                    "Header mismatch: MCP-Protocol-Version must appear once, as visible ASCII",
+                    None,
+                )
+            }
+            One::Value(v) if v != version => {
+                return fail(
+                    HEADER_MISMATCH,
+                    &format!(
+                        "Header mismatch: MCP-Protocol-Version header value '{v}' does not match body value '{version}'"
+                    ),
+                    None,
+                )
+            }
+            One::Value(_) => {}
+        }
+        if !p.is_stateless_version(version) {
+            return fail(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                Some(json!({"supported": p.all_versions(), "requested": version})),
+            );
+        }
+        if !meta
+            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+            .is_some_and(Value::is_object)
+        {
+            return fail(
+                INVALID_PARAMS,
+                &format!("Invalid params: params._meta must carry \"{META_CLIENT_CAPABILITIES}\" (an object)"),
+                None,
+            );
+        }
+        if let Err(problem) = check_mirrored(headers, &method, params.as_ref(), backend) {
+            return fail(
+                HEADER_MISMATCH,
+                &format!("Header mismatch: {problem}"),
+                None,
+            );
+        }
+        let answer = self
+            .dispatch(Era::Stateless, &id, &method, params.as_ref(), backend)
+            .await;
+        self.reply(vec![answer], framing, false)
+    }
+
+    async fn dispatch<B: McpBackend + ?Sized>(
+        &self,
+        era: Era,
+        id: &Value,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+        backend: &B,
+    ) -> Answer {
+        let p = profile();
+        let stateless = era == Era::Stateless;
+        let finish = |mut result: Value| {
+            if stateless {
+                finish_stateless(&mut result, &backend.server_name());
+            }
+            Answer::ok(id, result)
+        };
+        let invalid = |message: &str| Answer::err(id, INVALID_PARAMS, message, None, 200);
+        let param = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
+        match method {
+            "ping" if !stateless => Answer::ok(id, json!({})),
+            "server/discover" if stateless => {
+                let s = &p.mcp.stateless_era;
+                finish(json!({
+                    "supportedVersions": p.all_versions(),
+                    "capabilities": p.mcp.capabilities,
+                    "ttlMs": s.discover_ttl_ms,
+                    "cacheScope": s.discover_cache_scope,
+                }))
+            }
+            "tools/list" => {
+                let cursor = match param("cursor") {
+                    None => None,
+                    Some(Value::String(c)) => Some(c.as_str()),
+                    Some(_) => return invalid("Invalid params: cursor must be a string"),
+                };
+                let tools = backend.tools();
+                match tools::list_page(&tools, cursor, self.page_size, stateless) {
+                    Ok(mut result) => {
+                        if stateless {
+                            let s = &p.mcp.stateless_era;
+                            result["ttlMs"] = json!(s.list_ttl_ms);
+                            result["cacheScope"] = json!(s.list_cache_scope);
+                        }
+                        finish(result)
+                    }
+                    Err(message) => invalid(&format!("Invalid params: {message}")),
+                }
+            }
+            "tools/call" => {
+                let Some(name) = param("name").and_then(Value::as_str) else {
+                    return invalid("Invalid params: tools/call needs params.name (a string)");
+                };
+                let arguments = match param("arguments") {
+                    None => json!({}),
+                    Some(a @ Value::Object(_)) => a.clone(),
+                    Some(_) => {
+                        return invalid(
+                            "Invalid params: tools/call params.arguments must be an object",
+                        )
+                    }
+                };
+                let form = backend
+                    .tools()
+                    .into_iter()
+                    .find(|t| t.name == name)
+                    .map(|t| t.result_form)
+                    .unwrap_or(ResultForm::Structured);
+                let outcome = backend.call_tool(name, arguments).await;
+                match render_outcome(name, outcome, form, stateless) {
+                    CallAnswer::Result(r) => finish(r),
+                    CallAnswer::Error {
+                        code,
+                        message,
+                        data,
+                        harness,
+                    } => Answer {
+                        message: jsonrpc::error(id, code, &message, data),
+                        status: 200,
+                        harness,
+                    },
+                }
+            }
+            _ => Answer::err(
+                id,
+                METHOD_NOT_FOUND,
+                &format!("Method not found: {method}"),
+                None,
+                if stateless { 404 } else { 200 },
+            ),
+        }
+    }
+
+    /// Frame answers: JSON (one object, or an array for a batch) or SSE (one event each).
+    fn reply(&self, answers: Vec<Answer>, framing: Framing, batch: bool) -> McpResponse {
+        let status = if batch {
+            200
+        } else {
+            answers.first().map(|a| a.status).unwrap_or(200)
+        };
+        let mut headers = session_header(framing.session_id.as_deref());
+        if let Some(code) = answers.iter().find_map(|a| a.harness) {
+            headers.push((HEADER_UNDERSTUDY_ERROR.into(), code.as_str().into()));
+        }
+        let a = framing.accepts;
+        let use_sse = status == 200 && a.sse && (!a.json || self.sse);
+        if !use_sse {
+            let body = if batch {
+                Value::Array(answers.into_iter().map(|a| a.message).collect())
+            } else {
+                answers
+                    .into_iter()
+                    .next()
+                    .map(|a| a.message)
+                    .unwrap_or(Value::Null)
+            };
+            return json_response(status, headers, &body);
+        }
+        headers.extend(sse::headers());
+        let stream = self.streams.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut events = Vec::with_capacity(answers.len() + 1);
+        if framing.priming {
+            events.push(sse::priming(&format!("{stream}-0")));
+        }
+        for (n, a) in answers.iter().enumerate() {
+            let event_id = framing.event_ids.then(|| format!("{stream}-{}", n + 1));
+            events.push(sse::event(event_id.as_deref(), &a.message));
+        }
+        McpResponse {
+            status,
+            headers,
+            body: McpBody::Sse(events),
+        }
+    }
+}
+
+/// A harness error answered before the endpoint could handle the request (the server found
+/// the attempt's lease expired, or could not route the call): HTTP 200, JSON, a JSON-RPC error
+/// -32603 (-32602 for `unknown_tool`) with the `understudy_error` data, echoing the id of
+/// `body` when it is a single request, and `Understudy-Error: <code>`.
+pub fn harness_reply(body: &[u8], e: &HarnessError) -> McpResponse {
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| classify(&v).ok())
+        .map(|m| m.id())
+        .unwrap_or(Value::Null);
+    let code = if e.code == HarnessCode::UnknownTool {
+        INVALID_PARAMS
+    } else {
+        INTERNAL_ERROR
+    };
+    let data = tools::harness_data(e.code, &e.message);
+    json_response(
+        200,
+        vec![(HEADER_UNDERSTUDY_ERROR.into(), e.code.as_str().into())],
+        &jsonrpc::error(&id, code, &e.message, Some(data)),
+    )
+}
+
+/// Check the mirrored 2026-07-28 headers against the body: `Mcp-Method`, `Mcp-Name`, and the
+/// `Mcp-Param-*` of a listed tool's `x-mcp-header` annotations.
+fn check_mirrored<B: McpBackend + ?Sized>(
+    headers: &HeaderMap,
+    method: &str,
+    params: Option<&Map<String, Value>>,
+    backend: &B,
+) -> Result<(), String> {
+    match one(headers, HEADER_METHOD) {
+        One::Absent => return Err("the Mcp-Method header is required".into()),
+        One::Bad => return Err("Mcp-Method must appear once, as visible ASCII".into()),
+        One::Value(v) if v != method => {
+            return Err(format!(
+                "Mcp-Method header value '{v}' does not match body value '{method}'"
+            ))
+        }
+        One::Value(_) => {}
+    }
+    let key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(expected) = key
+        .and_then(|k| params.and_then(|p| p.get(k)))
+        .and_then(Value::as_str)
+    {
+        match one(headers, HEADER_NAME) {
+            One::Absent => return Err(format!("the Mcp-Name header is required for {method}")),
+            One::Bad => return Err("Mcp-Name must appear once, as visible ASCII".into()),
+            One::Value(raw) => match http::decode_header_value(raw) {
+                None => return Err("the Mcp-Name header is not valid Base64".into()),
+                Some(d) if d != expected => {
+                    return Err(format!(
+                        "Mcp-Name header value '{d}' does not match body value '{expected}'"
+                    ))
+                }
+                Some(_) => {}
+            },
+        }
+    }
+    if method != "tools/call" {
+        return Ok(());
+    }
+    let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let Some(tool) = backend.tools().into_iter().find(|t| t.name == name) else {
+        return Ok(());
+    };
+    let no_args = json!({});
+    let args = params.and_then(|p| p.get("arguments")).unwrap_or(&no_args);
+    for (path, suffix) in tools::param_headers(&tool.input_schema) {
+        let header = format!("Mcp-Param-{suffix}");
+        if HeaderName::from_bytes(header.as_bytes()).is_err() {
+            continue; // an invalid annotation: conforming clients drop such a tool
+        }
+        let shown = path.join(".");
+        let body = value_at(args, &path).and_then(tools::primitive_text);
+        match (one(headers, &header), body) {
+            (One::Absent, None) => {}
+            (One::Bad, _) => return Err(format!("{header} must appear once, as visible ASCII")),
+            (One::Value(_), None) => {
+                return Err(format!(
+                    "unexpected {header} header for absent or null argument `{shown}`"
+                ))
+            }
+            (One::Absent, Some(_)) => {
+                return Err(format!(
+                    "the {header} header is required for argument `{shown}`"
+                ))
+            }
+            (One::Value(raw), Some(expected)) => {
+                let Some(decoded) = http::decode_header_value(raw) else {
+                    return Err(format!("the {header} header is not valid Base64"));
+                };
+                let numeric_equal = value_at(args, &path)
+                    .and_then(Value::as_f64)
+                    .zip(decoded.trim().parse::<f64>().ok())
+                    .is_some_and(|(a, b)| a == b);
+                if decoded != expected && !numeric_equal {
+                    return Err(format!(
+                        "{header} header value '{decoded}' does not match body value '{expected}'"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,528 @@
+//! The listener (SPEC 13): HTTP/1.1 and h2c (prior knowledge) on one socket through
+//! hyper-util's auto builder, the connection limits, buffering of request bodies, and
+//! graceful shutdown.
+//!
+//! Limits ([`Limits`], defaults from SPEC 13):
+//! - request body ≤ 10 MiB: a larger body is answered 413 (read on and discarded up to 4×
+//!   the limit first, so a client still sending reads the 413 rather than a broken pipe; a
+//!   `Content-Length` beyond that is refused at once);
+//! - header read timeout 10 s: an HTTP/1 connection that started a request head and has
+//!   not completed it within that time is closed;
+//! - idle keep-alive 60 s: a connection with no request in flight for that long is closed
+//!   (hyper's own header timer also runs on idle keep-alive connections, so both timers are
+//!   kept here, by a per-connection watchdog, instead);
+//! - a slow body: 60 s to read it whole, then 408;
+//! - garbage on a socket is a protocol error of that connection only: hyper answers 400 (or
+//!   drops it), the connection closes, nothing else is affected.
+//!
+//! Shutdown: when the shutdown future resolves the listener stops accepting, every
+//! connection is asked to finish (in-flight calls complete, keep-alive connections close),
+//! and [`crate::store::Store::flush`] runs before [`serve_listener`] returns.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::http::{HeaderValue, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+use super::request::Request;
+use super::App;
+use crate::profile::NativeResponse;
+
+/// Connection and body limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body: usize,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub body_read_timeout: Duration,
+    /// How long shutdown waits for in-flight calls (longer than the largest `delay_ms`).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_body: 10 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(40),
+        }
+    }
+}
+
+/// The body of every response: boxed, so a handler can answer a buffered body ([`full`]) or
+/// a stream (SSE events flushed one by one, for the MCP profile).
+pub type HttpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
+
+/// The hyper response type of every handler.
+pub type HttpResponse = Response<HttpBody>;
+
+/// A buffered response body.
+pub fn full(bytes: impl Into<Bytes>) -> HttpBody {
+    Full::new(bytes.into()).boxed()
+}
+
+/// Accept connections until `shutdown` resolves, then drain and flush the store.
+pub async fn serve_listener(
+    listener: TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .keep_alive(true)
+        // Our watchdog owns the header timer (see the module doc).
+        .header_read_timeout(None)
+        .max_buf_size(64 * 1024);
+    builder.http2().max_concurrent_streams(256);
+    let builder = Arc::new(builder);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Every connection task, so shutdown can wait until none holds the app (and its store).
+    let mut tasks = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // EMFILE and friends: back off a little instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                app.metrics.connection_opened();
+                let conn_state = Arc::new(ConnState::new());
+                let io = TokioIo::new(Tracked { inner: stream, state: conn_state.clone() });
+                let svc_app = app.clone();
+                let svc_state = conn_state.clone();
+                let svc = hyper::service::service_fn(move |req| {
+                    let app = svc_app.clone();
+                    let st = svc_state.clone();
+                    async move { Ok::<_, std::convert::Infallible>(handle(app, st, peer, req).await) }
+                });
+                let conn = builder.serve_connection(io, svc).into_owned();
+                let conn = graceful.watch(conn);
+                let limits = app.limits;
+                tasks.spawn(async move {
+                    tokio::select! {
+                        r = conn => {
+                            if let Err(e) = r {
+                                tracing::debug!(%peer, error = %e, "connection ended with an error");
+                            }
+                        }
+                        why = watchdog(conn_state, limits) => {
+                            tracing::debug!(%peer, why, "closing connection");
+                        }
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    tracing::info!("shutting down: finishing in-flight calls");
+    let drain = async {
+        graceful.shutdown().await;
+        while tasks.join_next().await.is_some() {}
+    };
+    tokio::select! {
+        _ = drain => {}
+        _ = tokio::time::sleep(app.limits.shutdown_grace) => {
+            tracing::warn!("shutdown grace period over; closing the remaining connections");
+        }
+    }
+    tasks.shutdown().await;
+    if let Err(e) = app.store.flush().await {
+        tracing::error!(error = %e, "flushing the store at shutdown failed");
+        return Err(std::io::Error::other(e.to_string()));
+    }
+    tracing::info!("stopped: in-flight calls finished, store flushed");
+    Ok(())
+}
+
+/// Buffer one request, dispatch it (admin or proxy) and convert the answer.
+async fn handle(
+    app: Arc<App>,
+    conn: Arc<ConnState>,
+    peer: SocketAddr,
+    req: hyper::Request<Incoming>,
+) -> HttpResponse {
+    let _guard = conn.request_started();
+    let received = Instant::now();
+    let (parts, body) = req.into_parts();
+    let limits = app.limits;
+    let declared = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > drain_cap(limits.max_body)) {
+        // Far too large to be worth reading: answer now (the connection closes).
+        return too_large(limits.max_body);
+    }
+    let body = match tokio::time::timeout(
+        limits.body_read_timeout,
+        read_body(body, limits.max_body),
+    )
+    .await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(BodyError::TooLarge)) => return too_large(limits.max_body),
+        Ok(Err(BodyError::Read(e))) => {
+            return plain_error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                &format!("cannot read the request body: {e}"),
+            )
+        }
+        Err(_) => {
+            return plain_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body was not received in time",
+            )
+        }
+    };
+    let request = Request::new(
+        parts.method.as_str(),
+        parts.uri.path(),
+        parts.uri.query(),
+        parts.headers,
+        body,
+        peer,
+        received,
+    );
+    let is_head = request.method == "HEAD";
+    let mut resp = if crate::admin::is_admin_path(&request.path) {
+        crate::admin::handle(&app, request).await
+    } else {
+        to_http(super::pipeline::handle(&app, request).await)
+    };
+    if is_head {
+        *resp.body_mut() = full(Bytes::new());
+    }
+    resp
+}
+
+/// How much of an oversized body is read (and discarded) before answering 413, so that a
+/// client still writing its body reads the 413 instead of a broken pipe.
+fn drain_cap(max_body: usize) -> u64 {
+    (max_body as u64).saturating_mul(4)
+}
+
+enum BodyError {
+    TooLarge,
+    Read(String),
+}
+
+/// Read a whole body of at most `max` bytes. A larger body is read on (and discarded) up to
+/// [`drain_cap`] and then refused with [`BodyError::TooLarge`].
+async fn read_body(mut body: Incoming, max: usize) -> Result<Bytes, BodyError> {
+    let mut buf = Vec::new();
+    let mut total: u64 = 0;
+    let mut too_large = false;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+        if let Ok(data) = frame.into_data() {
+            total += data.len() as u64;
+            if total > max as u64 {
+                too_large = true;
+                buf = Vec::new();
+                if total > drain_cap(max) {
+                    break;
+                }
+                continue;
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    if too_large {
+        Err(BodyError::TooLarge)
+    } else {
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// A [`NativeResponse`] as an HTTP response: the JSON body with Content-Type
+/// `application/json`, and the extra headers. When the envelope sets a Content-Type that is
+/// not JSON (`text/plain`, `text/csv`…) and `data` is a string, the string is sent as it is.
+pub fn to_http(r: NativeResponse) -> HttpResponse {
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    let mut has_type = false;
+    let mut raw_text = false;
+    for (k, v) in &r.headers {
+        if k.eq_ignore_ascii_case("content-type") {
+            has_type = true;
+            raw_text = !v.to_ascii_lowercase().contains("json");
+        }
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            b = b.header(name, value);
+        }
+    }
+    let body = match &r.body {
+        Some(serde_json::Value::String(text)) if raw_text => Bytes::from(text.clone()),
+        Some(v) => {
+            if !has_type {
+                b = b.header(hyper::header::CONTENT_TYPE, "application/json");
+            }
+            Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+        }
+        None => Bytes::new(),
+    };
+    b.body(full(body)).unwrap_or_else(|_| {
+        Response::builder()
+            .status(StatusCode::INTERNAL_SERVER_ERROR)
+            .body(full(Bytes::new()))
+            .expect("static response")
+    })
+}
+
+/// A JSON response of understudy itself (not an integration's): `{"error":{"code","message"}}`.
+pub fn json_response(status: StatusCode, body: &serde_json::Value) -> HttpResponse {
+    Response::builder()
+        .status(status)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(full(Bytes::from(
+            serde_json::to_vec(body).unwrap_or_default(),
+        )))
+        .expect("static response")
+}
+
+fn plain_error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
+    json_response(
+        status,
+        &serde_json::json!({ "error": { "code": code, "message": message, "details": [] } }),
+    )
+}
+
+fn too_large(max: usize) -> HttpResponse {
+    let mut r = plain_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        &format!("the request body exceeds the limit of {max} bytes"),
+    );
+    r.headers_mut()
+        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-connection watchdog
+
+#[derive(Debug)]
+struct ConnInner {
+    in_flight: usize,
+    /// When the connection last became idle (no request in flight).
+    idle_since: Instant,
+    /// When the first byte of a not-yet-dispatched request head arrived.
+    head_since: Option<Instant>,
+    /// The client spoke the HTTP/2 prior-knowledge preface: no head timer.
+    h2: bool,
+    first_read: bool,
+}
+
+/// Activity of one connection, shared by its IO wrapper, its service and its watchdog.
+#[derive(Debug)]
+pub struct ConnState {
+    inner: Mutex<ConnInner>,
+    changed: Notify,
+}
+
+impl ConnState {
+    fn new() -> ConnState {
+        ConnState {
+            inner: Mutex::new(ConnInner {
+                in_flight: 0,
+                idle_since: Instant::now(),
+                head_since: None,
+                h2: false,
+                first_read: true,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ConnInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn on_read(&self, data: &[u8]) {
+        let mut st = self.lock();
+        if st.first_read {
+            st.first_read = false;
+            st.h2 = data.starts_with(b"PRI * HTTP/2.0");
+        }
+        if st.in_flight == 0 && st.head_since.is_none() && !st.h2 {
+            st.head_since = Some(Instant::now());
+            drop(st);
+            self.changed.notify_one();
+        }
+    }
+
+    fn request_started(self: &Arc<Self>) -> InFlight {
+        let mut st = self.lock();
+        st.in_flight += 1;
+        st.head_since = None;
+        drop(st);
+        self.changed.notify_one();
+        InFlight(self.clone())
+    }
+}
+
+/// Marks one request in flight until dropped.
+struct InFlight(Arc<ConnState>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.in_flight = st.in_flight.saturating_sub(1);
+        if st.in_flight == 0 {
+            st.idle_since = Instant::now();
+        }
+        drop(st);
+        self.0.changed.notify_one();
+    }
+}
+
+/// Resolves when the connection should be closed: a request head took longer than the
+/// header read timeout, or no request was in flight for the idle timeout.
+async fn watchdog(state: Arc<ConnState>, limits: Limits) -> &'static str {
+    loop {
+        let notified = state.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (deadline, why) = {
+            let st = state.lock();
+            if st.in_flight > 0 {
+                (None, "")
+            } else if let Some(h) = st.head_since {
+                (Some(h + limits.header_read_timeout), "header read timeout")
+            } else {
+                (
+                    Some(st.idle_since + limits.idle_timeout),
+                    "idle keep-alive timeout",
+                )
+            }
+        };
+        match deadline {
+            Some(d) if Instant::now() >= d => return why,
+            Some(d) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(d.into()) => {}
+                    _ = &mut notified => {}
+                }
+            }
+            None => notified.await,
+        }
+    }
+}
+
+/// The TCP stream, reporting reads to the watchdog.
+struct Tracked {
+    inner: TcpStream,
+    state: Arc<ConnState>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &r {
+            let new = &buf.filled()[before..];
+            if !new.is_empty() {
+                self.state.on_read(new);
+            }
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    async fn body_of(r: HttpResponse) -> Vec<u8> {
+        r.into_body().collect().await.unwrap().to_bytes().to_vec()
+    }
+
+    #[tokio::test]
+    async fn native_responses_become_http() {
+        let r = to_http(NativeResponse {
+            status: 201,
+            headers: vec![("Location".into(), "/x".into())],
+            body: Some(json!({"id": 1})),
+        });
+        assert_eq!(r.status(), 201);
+        assert_eq!(r.headers()["content-type"], "application/json");
+        assert_eq!(r.headers()["location"], "/x");
+        assert_eq!(body_of(r).await, b"{\"id\":1}");
+        let r = to_http(NativeResponse {
+            status: 204,
+            headers: vec![],
+            body: None,
+        });
+        assert!(r.headers().get("content-type").is_none());
+        assert!(body_of(r).await.is_empty());
+        let r = to_http(NativeResponse {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/plain".into())],
+            body: Some(json!("hello")),
+        });
+        assert_eq!(r.headers()["content-type"], "text/plain");
+        assert_eq!(body_of(r).await, b"hello");
+    }
+}

@@ -1,0 +1,798 @@
+//! The call pipeline of SPEC section 5, one documented function per stage, run in this order
+//! by [`handle`]:
+//!
+//! 1. [`route`](super::route) — attempt (401 for an unknown token), lease, integration,
+//!    operation ([`prepare`]);
+//! 2. [`build_input`] — path captures, query captures, then the JSON body (an object's
+//!    members merged in, later sources overriding earlier ones; any other body under `body`);
+//!    a body that is not JSON is an input error;
+//! 3. [`validate_input`] — the operation's input schema (compiled once per contract);
+//! 4. [`evaluate`] — **under the attempt's state lock**: idempotency (replay or 422), then the
+//!    pinned revision's engine against the integration's pre-call state;
+//! 5. [`validate_output`] — the output schema and the profile's envelope rule
+//!    (`output_schema_violation` is never sent as a success);
+//! 6. [`render_native`] — the adapter envelope becomes the native response;
+//! 7. [`record_evidence`] — still under the lock: the event and the integration's new state
+//!    are written atomically and durably; only then is the new state visible to the next
+//!    call. This phase runs for every call, whatever stage ended it (STYLE habit 10);
+//! 8. [`delay`] — `delay_ms`, after the lock is released;
+//! 9. respond.
+//!
+//! Stages 2–6 return a [`Decision`] instead of side effects; only stage 7 commits.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::request::Request;
+use super::route::{self, Matched, Refusal, Target};
+use super::{App, Integration};
+use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease};
+use crate::contract::template::RequestView;
+use crate::contract::{IdempotencySpec, Operation};
+use crate::error::{CallError, HarnessCode, HarnessError, InputError};
+use crate::evidence::ToolEvent;
+use crate::mock::check::{envelope_problem, schema_errors};
+use crate::mock::Engine;
+use crate::profile::{self, NativeResponse, Profile};
+use crate::store::CallRecord;
+
+/// What is known about a call for its evidence, filled in as stages run.
+#[derive(Debug, Clone)]
+pub struct CallInfo {
+    pub execution_attempt_id: String,
+    pub integration: String,
+    pub operation_id: Option<String>,
+    pub is_write: bool,
+    /// The input once built; until then, a description of the raw request.
+    pub arguments: Value,
+    pub idempotency_key_ref: Option<String>,
+    pub trace_id: Option<String>,
+}
+
+/// How a call ended, before its evidence is written.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub response: NativeResponse,
+    /// The envelope recorded as the event's `result`.
+    pub result: Value,
+    /// `ok`, `input_error`, `harness_error`, `replayed`.
+    pub result_status: &'static str,
+    pub error: Option<CallError>,
+    pub revision: Option<u64>,
+    pub variant: Option<String>,
+    pub rule: Option<usize>,
+    pub delay_ms: u64,
+    /// The integration's whole new state, when the call changed it.
+    pub new_state: Option<(String, Map<String, Value>)>,
+    /// The first response of an idempotent call, to remember once recorded.
+    pub remember: Option<((String, String), IdempotentEntry)>,
+}
+
+impl Decision {
+    /// A call that ended in a harness error (SPEC 5.3).
+    pub fn harness(e: HarnessError) -> Decision {
+        let response = profile::harness_response(&e);
+        Decision {
+            result: response.to_envelope(),
+            response,
+            result_status: "harness_error",
+            error: Some(CallError::Harness(e)),
+            revision: None,
+            variant: None,
+            rule: None,
+            delay_ms: 0,
+            new_state: None,
+            remember: None,
+        }
+    }
+
+    /// A call that ended in an input error, in the profile's native shape (SPEC 5.2).
+    pub fn input(profile: &Profile, e: InputError) -> Decision {
+        let response = profile.input_error(&e);
+        Decision {
+            result: response.to_envelope(),
+            response,
+            result_status: "input_error",
+            error: Some(CallError::Input(e)),
+            revision: None,
+            variant: None,
+            rule: None,
+            delay_ms: 0,
+            new_state: None,
+            remember: None,
+        }
+    }
+
+    fn from_error(profile: &Profile, e: CallError) -> Decision {
+        match e {
+            CallError::Input(e) => Decision::input(profile, e),
+            CallError::Harness(e) => Decision::harness(e),
+        }
+    }
+
+    fn at(mut self, revision: Option<u64>, variant: Option<String>) -> Decision {
+        self.revision = revision;
+        if self.variant.is_none() {
+            self.variant = variant;
+        }
+        self
+    }
+}
+
+/// Everything evaluation needs, resolved before the lock is taken.
+pub struct Prepared {
+    pub op: Arc<Operation>,
+    pub profile: Arc<Profile>,
+    pub engine: Arc<Engine>,
+    pub revision: u64,
+    pub variant: Option<String>,
+    pub input: Value,
+    /// (`"<integration>/<operation_id>"`, key ref) when the operation declares an
+    /// idempotency key and the request carries one.
+    pub idempotency: Option<(String, String)>,
+}
+
+/// Run one proxied call through every stage and return its native response.
+pub async fn handle(app: &App, req: Request) -> NativeResponse {
+    // Stage 1a: the attempt (before anything is recorded: an unknown token has no attempt).
+    let (attempt, consumed) = match route::attempt(app, &req) {
+        Ok(x) => x,
+        Err(r) => return refusal(r),
+    };
+    let mut info = CallInfo {
+        execution_attempt_id: attempt::new_uuid(),
+        integration: req.segments.get(consumed).cloned().unwrap_or_default(),
+        operation_id: None,
+        is_write: false,
+        arguments: req.describe(),
+        idempotency_key_ref: None,
+        trace_id: trace_id(&req),
+    };
+    let prepared = prepare(app, &attempt, consumed, &req, &mut info);
+    let mut guard = attempt.lock.lock().await;
+    let decision = match prepared {
+        Ok(p) => {
+            let d = evaluate(&mut guard, &p);
+            d.at(Some(p.revision), p.variant.clone())
+        }
+        Err(d) => d,
+    };
+    let (response, delay_ms) =
+        record_evidence(app, &attempt, &mut guard, &req, info, decision).await;
+    drop(guard);
+    delay(delay_ms).await;
+    response
+}
+
+/// The 401 (unknown token) or 500 (store) answer of a request that reached no attempt.
+fn refusal(r: Refusal) -> NativeResponse {
+    let (status, code, message) = match r {
+        Refusal::UnknownToken(m) => (401, "unknown_attempt", m),
+        Refusal::Store(m) => (500, "store_error", m),
+    };
+    NativeResponse {
+        status,
+        headers: vec![("Understudy-Error".into(), code.into())],
+        body: Some(
+            json!({ "understudy_error": { "kind": "auth_error", "code": code, "message": message } }),
+        ),
+    }
+}
+
+/// `trace_id` from a single valid W3C `traceparent` header (PROTOCOLS 4.1), else `None`.
+pub fn trace_id(req: &Request) -> Option<String> {
+    if req.header_count("traceparent") != 1 {
+        return None;
+    }
+    attempt::trace_id(req.header("traceparent")?)
+}
+
+/// Stages 1b–3 and the pin lookup: lease, integration, operation, input, input validation.
+/// `Err` is the decided end of the call (recorded like any other).
+// The error is the call's decided end, moved once per call; boxing it buys nothing.
+#[allow(clippy::result_large_err)]
+pub fn prepare(
+    app: &App,
+    attempt: &Attempt,
+    consumed: usize,
+    req: &Request,
+    info: &mut CallInfo,
+) -> Result<Prepared, Decision> {
+    let record = attempt.record();
+    match attempt.lease(app.clock.now()) {
+        Lease::Active => {}
+        Lease::Expired => {
+            return Err(Decision::harness(HarnessError::new(
+                HarnessCode::LeaseExpired,
+                format!(
+                    "the lease of attempt {} expired at {}",
+                    record.attempt_id,
+                    record.expires_at.as_deref().unwrap_or("?")
+                ),
+            )))
+        }
+        Lease::Ended => {
+            return Err(Decision::harness(HarnessError::new(
+                HarnessCode::LeaseExpired,
+                format!(
+                    "attempt {} was ended at {}",
+                    record.attempt_id,
+                    record.ended_at.as_deref().unwrap_or("?")
+                ),
+            )))
+        }
+    }
+    // Stage 1c: the integration.
+    let Some(integ) = req.segments.get(consumed).and_then(|n| app.integration(n)) else {
+        let names: Vec<&str> = app.integrations.keys().map(String::as_str).collect();
+        let msg = match req.segments.get(consumed) {
+            Some(n) => format!(
+                "no integration named `{n}` ({}): expected a path starting with one of: {}",
+                req.line(),
+                names
+                    .iter()
+                    .map(|n| format!("/{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!(
+                "{} names no integration: expected a path starting with one of: {}",
+                req.line(),
+                names
+                    .iter()
+                    .map(|n| format!("/{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        return Err(Decision::harness(HarnessError::new(
+            HarnessCode::UnmatchedRequest,
+            msg,
+        )));
+    };
+    let Some(profile) = integ.profile.clone() else {
+        return Err(Decision::harness(HarnessError::new(
+            HarnessCode::UnmatchedRequest,
+            format!(
+                "integration `{}` uses the `{}` profile, which this build does not serve yet",
+                integ.name(),
+                integ.config.profile
+            ),
+        )));
+    };
+    // Stage 1d: the operation.
+    let rel = &req.segments[consumed + 1..];
+    let mut query = req.query.clone();
+    let method = profile.effective_method(&req.method, &mut query);
+    let body = req.json_body();
+    let view = RequestView {
+        method: &method,
+        segments: rel,
+        query: &query,
+        headers: &req.headers,
+    };
+    info.is_write = profile.is_write(&method, rel, body.as_ref().ok().and_then(Option::as_ref));
+    let matched = route::operation(integ, &view, &req.line())
+        .map_err(|m| Decision::harness(HarnessError::new(HarnessCode::UnmatchedRequest, m)))?;
+    info.operation_id = Some(matched.target.operation_id().to_string());
+    let explicit_write = match &matched.target {
+        Target::File(op) => op.op.write,
+        Target::Builtin(b) => b.write,
+    };
+    if let Some(w) = explicit_write {
+        info.is_write = w;
+    }
+    // Stage 2: the input.
+    let include_query = matches!(matched.target, Target::Builtin(_));
+    let input = build_input(&matched, &query, include_query, body)
+        .map_err(|e| Decision::input(&profile, e))?;
+    info.arguments = input.clone();
+    let near_files = matched.near_files.clone();
+    let op = match matched.target {
+        Target::File(op) => op,
+        Target::Builtin(b) => {
+            let mut msg = format!(
+                "{} matches only `{}`, a built-in {} operation of `{}` without an operation file, so it has no mock: add {}/{}.json with a `mock`",
+                req.line(),
+                b.operation_id,
+                profile.name(),
+                integ.name(),
+                integ.config.operations.display(),
+                b.operation_id
+            );
+            if let Some(near) = &near_files {
+                msg.push_str(&format!("; closest operation files: {near}"));
+            }
+            return Err(Decision::harness(HarnessError::new(
+                HarnessCode::NoMock,
+                msg,
+            )));
+        }
+    };
+    // Stage 3: input validation.
+    validate_input(&op, &input).map_err(|e| Decision::input(&profile, e))?;
+    // The pinned revision.
+    let key = op.key();
+    let Some(pin) = record.pins.get(&key) else {
+        return Err(Decision::harness(HarnessError::new(
+            HarnessCode::NoMock,
+            no_pin_message(app, integ, &op, &record.attempt_id),
+        )));
+    };
+    if pin.contract_hash != op.contract_hash {
+        return Err(Decision::harness(HarnessError::new(
+            HarnessCode::StaleContract,
+            format!(
+                "attempt {} pinned revision {} of `{key}`, checked against contract {}, but the operation's contract is now {}",
+                record.attempt_id, pin.revision, pin.contract_hash, op.contract_hash
+            ),
+        ))
+        .at(Some(pin.revision), None));
+    }
+    let engine = app
+        .engines
+        .get(&app.store, &op, pin)
+        .map_err(|e| Decision::from_error(&profile, e).at(Some(pin.revision), None))?;
+    let idempotency = idempotency_key(op.op.idempotency.as_ref(), req, &input).map(|k| {
+        let r = attempt::idempotency_key_ref(&record.secret, &k);
+        info.idempotency_key_ref = Some(r.clone());
+        (key.clone(), r)
+    });
+    Ok(Prepared {
+        variant: record.variants.get(&key).cloned(),
+        revision: pin.revision,
+        op,
+        profile,
+        engine,
+        input,
+        idempotency,
+    })
+}
+
+fn no_pin_message(app: &App, integ: &Integration, op: &Operation, attempt_id: &str) -> String {
+    let latest = app.store.latest_revision(&op.key()).ok().flatten();
+    match latest {
+        Some(rev) if rev.contract_hash != op.contract_hash => format!(
+            "`{}` has no usable mock in attempt {attempt_id}: its latest revision {} is stale (checked against another contract)",
+            op.key(),
+            rev.revision
+        ),
+        Some(rev) => format!(
+            "`{}` had no mock when attempt {attempt_id} started (revision {} was saved later; start a new attempt to pin it)",
+            op.key(),
+            rev.revision
+        ),
+        None => format!(
+            "operation `{}` of `{}` has no mock: add a `mock` to {}",
+            op.id(),
+            integ.name(),
+            op.file.display()
+        ),
+    }
+}
+
+/// Stage 2 — build the input (SPEC 5 step 2): path captures, query captures (for built-in
+/// templates, which have no query templates, every query parameter), then the JSON body:
+/// an object's members are merged in (a member overrides a capture of the same name), any
+/// other JSON value goes under `body`. A body that is not JSON is an input error.
+pub fn build_input(
+    matched: &Matched,
+    query: &[(String, String)],
+    include_query: bool,
+    body: Result<Option<Value>, String>,
+) -> Result<Value, InputError> {
+    let mut input = matched.captures.clone();
+    if include_query {
+        for (k, v) in query {
+            input
+                .entry(k.clone())
+                .or_insert_with(|| Value::String(v.clone()));
+        }
+    }
+    match body {
+        Err(m) => return Err(InputError::new(m)),
+        Ok(None) => {}
+        Ok(Some(Value::Object(o))) => {
+            for (k, v) in o {
+                input.insert(k, v);
+            }
+        }
+        Ok(Some(other)) => {
+            input.insert("body".into(), other);
+        }
+    }
+    Ok(Value::Object(input))
+}
+
+/// Stage 3 — validate the input against the operation's input schema (compiled once per
+/// contract; drafts by `$schema`, `format` asserted). Every error is in `details`; the first
+/// one's instance path becomes the error's path.
+pub fn validate_input(op: &Operation, input: &Value) -> Result<(), InputError> {
+    let errors = schema_errors(&op.input_validator, input);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let first_path = op
+        .input_validator
+        .iter_errors(input)
+        .next()
+        .map(|e| e.instance_path().to_string())
+        .filter(|p| !p.is_empty());
+    let mut e = InputError::new(format!(
+        "input does not match the input schema of `{}`: {}",
+        op.id(),
+        errors[0]
+    ));
+    e.details = errors;
+    if let Some(p) = first_path {
+        e = e.at(p.trim_start_matches('/').replace('/', "."));
+    }
+    Err(e)
+}
+
+/// The raw idempotency key of a call, when the operation declares where it lives: a header
+/// (an RFC 8941 sf-string's quotes are removed) or a dot path in the input.
+pub fn idempotency_key(
+    spec: Option<&IdempotencySpec>,
+    req: &Request,
+    input: &Value,
+) -> Option<String> {
+    let spec = spec?;
+    if let Some(h) = &spec.header {
+        let v = req.header(h)?.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .unwrap_or(v);
+        return (!v.is_empty()).then(|| v.to_string());
+    }
+    let path = spec.input.as_deref()?;
+    let mut cur = input;
+    for seg in path.split('.') {
+        cur = match cur {
+            Value::Object(m) => m.get(seg)?,
+            Value::Array(a) => a.get(seg.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    match cur {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Stage 4 — evaluate under the state lock (`state` is the guarded attempt state).
+///
+/// An idempotent repeat (same key, same arguments) replays the first response without
+/// evaluating (`replayed`); the same key with other arguments is an input error with status
+/// 422 (SPEC 5.4). Otherwise the pinned engine runs against the integration's pre-call state;
+/// then stages 5 and 6 run, and the decision carries the new state for stage 7 to commit.
+pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
+    let integration = p.op.integration.clone();
+    if let Some(k) = &p.idempotency {
+        if let Some(first) = state.idempotency.get(k) {
+            if first.arguments == p.input {
+                return match p.profile.render(&first.result) {
+                    Ok(response) => Decision {
+                        response,
+                        result: first.result.clone(),
+                        result_status: "replayed",
+                        error: None,
+                        revision: first.revision,
+                        variant: first.variant.clone(),
+                        rule: first.rule,
+                        delay_ms: 0,
+                        new_state: None,
+                        remember: None,
+                    },
+                    Err(e) => Decision::harness(e),
+                };
+            }
+            let mut e = InputError::new(format!(
+                "this idempotency key was already used in this attempt with other arguments for `{}`: reuse a key only to retry the same request",
+                p.op.id()
+            ));
+            e.status = 422;
+            return Decision::input(&p.profile, e);
+        }
+    }
+    let pre = state.state.get(&integration).cloned().unwrap_or_default();
+    let outcome = match p.engine.evaluate(p.variant.as_deref(), &p.input, &pre) {
+        Ok(o) => o,
+        Err(e) => return Decision::from_error(&p.profile, e),
+    };
+    // Stage 5.
+    if let Err(e) = validate_output(&p.op, &outcome.result, &outcome.variant, outcome.rule) {
+        let mut d = Decision::harness(e);
+        d.variant = Some(outcome.variant);
+        d.rule = outcome.rule;
+        return d;
+    }
+    // Stage 6.
+    let response = match render_native(&p.profile, &outcome.result) {
+        Ok(r) => r,
+        Err(e) => return Decision::harness(e),
+    };
+    let new_state = (!outcome.state_patch.is_empty()).then(|| {
+        let mut s = pre;
+        for (k, v) in &outcome.state_patch {
+            s.insert(k.clone(), v.clone());
+        }
+        (integration, s)
+    });
+    let remember = p.idempotency.clone().map(|k| {
+        (
+            k,
+            IdempotentEntry {
+                arguments: p.input.clone(),
+                result: outcome.result.clone(),
+                http_status: response.status,
+                revision: Some(p.revision),
+                variant: Some(outcome.variant.clone()),
+                rule: outcome.rule,
+            },
+        )
+    });
+    Decision {
+        response,
+        result: outcome.result,
+        result_status: "ok",
+        error: None,
+        revision: Some(p.revision),
+        variant: Some(outcome.variant),
+        rule: outcome.rule,
+        delay_ms: outcome.delay_ms,
+        new_state,
+        remember,
+    }
+}
+
+/// Stage 5 — the rendered result against the output schema and the profile's envelope rule;
+/// a violation is the harness error `output_schema_violation`.
+pub fn validate_output(
+    op: &Operation,
+    result: &Value,
+    variant: &str,
+    rule: Option<usize>,
+) -> Result<(), HarnessError> {
+    let mut problems = schema_errors(&op.output_validator, result);
+    if let Some(p) = envelope_problem(op.profile, op.op.result_form, result) {
+        problems.push(format!("the result {p}"));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let at = match rule {
+        Some(i) => format!("variants/{variant}/rules/{i}/result"),
+        None => format!("variants/{variant}/result"),
+    };
+    Err(HarnessError::new(
+        HarnessCode::OutputSchemaViolation,
+        format!(
+            "the result rendered for `{}` does not match its output schema: {}",
+            op.id(),
+            problems.join("; ")
+        ),
+    )
+    .at(at))
+}
+
+/// Stage 6 — the adapter envelope as the native response (SPEC 5.1).
+pub fn render_native(profile: &Profile, result: &Value) -> Result<NativeResponse, HarnessError> {
+    profile.render(result)
+}
+
+/// Stage 7 — write the call's evidence (and the integration's new state) durably, then make
+/// the new state and the idempotency entry visible. Runs under the state lock for every call.
+/// A store failure answers 500 (`Understudy-Error: store_error`) and commits nothing.
+pub async fn record_evidence(
+    app: &App,
+    attempt: &Attempt,
+    state: &mut AttemptState,
+    req: &Request,
+    info: CallInfo,
+    d: Decision,
+) -> (NativeResponse, u64) {
+    let latency_ms = req.received.elapsed().as_secs_f64() * 1000.0;
+    let event = ToolEvent {
+        sequence: 0,
+        execution_attempt_id: info.execution_attempt_id,
+        integration: info.integration.clone(),
+        operation_id: info.operation_id.clone(),
+        revision: d.revision,
+        variant: d.variant.clone(),
+        rule: d.rule,
+        is_write: info.is_write,
+        arguments: info.arguments,
+        result: d.result.clone(),
+        result_status: d.result_status.to_string(),
+        http_status: d.response.status,
+        latency_ms,
+        delay_ms: d.delay_ms,
+        idempotency_key_ref: info.idempotency_key_ref,
+        trace_id: info.trace_id,
+        source: "mock".into(),
+        error: d.error.as_ref().map(CallError::to_json),
+        timestamp: attempt::rfc3339(app.clock.now()),
+    };
+    let rec = CallRecord {
+        event,
+        state: d.new_state.clone(),
+    };
+    let op_name = info.operation_id.as_deref().unwrap_or("");
+    match app.store.record_call(&attempt.id, rec).await {
+        Ok(seq) => {
+            if let Some((integ, s)) = d.new_state {
+                state.state.insert(integ, s);
+            }
+            if let Some((k, e)) = d.remember {
+                state.idempotency.entry(k).or_insert(e);
+            }
+            app.metrics
+                .observe(&info.integration, op_name, d.result_status, latency_ms);
+            match &d.error {
+                Some(CallError::Harness(e)) => tracing::warn!(
+                    attempt = %attempt.id, sequence = seq, integration = %info.integration,
+                    operation = op_name, code = %e.code, "harness error: {}", e.message
+                ),
+                Some(CallError::Input(e)) => tracing::info!(
+                    attempt = %attempt.id, sequence = seq, integration = %info.integration,
+                    operation = op_name, "input error: {}", e.message
+                ),
+                None => tracing::debug!(
+                    attempt = %attempt.id, sequence = seq, integration = %info.integration,
+                    operation = op_name, status = d.response.status, result_status = d.result_status, "call"
+                ),
+            }
+            (d.response, d.delay_ms)
+        }
+        Err(e) => {
+            tracing::error!(attempt = %attempt.id, error = %e, "cannot record the call's evidence");
+            app.metrics
+                .observe(&info.integration, op_name, "store_error", latency_ms);
+            let body = json!({ "understudy_error": {
+                "kind": "internal_error",
+                "code": "store_error",
+                "message": format!("the call could not be recorded, so it was not answered: {e}"),
+            }});
+            (
+                NativeResponse {
+                    status: 500,
+                    headers: vec![("Understudy-Error".into(), "store_error".into())],
+                    body: Some(body),
+                },
+                0,
+            )
+        }
+    }
+}
+
+/// Stage 8 — sleep `delay_ms` (after the state change is committed and the lock released).
+pub async fn delay(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::template::CompiledMatch;
+    use crate::contract::MatchSpec;
+    use hyper::http::HeaderMap;
+
+    fn builtin_match(captures: Map<String, Value>) -> Matched {
+        let m = CompiledMatch::compile(&MatchSpec {
+            method: "GET".into(),
+            path: "/x".into(),
+            query: Default::default(),
+            headers: Default::default(),
+        })
+        .unwrap();
+        Matched {
+            target: Target::Builtin(Arc::new(super::super::BuiltinOp {
+                operation_id: "x".into(),
+                description: None,
+                matcher: m,
+                write: None,
+            })),
+            captures,
+            near_files: None,
+        }
+    }
+
+    #[test]
+    fn input_merges_captures_query_and_body() {
+        let mut caps = Map::new();
+        caps.insert("id".into(), json!("001"));
+        let m = builtin_match(caps);
+        let q = vec![("q".to_string(), "SELECT Id".to_string())];
+        let v = build_input(&m, &q, true, Ok(Some(json!({"Name": "A"})))).unwrap();
+        assert_eq!(v, json!({"id": "001", "q": "SELECT Id", "Name": "A"}));
+        let v = build_input(&m, &q, false, Ok(Some(json!([1, 2])))).unwrap();
+        assert_eq!(v, json!({"id": "001", "body": [1, 2]}));
+        let v = build_input(&m, &q, false, Ok(Some(json!({"id": "body wins"})))).unwrap();
+        assert_eq!(v, json!({"id": "body wins"}));
+        let e = build_input(&m, &q, false, Err("not JSON".into())).unwrap_err();
+        assert_eq!(e.status, 400);
+    }
+
+    fn req_with(headers: &[(&str, &str)]) -> Request {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.append(
+                hyper::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        Request::new(
+            "POST",
+            "/crm/x",
+            None,
+            h,
+            bytes::Bytes::new(),
+            "127.0.0.1:9".parse().unwrap(),
+            std::time::Instant::now(),
+        )
+    }
+
+    #[test]
+    fn idempotency_keys() {
+        let by_header = IdempotencySpec {
+            header: Some("Idempotency-Key".into()),
+            input: None,
+        };
+        let r = req_with(&[("idempotency-key", "\"8e03978e\"")]);
+        assert_eq!(
+            idempotency_key(Some(&by_header), &r, &json!({})).as_deref(),
+            Some("8e03978e")
+        );
+        let r = req_with(&[("idempotency-key", "abc")]);
+        assert_eq!(
+            idempotency_key(Some(&by_header), &r, &json!({})).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            idempotency_key(Some(&by_header), &req_with(&[]), &json!({})),
+            None
+        );
+        let by_input = IdempotencySpec {
+            header: None,
+            input: Some("order.key".into()),
+        };
+        let input = json!({"order": {"key": "k-1"}});
+        assert_eq!(
+            idempotency_key(Some(&by_input), &r, &input).as_deref(),
+            Some("k-1")
+        );
+        assert_eq!(idempotency_key(None, &r, &input), None);
+    }
+
+    #[test]
+    fn traceparent_header() {
+        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(
+            trace_id(&req_with(&[("traceparent", ok)])).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        assert_eq!(
+            trace_id(&req_with(&[("traceparent", ok), ("traceparent", ok)])),
+            None
+        );
+        assert_eq!(trace_id(&req_with(&[("traceparent", "nope")])), None);
+    }
+
+    #[test]
+    fn harness_decision_shape() {
+        let d = Decision::harness(HarnessError::new(HarnessCode::UnmatchedRequest, "m"));
+        assert_eq!(d.response.status, 500);
+        assert_eq!(d.result_status, "harness_error");
+        assert_eq!(d.result["status"], 500);
+        assert_eq!(
+            d.result["data"]["understudy_error"]["code"],
+            "unmatched_request"
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! The request every later stage sees (STYLE habit 3): buffered and normalized once at the
+//! edge — method, raw and percent-decoded path segments, decoded query pairs, headers, body
+//! bytes, peer address and arrival time.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::http::HeaderMap;
+use serde_json::{json, Map, Value};
+
+use crate::contract::template::{parse_query, path_segments};
+
+/// One buffered request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Upper-cased method as sent.
+    pub method: String,
+    /// The raw path (still percent-encoded), for messages.
+    pub path: String,
+    /// The raw query string without `?`, if any.
+    pub raw_query: Option<String>,
+    /// Percent-decoded path segments, empty segments dropped (`/a//b/` → `a`, `b`).
+    pub segments: Vec<String>,
+    /// Decoded query pairs in order, `+` meaning a space.
+    pub query: Vec<(String, String)>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub peer: SocketAddr,
+    pub received: Instant,
+}
+
+impl Request {
+    /// Normalize a request whose body has been read.
+    pub fn new(
+        method: &str,
+        path: &str,
+        raw_query: Option<&str>,
+        headers: HeaderMap,
+        body: Bytes,
+        peer: SocketAddr,
+        received: Instant,
+    ) -> Request {
+        Request {
+            method: method.to_ascii_uppercase(),
+            path: path.to_string(),
+            raw_query: raw_query.map(str::to_string),
+            segments: path_segments(path),
+            query: raw_query.map(parse_query).unwrap_or_default(),
+            headers,
+            body,
+            peer,
+            received,
+        }
+    }
+
+    /// A header as text (`None` when absent or not visible ASCII).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// How many times a header occurs.
+    pub fn header_count(&self, name: &str) -> usize {
+        self.headers.get_all(name).iter().count()
+    }
+
+    /// The body as JSON: `Ok(None)` for an empty body, `Err(message)` when it is not JSON.
+    pub fn json_body(&self) -> Result<Option<Value>, String> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        serde_json::from_slice(&self.body)
+            .map(Some)
+            .map_err(|e| format!("the request body is not valid JSON: {e}"))
+    }
+
+    /// `GET /path?query`, for messages.
+    pub fn line(&self) -> String {
+        match &self.raw_query {
+            Some(q) => format!("{} {}?{}", self.method, self.path, q),
+            None => format!("{} {}", self.method, self.path),
+        }
+    }
+
+    /// What an unmatched request is recorded with in evidence: method, path, query and body.
+    pub fn describe(&self) -> Value {
+        let mut q = Map::new();
+        for (k, v) in &self.query {
+            q.entry(k.clone())
+                .or_insert_with(|| Value::String(v.clone()));
+        }
+        let body = match self.json_body() {
+            Ok(b) => b.unwrap_or(Value::Null),
+            Err(_) => Value::String(String::from_utf8_lossy(&self.body).into_owned()),
+        };
+        json!({ "method": self.method, "path": self.path, "query": q, "body": body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(path: &str, q: Option<&str>, body: &str) -> Request {
+        Request::new(
+            "get",
+            path,
+            q,
+            HeaderMap::new(),
+            Bytes::from(body.to_string()),
+            "127.0.0.1:1".parse().unwrap(),
+            Instant::now(),
+        )
+    }
+
+    #[test]
+    fn normalizes_path_and_query() {
+        let a = req(
+            "/crm/services/data/v59.0/query/",
+            Some("q=SELECT+Id+FROM+Contact"),
+            "",
+        );
+        let b = req(
+            "/crm/services/data/v59.0/query",
+            Some("q=SELECT%20Id%20FROM%20Contact"),
+            "",
+        );
+        assert_eq!(a.segments, b.segments);
+        assert_eq!(a.query, b.query);
+        assert_eq!(a.query[0].1, "SELECT Id FROM Contact");
+        assert_eq!(a.method, "GET");
+    }
+
+    #[test]
+    fn json_body() {
+        assert_eq!(req("/", None, "").json_body(), Ok(None));
+        assert_eq!(req("/", None, " \n").json_body(), Ok(None));
+        assert_eq!(
+            req("/", None, "{\"a\":1}").json_body(),
+            Ok(Some(json!({"a": 1})))
+        );
+        assert!(req("/", None, "{nope").json_body().is_err());
+    }
+}
