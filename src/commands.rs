@@ -94,8 +94,7 @@ pub fn evidence(args: &EvidenceArgs) -> i32 {
 
 /// `understudy discover --integration NAME`.
 pub fn discover(args: &DiscoverArgs) -> i32 {
-    let _ = args;
-    not_yet("discover")
+    crate::discover::run_cli(args)
 }
 
 /// `understudy ca init`.
@@ -103,11 +102,6 @@ pub fn ca(args: &CaArgs) -> i32 {
     match &args.command {
         CaCommand::Init(a) => crate::tls::ca_init_cli(&a.dir, a.force),
     }
-}
-
-fn not_yet(what: &str) -> i32 {
-    eprintln!("understudy {what}: not yet available in this build");
-    USAGE
 }
 
 /// The profile of an operation file or directory: `--profile`, else the integration of

@@ -1,33 +1,53 @@
 //! The admin API on the proxy's own listener, under `/_understudy/api` (SPEC 6, 8, 9).
 //!
-//! | method and path | does |
-//! |---|---|
-//! | `GET /_understudy/api/health` | liveness: `{"status":"ok","mode","version","integrations":[…]}` |
-//! | `GET /_understudy/api/tools` | every integration's operations: `{"tools":[{"integration","profile","operation_id","description","input_schema","is_write","has_mock"}]}` |
-//! | `POST /_understudy/api/attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` |
-//! | `GET /_understudy/api/attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) |
-//! | `GET /_understudy/api/attempts/{id}/evidence` | the evidence envelope of SPEC 8, with `verdict` (the project's `redact` list applied) |
-//! | `DELETE /_understudy/api/attempts/{id}` | end the attempt: state dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` |
+//! | method and path | does | module |
+//! |---|---|---|
+//! | `GET /health` | liveness: `{"status":"ok","mode","version","integrations":[…]}` | here |
+//! | `GET /metrics` | Prometheus text (`text/plain; version=0.0.4`): calls by integration/operation/result_status, latency histogram, open attempts, revisions saved | [`metrics`] |
+//! | `GET /tools` | every integration with its operations: `{"integrations":[{"integration","profile","upstream","operations":[{"operation_id","title","description","input_schema","output_schema","is_write","contract_hash","has_mock","latest_revision","stale"}],"builtin_operations":[…]}]}` | [`testing`] |
+//! | `GET /tools/{integration}/testing` | per operation: `contract` (the hashed object), `contract_hash`, `latest_revision` `{revision,contract_hash,definition_hash,saved_at,source}` or null, `revisions`, `stale` (+ `stale_reason`); and `problems` of the last refused hot reload | [`testing`] |
+//! | `POST /tools/{integration}/testing` | `{"action":"generate","operation_id"}` → schema-derived draft (`supported:false` + `reasons` when beyond it); `{"action":"save","operation_id","contract_hash","definition"}` → 201 new revision (200 `created:false` when equal to the latest), 409 `contract_changed`, 422 `check_failed`; `{"action":"check",…}` → the save's checks without saving | [`testing`] |
+//! | `POST /tools/testing` | inline operation: `{"action":"check"\|"generate","operation":{…operation file…},"definition"?,"profile"?\|"integration"?}` — same checks (422 listing problems) and drafts, stores nothing | [`testing`] |
+//! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
+//! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
+//! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
+//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) | here |
+//! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8, with `verdict` (the project's `redact` list applied) | here |
+//! | `GET /attempts/{id}/state` | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
+//! | `DELETE /attempts/{id}` | end the attempt: state dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
 //!
 //! **Auth** (SPEC 9): with an admin token (`--admin-token` / `UNDERSTUDY_ADMIN_TOKEN`) every
 //! route needs `Authorization: Bearer <token>`, compared in constant time; without one the API
 //! answers only loopback peers (and `serve` refuses a non-loopback listener without a token).
 //!
-//! **Errors** have one shape: `{"error":{"code","message","details":[…]}}` with codes
-//! `unauthorized` (401), `not_found` (404), `method_not_allowed` (405), `bad_request` (400),
-//! `unknown_operation` (422), `stale_contract` (409), `default_attempt` (409),
-//! `store_error` (500).
+//! **Errors** have one shape: `{"error":{"code","message","details":[…]}}`; the message says
+//! what to do, `details` carries the machine-readable facts. Codes: `unauthorized` (401),
+//! `not_found` (404: names the unknown integration/operation/attempt and lists the known
+//! ones), `method_not_allowed` (405), `bad_request` (400: the body's JSON path and what was
+//! expected), `unknown_operation` (422), `check_failed` (422: every problem as
+//! `{"file","path","message"}`, `file` null for a definition sent in the body, `path` relative
+//! to the request body), `dry_run_unavailable` (422), `contract_changed` (409:
+//! `{"operation","sent_contract_hash","current_contract_hash","contract"}`), `stale_contract`
+//! (409), `default_attempt` (409), `not_implemented` (501), `timeout` (504), `store_error`
+//! (500).
+
+pub mod execute;
+pub mod metrics;
+pub mod testing;
 
 use std::collections::BTreeMap;
 
 use hyper::http::StatusCode;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::attempt::{self, Lease};
+use crate::contract::Problem;
 use crate::proxy::http::{json_response, HttpResponse};
+use crate::proxy::reload::IntegrationMap;
 use crate::proxy::request::Request;
-use crate::proxy::{cleanup_report, App};
+use crate::proxy::{cleanup_report, App, Integration};
 
 /// The prefix of every admin route.
 pub const PREFIX: &str = "/_understudy/api";
@@ -60,9 +80,12 @@ impl ApiError {
             details: Vec::new(),
         }
     }
-    fn with_details(mut self, d: Vec<Value>) -> ApiError {
+    pub fn with_details(mut self, d: Vec<Value>) -> ApiError {
         self.details = d;
         self
+    }
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
     pub fn response(&self) -> HttpResponse {
         let mut r = json_response(
@@ -79,7 +102,7 @@ impl ApiError {
     }
 }
 
-fn store_err(e: impl std::fmt::Display) -> ApiError {
+pub(crate) fn store_err(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         "store_error",
@@ -87,7 +110,22 @@ fn store_err(e: impl std::fmt::Display) -> ApiError {
     )
 }
 
-type ApiResult = Result<(StatusCode, Value), ApiError>;
+/// A JSON answer.
+pub(crate) type ApiResult = Result<(StatusCode, Value), ApiError>;
+
+/// What a route answers: JSON, or a response of its own (SSE, Prometheus text).
+pub(crate) enum Reply {
+    Json(StatusCode, Value),
+    Http(HttpResponse),
+}
+
+impl From<(StatusCode, Value)> for Reply {
+    fn from((s, v): (StatusCode, Value)) -> Reply {
+        Reply::Json(s, v)
+    }
+}
+
+type Routed = Result<Reply, ApiError>;
 
 /// Answer one admin request.
 pub async fn handle(app: &App, req: Request) -> HttpResponse {
@@ -95,7 +133,8 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
         return e.response();
     }
     match route(app, &req).await {
-        Ok((status, body)) => json_response(status, &body),
+        Ok(Reply::Json(status, body)) => json_response(status, &body),
+        Ok(Reply::Http(r)) => r,
         Err(e) => e.response(),
     }
 }
@@ -133,30 +172,64 @@ fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
     }
 }
 
-async fn route(app: &App, req: &Request) -> ApiResult {
+async fn route(app: &App, req: &Request) -> Routed {
     let rest = req.path.strip_prefix(PREFIX).unwrap_or("");
     if !(rest.is_empty() || rest.starts_with('/')) || !req.path.starts_with(PREFIX) {
         return Err(not_found(req));
     }
     let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     let m = req.method.as_str();
+    let json = |r: ApiResult| r.map(Reply::from);
     match (m, parts.as_slice()) {
-        ("GET" | "HEAD", ["health"]) => Ok(health(app)),
-        ("GET" | "HEAD", ["tools"]) => Ok(tools(app)),
-        ("POST", ["attempts"]) => create_attempt(app, req),
-        ("GET" | "HEAD", ["attempts", id]) => get_attempt(app, id).await,
-        ("GET" | "HEAD", ["attempts", id, "evidence"]) => evidence(app, id).await,
-        ("DELETE", ["attempts", id]) => end_attempt(app, id).await,
-        (
-            _,
-            ["health"] | ["tools"] | ["attempts"] | ["attempts", _] | ["attempts", _, "evidence"],
-        ) => Err(ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            format!("{} is not allowed on {}", req.method, req.path),
-        )),
-        _ => Err(not_found(req)),
+        ("GET" | "HEAD", ["health"]) => Ok(health(app).into()),
+        ("GET" | "HEAD", ["metrics"]) => metrics::render(app),
+        ("GET" | "HEAD", ["tools"]) => json(testing::tools(app)),
+        ("POST", ["tools", "testing"]) => json(testing::inline(app, req)),
+        ("POST", ["tools", "execute"]) => execute::execute(app, req).await,
+        ("GET" | "HEAD", ["tools", integration, "testing"]) => {
+            json(testing::get_testing(app, integration))
+        }
+        ("POST", ["tools", integration, "testing"]) => {
+            json(testing::post_testing(app, integration, req).await)
+        }
+        ("GET" | "HEAD", ["revisions", integration, operation]) => {
+            json(testing::revisions(app, integration, operation))
+        }
+        ("POST", ["attempts"]) => json(create_attempt(app, req)),
+        ("GET" | "HEAD", ["attempts", id]) => json(get_attempt(app, id).await),
+        ("GET" | "HEAD", ["attempts", id, "evidence"]) => json(evidence(app, id).await),
+        ("GET" | "HEAD", ["attempts", id, "state"]) => json(execute::attempt_state(app, id).await),
+        ("DELETE", ["attempts", id]) => json(end_attempt(app, id).await),
+        (_, p) => match allowed(p) {
+            Some(allow) => {
+                let mut r = ApiError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "method_not_allowed",
+                    format!("{} is not allowed on {}: use {allow}", req.method, req.path),
+                )
+                .response();
+                if let Ok(v) = hyper::http::HeaderValue::from_str(&allow.replace(" or ", ", ")) {
+                    r.headers_mut().insert(hyper::header::ALLOW, v);
+                }
+                Ok(Reply::Http(r))
+            }
+            None => Err(not_found(req)),
+        },
     }
+}
+
+/// The methods of a known route (for 405), `None` for an unknown path.
+fn allowed(parts: &[&str]) -> Option<&'static str> {
+    Some(match parts {
+        ["health"] | ["metrics"] | ["tools"] => "GET",
+        ["tools", "testing"] | ["tools", "execute"] => "POST",
+        ["tools", _, "testing"] => "GET or POST",
+        ["revisions", _, _] => "GET",
+        ["attempts"] => "POST",
+        ["attempts", _] => "GET or DELETE",
+        ["attempts", _, "evidence" | "state"] => "GET",
+        _ => return None,
+    })
 }
 
 fn not_found(req: &Request) -> ApiError {
@@ -164,10 +237,88 @@ fn not_found(req: &Request) -> ApiError {
         StatusCode::NOT_FOUND,
         "not_found",
         format!(
-            "no admin route {} {}; routes: GET {PREFIX}/health, GET {PREFIX}/tools, POST {PREFIX}/attempts, GET|DELETE {PREFIX}/attempts/{{id}}, GET {PREFIX}/attempts/{{id}}/evidence",
+            "no admin route {} {}; routes: GET {PREFIX}/health, GET {PREFIX}/metrics, GET {PREFIX}/tools, GET|POST {PREFIX}/tools/{{integration}}/testing, POST {PREFIX}/tools/testing, POST {PREFIX}/tools/execute, GET {PREFIX}/revisions/{{integration}}/{{operation_id}}, POST {PREFIX}/attempts, GET|DELETE {PREFIX}/attempts/{{id}}, GET {PREFIX}/attempts/{{id}}/evidence, GET {PREFIX}/attempts/{{id}}/state",
             req.method, req.path
         ),
     )
+}
+
+/// 404 for an integration name that is not in the project file, listing the known ones.
+pub(crate) fn unknown_integration(map: &IntegrationMap, name: &str) -> ApiError {
+    let known: Vec<&str> = map.keys().map(String::as_str).collect();
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "no integration named `{name}`; the project's integrations are: {}",
+            if known.is_empty() {
+                "(none)".to_string()
+            } else {
+                known.join(", ")
+            }
+        ),
+    )
+    .with_details(vec![
+        json!({ "unknown_integration": name, "known_integrations": known }),
+    ])
+}
+
+/// 404 for an operation id the integration does not have, listing its operations.
+pub(crate) fn unknown_operation(integ: &Integration, id: &str) -> ApiError {
+    let known: Vec<&str> = integ.operations.iter().map(|o| o.id()).collect();
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "integration `{}` has no operation `{id}` (one file per operation in {}); its operations are: {}",
+            integ.name(),
+            integ.config.operations.display(),
+            if known.is_empty() {
+                "(none)".to_string()
+            } else {
+                known.join(", ")
+            }
+        ),
+    )
+    .with_details(vec![json!({
+        "integration": integ.name(),
+        "unknown_operation": id,
+        "known_operations": known,
+    })])
+}
+
+/// A request body as `T`; a body that is missing, not JSON or not of the expected shape is a
+/// 400 naming the JSON path and what was expected.
+pub(crate) fn parse_body<T: DeserializeOwned>(req: &Request, what: &str) -> Result<T, ApiError> {
+    match req.json_body() {
+        Ok(Some(v)) => from_value(&v, what),
+        Ok(None) => Err(ApiError::bad_request(format!(
+            "{what}: expected a JSON object body, got an empty body"
+        ))),
+        Err(m) => Err(ApiError::bad_request(format!("{what}: {m}"))),
+    }
+}
+
+/// `v` as `T`, or a 400 naming the JSON path and what was expected.
+pub(crate) fn from_value<T: DeserializeOwned>(v: &Value, what: &str) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let p = e.path().to_string();
+        ApiError::bad_request(if p == "." {
+            format!("{what}: {}", e.inner())
+        } else {
+            format!("{what}: {p}: {}", e.inner())
+        })
+    })
+}
+
+/// A problem as the API shows it: `{"file","path","message"}` (`file` null when none).
+pub(crate) fn problem_json(file: Option<String>, path: &str, message: &str) -> Value {
+    json!({ "file": file, "path": path, "message": message })
+}
+
+/// A problem of an operation file (hot reload), with its file.
+pub(crate) fn file_problem_json(p: &Problem) -> Value {
+    problem_json(Some(p.file.display().to_string()), &p.path, &p.message)
 }
 
 fn health(app: &App) -> (StatusCode, Value) {
@@ -180,24 +331,6 @@ fn health(app: &App) -> (StatusCode, Value) {
             "integrations": app.integrations.keys().collect::<Vec<_>>(),
         }),
     )
-}
-
-fn tools(app: &App) -> (StatusCode, Value) {
-    let mut out = Vec::new();
-    for integ in app.integrations.values() {
-        for op in &integ.operations {
-            out.push(json!({
-                "integration": integ.name(),
-                "profile": integ.config.profile.as_str(),
-                "operation_id": op.id(),
-                "description": op.op.description,
-                "input_schema": op.op.input_schema,
-                "is_write": op.is_write,
-                "has_mock": op.definition.is_some(),
-            }));
-        }
-    }
-    (StatusCode::OK, json!({ "tools": out }))
 }
 
 /// The body of `POST /attempts`.
@@ -215,27 +348,14 @@ struct CreateAttempt {
 fn create_attempt(app: &App, req: &Request) -> ApiResult {
     let body: CreateAttempt = match req.json_body() {
         Ok(None) => CreateAttempt::default(),
-        Ok(Some(v)) => serde_path_to_error::deserialize(&v).map_err(|e| {
-            let p = e.path().to_string();
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                if p == "." {
-                    format!("attempt creation body: {}", e.inner())
-                } else {
-                    format!("attempt creation body: {p}: {}", e.inner())
-                },
-            )
-        })?,
-        Err(m) => return Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_request", m)),
+        Ok(Some(v)) => from_value(&v, "attempt creation body")?,
+        Err(m) => return Err(ApiError::bad_request(m)),
     };
     let ttl = body.ttl_s.unwrap_or(DEFAULT_TTL_S);
     if ttl == 0 || ttl > MAX_TTL_S {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!("ttl_s must be 1..={MAX_TTL_S} seconds, got {ttl}"),
-        ));
+        return Err(ApiError::bad_request(format!(
+            "ttl_s must be 1..={MAX_TTL_S} seconds, got {ttl}"
+        )));
     }
     let unknown: Vec<Value> = body
         .variants
@@ -251,45 +371,51 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
         )
         .with_details(unknown));
     }
-    let pinned = app.pin_latest().map_err(store_err)?;
-    if !pinned.stale.is_empty() {
-        let details = pinned
-            .stale
-            .iter()
-            .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
-            .collect();
-        let names: Vec<&str> = pinned.stale.iter().map(|s| s.operation.as_str()).collect();
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "stale_contract",
-            format!(
-                "cannot pin stale mocks (their contract changed since they were checked): {}; save a new revision for each",
-                names.join(", ")
-            ),
-        )
-        .with_details(details));
-    }
     let token = attempt::new_token();
-    let rec = attempt::new_record(
-        app.clock.now(),
-        Some(&token),
-        Some(ttl),
-        body.test_run_id,
-        pinned.pins,
-        body.variants,
-        false,
-    );
-    let a = app.create_attempt(rec).map_err(store_err)?;
+    let a = {
+        // Pin and bind under the change lock: the pins and the operation set the attempt
+        // keeps are of the same generation (`proxy::reload`).
+        let _g = app.integrations.change_lock();
+        let pinned = app.pin_latest().map_err(store_err)?;
+        if !pinned.stale.is_empty() {
+            let details = pinned
+                .stale
+                .iter()
+                .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+                .collect();
+            let names: Vec<&str> = pinned.stale.iter().map(|s| s.operation.as_str()).collect();
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "stale_contract",
+                format!(
+                    "cannot pin stale mocks (their contract changed since they were checked): {}; save a new revision for each (POST {PREFIX}/tools/{{integration}}/testing with action \"save\" and the current contract_hash)",
+                    names.join(", ")
+                ),
+            )
+            .with_details(details));
+        }
+        let rec = attempt::new_record(
+            app.clock.now(),
+            Some(&token),
+            Some(ttl),
+            body.test_run_id,
+            pinned.pins,
+            body.variants,
+            false,
+        );
+        app.create_attempt(rec).map_err(store_err)?
+    };
     let rec = a.record();
     let host = req
         .header("host")
         .map(str::to_string)
         .or_else(|| app.local_addr().map(|a| a.to_string()))
         .unwrap_or_else(|| "127.0.0.1".into());
+    let scheme = app.scheme();
     let base_urls: BTreeMap<&str, String> = app
         .integrations
         .keys()
-        .map(|name| (name.as_str(), format!("http://{host}/~{token}/{name}")))
+        .map(|name| (name.as_str(), format!("{scheme}://{host}/~{token}/{name}")))
         .collect();
     tracing::info!(attempt = %rec.attempt_id, test_run_id = ?rec.test_run_id, "attempt created");
     Ok((
@@ -304,7 +430,10 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
     ))
 }
 
-fn lookup(app: &App, id: &str) -> Result<std::sync::Arc<crate::attempt::Attempt>, ApiError> {
+pub(crate) fn lookup(
+    app: &App,
+    id: &str,
+) -> Result<std::sync::Arc<crate::attempt::Attempt>, ApiError> {
     app.attempts
         .get(&app.store, id)
         .map_err(store_err)?
@@ -312,7 +441,7 @@ fn lookup(app: &App, id: &str) -> Result<std::sync::Arc<crate::attempt::Attempt>
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
-                format!("no attempt `{id}`"),
+                format!("no attempt `{id}` (attempt ids are the `attempt_id` of POST {PREFIX}/attempts)"),
             )
         })
 }
@@ -376,6 +505,7 @@ async fn end_attempt(app: &App, id: &str) -> ApiResult {
         a.set_record(rec.clone());
         g.state.clear();
         g.idempotency.clear();
+        app.integrations.unbind(id);
         tracing::info!(attempt = %id, remaining, "attempt ended");
     }
     Ok((

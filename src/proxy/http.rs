@@ -1,6 +1,7 @@
 //! The listener (SPEC 13): HTTP/1.1 and h2c (prior knowledge) on one socket through
 //! hyper-util's auto builder, the connection limits, buffering of request bodies, and
-//! graceful shutdown.
+//! graceful shutdown. Under `--tls` the same after the handshake (h2 by ALPN), and CONNECT
+//! tunnels of `--forward-proxy` get the same too: [`super::transport`], [`super::connect`].
 //!
 //! Limits ([`Limits`], defaults from SPEC 13):
 //! - request body ≤ 10 MiB: a larger body is answered 413 (read on and discarded up to 4×
@@ -30,7 +31,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::http::{HeaderValue, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -49,6 +50,8 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// How long shutdown waits for in-flight calls (longer than the largest `delay_ms`).
     pub shutdown_grace: Duration,
+    /// Between two `heartbeat` events of a streamed `POST /tools/execute` (1 s).
+    pub sse_heartbeat: Duration,
 }
 
 impl Default for Limits {
@@ -59,6 +62,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(40),
+            sse_heartbeat: Duration::from_secs(1),
         }
     }
 }
@@ -76,9 +80,11 @@ pub fn full(bytes: impl Into<Bytes>) -> HttpBody {
 }
 
 /// Accept connections until `shutdown` resolves, then drain and flush the store.
+/// `transport`: plain or TLS, forward proxy or not ([`super::transport`]).
 pub async fn serve_listener(
     listener: TcpListener,
     app: Arc<App>,
+    transport: super::transport::Transport,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -89,8 +95,8 @@ pub async fn serve_listener(
         .header_read_timeout(None)
         .max_buf_size(64 * 1024);
     builder.http2().max_concurrent_streams(256);
-    let builder = Arc::new(builder);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // The builder and the graceful shutdown, shared with CONNECT tunnels.
+    let edge = Arc::new(super::transport::Edge::new(transport, builder));
     // Every connection task, so shutdown can wait until none holds the app (and its store).
     let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -111,37 +117,18 @@ pub async fn serve_listener(
                 };
                 let _ = stream.set_nodelay(true);
                 app.metrics.connection_opened();
-                let conn_state = Arc::new(ConnState::new());
-                let io = TokioIo::new(Tracked { inner: stream, state: conn_state.clone() });
-                let svc_app = app.clone();
-                let svc_state = conn_state.clone();
-                let svc = hyper::service::service_fn(move |req| {
-                    let app = svc_app.clone();
-                    let st = svc_state.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handle(app, st, peer, req).await) }
-                });
-                let conn = builder.serve_connection(io, svc).into_owned();
-                let conn = graceful.watch(conn);
-                let limits = app.limits;
-                tasks.spawn(async move {
-                    tokio::select! {
-                        r = conn => {
-                            if let Err(e) = r {
-                                tracing::debug!(%peer, error = %e, "connection ended with an error");
-                            }
-                        }
-                        why = watchdog(conn_state, limits) => {
-                            tracing::debug!(%peer, why, "closing connection");
-                        }
-                    }
-                });
+                let Some(watcher) = edge.watcher() else { continue };
+                // TLS handshake (under --tls), then HTTP with the watchdog: `transport`.
+                tasks.spawn(super::transport::serve_accepted(stream, peer, app.clone(), edge.clone(), watcher));
             }
         }
     }
     drop(listener);
     tracing::info!("shutting down: finishing in-flight calls");
     let drain = async {
-        graceful.shutdown().await;
+        if let Some(graceful) = edge.begin_shutdown() {
+            graceful.shutdown().await;
+        }
         while tasks.join_next().await.is_some() {}
     };
     tokio::select! {
@@ -159,14 +146,20 @@ pub async fn serve_listener(
     Ok(())
 }
 
-/// Buffer one request, dispatch it (admin or proxy) and convert the answer.
-async fn handle(
+/// Buffer one request, dispatch it (admin or proxy) and convert the answer. `tunnel`: the
+/// request came through a CONNECT tunnel ([`super::connect`]).
+pub(super) async fn handle(
     app: Arc<App>,
+    edge: Arc<super::transport::Edge>,
     conn: Arc<ConnState>,
     peer: SocketAddr,
+    tunnel: Option<Arc<super::connect::Tunnel>>,
     req: hyper::Request<Incoming>,
 ) -> HttpResponse {
     let _guard = conn.request_started();
+    if req.method() == hyper::Method::CONNECT {
+        return super::connect::connect(app, edge, peer, tunnel.as_deref(), req).await;
+    }
     let received = Instant::now();
     let (parts, body) = req.into_parts();
     let limits = app.limits;
@@ -211,9 +204,23 @@ async fn handle(
         peer,
         received,
     );
+    // Forward proxy: the target host selects the integration (or the request is refused).
+    let request = match super::connect::route_request(
+        &app,
+        &edge,
+        tunnel.as_deref(),
+        &parts.uri,
+        parts.version,
+        request,
+    ) {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
     let is_head = request.method == "HEAD";
-    let mut resp = if crate::admin::is_admin_path(&request.path) {
+    let mut resp = if request.via_proxy.is_none() && crate::admin::is_admin_path(&request.path) {
         crate::admin::handle(&app, request).await
+    } else if super::mcp::is_endpoint(&app, &request) {
+        super::mcp::handle(&app, request).await
     } else {
         to_http(super::pipeline::handle(&app, request).await)
     };
@@ -352,7 +359,7 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    fn new() -> ConnState {
+    pub(super) fn new() -> ConnState {
         ConnState {
             inner: Mutex::new(ConnInner {
                 in_flight: 0,
@@ -409,7 +416,7 @@ impl Drop for InFlight {
 
 /// Resolves when the connection should be closed: a request head took longer than the
 /// header read timeout, or no request was in flight for the idle timeout.
-async fn watchdog(state: Arc<ConnState>, limits: Limits) -> &'static str {
+pub(super) async fn watchdog(state: Arc<ConnState>, limits: Limits) -> &'static str {
     loop {
         let notified = state.changed.notified();
         tokio::pin!(notified);
@@ -440,13 +447,20 @@ async fn watchdog(state: Arc<ConnState>, limits: Limits) -> &'static str {
     }
 }
 
-/// The TCP stream, reporting reads to the watchdog.
-struct Tracked {
-    inner: TcpStream,
+/// A connection's byte stream (TCP, or the decrypted TLS stream), reporting reads to the
+/// watchdog.
+pub(super) struct Tracked<S = TcpStream> {
+    inner: S,
     state: Arc<ConnState>,
 }
 
-impl AsyncRead for Tracked {
+impl<S> Tracked<S> {
+    pub(super) fn new(inner: S, state: Arc<ConnState>) -> Tracked<S> {
+        Tracked { inner, state }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -464,7 +478,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

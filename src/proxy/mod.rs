@@ -6,6 +6,9 @@
 //! | [`http`] | the listener (HTTP/1.1 + h2c), limits, watchdog, graceful shutdown |
 //! | [`route`] | attempt → integration → operation, the `unmatched_request` message |
 //! | [`pipeline`] | the call stages of SPEC 5, one documented function each, and evidence |
+//! | [`transport`] | `--tls`, the per-connection serving shared by connections and tunnels |
+//! | [`connect`] | `--forward-proxy`: CONNECT interception and absolute-form requests, host → integration |
+//! | [`reload`] | hot reload of operation files, the swappable operation sets, which one an attempt sees |
 //!
 //! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
 //! operation file (any problem refuses the start, with the `check` messages), open the store,
@@ -14,13 +17,18 @@
 //! [`Engines`], shared by every attempt that pins them.
 //!
 //! Entry points: [`run_serve`] for `understudy serve` (prints the readiness line
-//! `understudy listening on http://HOST:PORT` on stdout once it accepts connections), and
-//! [`serve`] for tests and embedders: it takes a bound listener and a shutdown future.
+//! `understudy listening on http://HOST:PORT` — `https://` under `--tls` — on stdout once it
+//! accepts connections), and [`serve`] / [`serve_with`] for tests and embedders: they take a
+//! bound listener and a shutdown future.
 
+pub mod connect;
 pub mod http;
+pub mod mcp;
 pub mod pipeline;
+pub mod reload;
 pub mod request;
 pub mod route;
+pub mod transport;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -31,7 +39,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{Map, Value};
 
 use crate::attempt::{self, Attempt, AttemptState, Attempts, Clock, SystemClock};
-use crate::config::{Config, IntegrationConfig, Mode, ProfileKind};
+use crate::config::{Config, IntegrationConfig, Mode};
 use crate::contract::template::CompiledMatch;
 use crate::contract::{Operation, Problem};
 use crate::error::{CallError, HarnessCode, HarnessError};
@@ -40,6 +48,7 @@ use crate::profile::Profile;
 use crate::store::{Pin, Store, StoreError};
 
 pub use http::Limits;
+pub use transport::Transport;
 
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
@@ -64,10 +73,10 @@ pub struct BuiltinOp {
 }
 
 /// One integration of the project, ready to serve.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Integration {
     pub config: IntegrationConfig,
-    /// The wire dialect; `None` for a profile this build does not serve over HTTP (`mcp`).
+    /// The HTTP wire dialect; `None` for `mcp`, whose endpoint is [`mcp`].
     pub profile: Option<Arc<Profile>>,
     /// Its operation files, checked and compiled.
     pub operations: Vec<Arc<Operation>>,
@@ -143,6 +152,8 @@ impl Engines {
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub connections: AtomicU64,
+    /// Revisions appended while serving (admin saves, hot reloads).
+    pub revisions_saved: AtomicU64,
     pub requests: AtomicU64,
     /// (integration, operation, result_status) → count.
     calls: Mutex<BTreeMap<(String, String, String), u64>>,
@@ -213,14 +224,20 @@ pub struct App {
     pub config: Config,
     pub mode: Mode,
     pub store: Store,
-    pub integrations: BTreeMap<String, Integration>,
+    /// Derefs to the current operation sets (`BTreeMap<String, Integration>`); an attempt's
+    /// own view is [`App::integration_for`] ([`reload`]).
+    pub integrations: reload::Integrations,
     pub engines: Engines,
     pub attempts: Attempts,
     pub admin_token: Option<String>,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
     pub metrics: Metrics,
+    /// The MCP endpoints of `mcp` integrations, one per (attempt, integration).
+    pub mcp: mcp::Endpoints,
     local_addr: OnceLock<SocketAddr>,
+    /// `https` under `--tls`, once serving.
+    scheme: OnceLock<&'static str>,
 }
 
 impl App {
@@ -249,9 +266,6 @@ impl App {
                         .as_ref()
                         .map(|p| builtins_of(p, &ops))
                         .unwrap_or_default();
-                    if integ.profile == ProfileKind::Mcp {
-                        tracing::warn!(integration = %integ.name, "the mcp profile is not served by this build yet; its calls answer harness errors");
-                    }
                     integrations.insert(
                         integ.name.clone(),
                         Integration {
@@ -271,12 +285,9 @@ impl App {
         let store = Store::open(&config.data_dir)?;
         for integ in integrations.values() {
             for op in &integ.operations {
-                if let Some(def) = &op.definition {
-                    let (rev, created) =
-                        store.sync_revision(&op.key(), &op.contract_hash, def, "file")?;
-                    if created {
-                        tracing::info!(operation = %op.key(), revision = rev.revision, "new revision from file");
-                    }
+                // The file rule of `reload`: only a file changed since its last sync appends.
+                if let Some(rev) = reload::sync_file_revision(&store, op)? {
+                    tracing::info!(operation = %op.key(), revision = rev.revision, "new revision from file");
                 }
             }
         }
@@ -284,14 +295,16 @@ impl App {
             config,
             mode: Mode::Replay,
             store,
-            integrations,
+            integrations: reload::Integrations::new(integrations),
             engines: Engines::default(),
             attempts: Attempts::new(),
             admin_token: admin_token.filter(|t| !t.is_empty()),
             clock,
             limits,
             metrics: Metrics::default(),
+            mcp: mcp::Endpoints::default(),
             local_addr: OnceLock::new(),
+            scheme: OnceLock::new(),
         };
         app.start_default_attempt()?;
         Ok(app)
@@ -386,6 +399,10 @@ impl App {
         for (integ, s) in &state {
             self.store.put_state(&rec.attempt_id, integ, s)?;
         }
+        if !rec.is_default {
+            // It keeps the operation set its pins were made with (`reload`).
+            self.integrations.bind(&rec.attempt_id);
+        }
         let a = Attempt::new(
             rec,
             AttemptState {
@@ -401,8 +418,19 @@ impl App {
         self.local_addr.get().copied()
     }
 
+    /// The scheme of the listener's own URLs: `https` under `--tls`, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme.get().copied().unwrap_or("http")
+    }
+
     pub fn integration(&self, name: &str) -> Option<&Integration> {
         self.integrations.get(name)
+    }
+
+    /// The integration `name` as `attempt` sees it: the operations its pins were made with,
+    /// even after a hot reload replaced them for new attempts ([`reload`]).
+    pub fn integration_for(&self, attempt: &Attempt, name: &str) -> Option<&Integration> {
+        self.integrations.for_attempt(&attempt.id).get(name)
     }
 
     /// The operation `"<integration>/<operation_id>"`.
@@ -436,7 +464,7 @@ pub struct StaleOp {
     pub current_contract_hash: String,
 }
 
-fn builtins_of(profile: &Profile, ops: &[Arc<Operation>]) -> Vec<Arc<BuiltinOp>> {
+pub(crate) fn builtins_of(profile: &Profile, ops: &[Arc<Operation>]) -> Vec<Arc<BuiltinOp>> {
     profile
         .templates()
         .iter()
@@ -462,10 +490,25 @@ pub async fn serve(
     app: Arc<App>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve_with(listener, app, Transport::plain(), shutdown).await
+}
+
+/// [`serve`] with a [`Transport`]: TLS (`--tls`) and/or the forward proxy (`--forward-proxy`).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    transport: Transport,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     if let Ok(addr) = listener.local_addr() {
         let _ = app.local_addr.set(addr);
     }
-    http::serve_listener(listener, app, shutdown).await
+    let _ = app.scheme.set(transport.scheme());
+    // Hot reload of operation files while serving (`reload`), stopped before returning.
+    let watcher = reload::Watcher::start(app.clone());
+    let r = http::serve_listener(listener, app, transport, shutdown).await;
+    watcher.stop().await;
+    r
 }
 
 /// What `understudy serve` was asked for (mirrors the CLI flags this module reads).
@@ -478,6 +521,12 @@ pub struct ServeOptions {
     pub admin_token: Option<String>,
     /// `--log-format json`.
     pub json_logs: bool,
+    /// `--tls`: HTTPS on the listener.
+    pub tls: bool,
+    /// `--forward-proxy`: CONNECT interception and absolute-form proxy requests.
+    pub forward_proxy: bool,
+    /// `--ca-dir` (default: the project file's `ca_dir`).
+    pub ca_dir: Option<std::path::PathBuf>,
 }
 
 /// `understudy serve`: returns the process exit code — 0 after a clean shutdown; 1 when the
@@ -495,6 +544,9 @@ fn serve_options(args: &crate::cli::ServeArgs) -> ServeOptions {
         mode: args.mode,
         data_dir: args.data_dir.clone(),
         json_logs: args.log_format == crate::cli::LogFormat::Json,
+        tls: args.tls,
+        forward_proxy: args.forward_proxy,
+        ca_dir: args.ca_dir.clone(),
         admin_token: args
             .admin_token
             .clone()
@@ -573,6 +625,21 @@ pub fn run_serve_with(opts: ServeOptions) -> i32 {
             );
             return 2;
         }
+        // --tls / --forward-proxy: the local CA (SPEC 11), before anything is served.
+        let ca_dir = opts.ca_dir.clone().unwrap_or_else(|| config.ca_dir.clone());
+        let transport = match Transport::for_serve(
+            &ca_dir,
+            opts.tls,
+            opts.forward_proxy,
+            &config.listen,
+            addr,
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("understudy serve: {e}");
+                return 1;
+            }
+        };
         let mut app_opts = AppOptions::new(config);
         app_opts.admin_token = opts.admin_token.clone();
         let app = match tokio::task::block_in_place(|| App::build(app_opts)) {
@@ -583,13 +650,16 @@ pub fn run_serve_with(opts: ServeOptions) -> i32 {
             }
         };
         tracing::info!(%addr, mode = %app.mode, "serving");
+        if transport.forward_proxy.is_some() {
+            connect::log_forward_proxy(&app, transport.scheme(), addr, &ca_dir);
+        }
         {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "understudy listening on http://{addr}");
+            let _ = writeln!(out, "understudy listening on {}://{addr}", transport.scheme());
             let _ = out.flush();
         }
-        match serve(listener, app, shutdown_signal()).await {
+        match serve_with(listener, app, transport, shutdown_signal()).await {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("understudy serve: {e}");

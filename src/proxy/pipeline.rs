@@ -35,7 +35,7 @@ use crate::evidence::ToolEvent;
 use crate::mock::check::{envelope_problem, schema_errors};
 use crate::mock::Engine;
 use crate::profile::{self, NativeResponse, Profile};
-use crate::store::CallRecord;
+use crate::store::{AttemptRecord, CallRecord};
 
 /// What is known about a call for its evidence, filled in as stages run.
 #[derive(Debug, Clone)]
@@ -48,6 +48,29 @@ pub struct CallInfo {
     pub arguments: Value,
     pub idempotency_key_ref: Option<String>,
     pub trace_id: Option<String>,
+}
+
+/// How results and input errors go on the wire: an HTTP profile's native envelope, or an
+/// MCP tool result (rendered by the MCP dialect, `crate::profile::mcp`: here the mock's
+/// result passes through with HTTP status 200, as MCP answers travel as JSON-RPC over 200).
+#[derive(Debug, Clone)]
+pub enum Wire {
+    Http(Arc<Profile>),
+    Mcp,
+}
+
+impl Wire {
+    /// Stage 6 on this wire.
+    pub fn render(&self, result: &Value) -> Result<NativeResponse, HarnessError> {
+        match self {
+            Wire::Http(p) => render_native(p, result),
+            Wire::Mcp => Ok(NativeResponse {
+                status: 200,
+                headers: Vec::new(),
+                body: Some(result.clone()),
+            }),
+        }
+    }
 }
 
 /// How a call ended, before its evidence is written.
@@ -104,14 +127,40 @@ impl Decision {
         }
     }
 
-    fn from_error(profile: &Profile, e: CallError) -> Decision {
+    /// An input error on `wire`; on MCP the recorded result is the `isError: true` tool
+    /// result the agent sees.
+    pub fn input_on(wire: &Wire, e: InputError) -> Decision {
+        let Wire::Http(profile) = wire else {
+            let result = profile::mcp::input_error_result(&e);
+            return Decision {
+                response: NativeResponse {
+                    status: 200,
+                    headers: Vec::new(),
+                    body: Some(result.clone()),
+                },
+                result,
+                result_status: "input_error",
+                error: Some(CallError::Input(e)),
+                revision: None,
+                variant: None,
+                rule: None,
+                delay_ms: 0,
+                new_state: None,
+                remember: None,
+            };
+        };
+        Decision::input(profile, e)
+    }
+
+    fn from_error(wire: &Wire, e: CallError) -> Decision {
         match e {
-            CallError::Input(e) => Decision::input(profile, e),
+            CallError::Input(e) => Decision::input_on(wire, e),
             CallError::Harness(e) => Decision::harness(e),
         }
     }
 
-    fn at(mut self, revision: Option<u64>, variant: Option<String>) -> Decision {
+    /// The pinned revision (and the variant, unless the decision set one) of the call.
+    pub fn at(mut self, revision: Option<u64>, variant: Option<String>) -> Decision {
         self.revision = revision;
         if self.variant.is_none() {
             self.variant = variant;
@@ -123,7 +172,7 @@ impl Decision {
 /// Everything evaluation needs, resolved before the lock is taken.
 pub struct Prepared {
     pub op: Arc<Operation>,
-    pub profile: Arc<Profile>,
+    pub wire: Wire,
     pub engine: Arc<Engine>,
     pub revision: u64,
     pub variant: Option<String>,
@@ -166,7 +215,7 @@ pub async fn handle(app: &App, req: Request) -> NativeResponse {
 }
 
 /// The 401 (unknown token) or 500 (store) answer of a request that reached no attempt.
-fn refusal(r: Refusal) -> NativeResponse {
+pub fn refusal(r: Refusal) -> NativeResponse {
     let (status, code, message) = match r {
         Refusal::UnknownToken(m) => (401, "unknown_attempt", m),
         Refusal::Store(m) => (500, "store_error", m),
@@ -200,31 +249,13 @@ pub fn prepare(
     info: &mut CallInfo,
 ) -> Result<Prepared, Decision> {
     let record = attempt.record();
-    match attempt.lease(app.clock.now()) {
-        Lease::Active => {}
-        Lease::Expired => {
-            return Err(Decision::harness(HarnessError::new(
-                HarnessCode::LeaseExpired,
-                format!(
-                    "the lease of attempt {} expired at {}",
-                    record.attempt_id,
-                    record.expires_at.as_deref().unwrap_or("?")
-                ),
-            )))
-        }
-        Lease::Ended => {
-            return Err(Decision::harness(HarnessError::new(
-                HarnessCode::LeaseExpired,
-                format!(
-                    "attempt {} was ended at {}",
-                    record.attempt_id,
-                    record.ended_at.as_deref().unwrap_or("?")
-                ),
-            )))
-        }
-    }
+    check_lease(app, &record)?;
     // Stage 1c: the integration.
-    let Some(integ) = req.segments.get(consumed).and_then(|n| app.integration(n)) else {
+    let Some(integ) = req
+        .segments
+        .get(consumed)
+        .and_then(|n| app.integration_for(attempt, n))
+    else {
         let names: Vec<&str> = app.integrations.keys().map(String::as_str).collect();
         let msg = match req.segments.get(consumed) {
             Some(n) => format!(
@@ -252,12 +283,15 @@ pub fn prepare(
         )));
     };
     let Some(profile) = integ.profile.clone() else {
+        // An `mcp` integration: its endpoint is the base URL itself (`super::mcp`).
         return Err(Decision::harness(HarnessError::new(
             HarnessCode::UnmatchedRequest,
             format!(
-                "integration `{}` uses the `{}` profile, which this build does not serve yet",
+                "{} is not the endpoint of `{}`: a `{}` integration is served at its base URL /{} itself",
+                req.line(),
                 integ.name(),
-                integ.config.profile
+                integ.config.profile,
+                integ.name()
             ),
         )));
     };
@@ -310,8 +344,59 @@ pub fn prepare(
             )));
         }
     };
+    prepare_operation(
+        app,
+        &record,
+        integ,
+        op,
+        Wire::Http(profile),
+        input,
+        req,
+        info,
+    )
+}
+
+/// Stage 1b — the lease: a call after it expired, or after the attempt ended, is the
+/// harness error `lease_expired`.
+#[allow(clippy::result_large_err)]
+pub fn check_lease(app: &App, record: &AttemptRecord) -> Result<(), Decision> {
+    match attempt::lease_of(record, app.clock.now()) {
+        Lease::Active => Ok(()),
+        Lease::Expired => Err(Decision::harness(HarnessError::new(
+            HarnessCode::LeaseExpired,
+            format!(
+                "the lease of attempt {} expired at {}",
+                record.attempt_id,
+                record.expires_at.as_deref().unwrap_or("?")
+            ),
+        ))),
+        Lease::Ended => Err(Decision::harness(HarnessError::new(
+            HarnessCode::LeaseExpired,
+            format!(
+                "attempt {} was ended at {}",
+                record.attempt_id,
+                record.ended_at.as_deref().unwrap_or("?")
+            ),
+        ))),
+    }
+}
+
+/// Stage 3 and the pin lookup of a resolved operation file, shared by HTTP calls and MCP
+/// tool calls (`super::mcp`): input validation, the pinned revision (`no_mock`,
+/// `stale_contract`), its engine, the idempotency key.
+#[allow(clippy::result_large_err, clippy::too_many_arguments)]
+pub fn prepare_operation(
+    app: &App,
+    record: &AttemptRecord,
+    integ: &Integration,
+    op: Arc<Operation>,
+    wire: Wire,
+    input: Value,
+    req: &Request,
+    info: &mut CallInfo,
+) -> Result<Prepared, Decision> {
     // Stage 3: input validation.
-    validate_input(&op, &input).map_err(|e| Decision::input(&profile, e))?;
+    validate_input(&op, &input).map_err(|e| Decision::input_on(&wire, e))?;
     // The pinned revision.
     let key = op.key();
     let Some(pin) = record.pins.get(&key) else {
@@ -333,7 +418,7 @@ pub fn prepare(
     let engine = app
         .engines
         .get(&app.store, &op, pin)
-        .map_err(|e| Decision::from_error(&profile, e).at(Some(pin.revision), None))?;
+        .map_err(|e| Decision::from_error(&wire, e).at(Some(pin.revision), None))?;
     let idempotency = idempotency_key(op.op.idempotency.as_ref(), req, &input).map(|k| {
         let r = attempt::idempotency_key_ref(&record.secret, &k);
         info.idempotency_key_ref = Some(r.clone());
@@ -343,7 +428,7 @@ pub fn prepare(
         variant: record.variants.get(&key).cloned(),
         revision: pin.revision,
         op,
-        profile,
+        wire,
         engine,
         input,
         idempotency,
@@ -474,7 +559,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
     if let Some(k) = &p.idempotency {
         if let Some(first) = state.idempotency.get(k) {
             if first.arguments == p.input {
-                return match p.profile.render(&first.result) {
+                return match p.wire.render(&first.result) {
                     Ok(response) => Decision {
                         response,
                         result: first.result.clone(),
@@ -495,13 +580,13 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                 p.op.id()
             ));
             e.status = 422;
-            return Decision::input(&p.profile, e);
+            return Decision::input_on(&p.wire, e);
         }
     }
     let pre = state.state.get(&integration).cloned().unwrap_or_default();
     let outcome = match p.engine.evaluate(p.variant.as_deref(), &p.input, &pre) {
         Ok(o) => o,
-        Err(e) => return Decision::from_error(&p.profile, e),
+        Err(e) => return Decision::from_error(&p.wire, e),
     };
     // Stage 5.
     if let Err(e) = validate_output(&p.op, &outcome.result, &outcome.variant, outcome.rule) {
@@ -511,7 +596,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         return d;
     }
     // Stage 6.
-    let response = match render_native(&p.profile, &outcome.result) {
+    let response = match p.wire.render(&outcome.result) {
         Ok(r) => r,
         Err(e) => return Decision::harness(e),
     };

@@ -28,6 +28,11 @@ pub struct Request {
     pub body: Bytes,
     pub peer: SocketAddr,
     pub received: Instant,
+    /// Set when the request came through the forward proxy (`super::connect`): its
+    /// integration was selected by the target host, and `segments` were normalized to start
+    /// with that integration's name (the upstream's base path removed), so routing reads it
+    /// like `/<integration>/…`. `path` stays the upstream path as sent.
+    pub via_proxy: Option<super::connect::ViaProxy>,
 }
 
 impl Request {
@@ -51,6 +56,7 @@ impl Request {
             body,
             peer,
             received,
+            via_proxy: None,
         }
     }
 

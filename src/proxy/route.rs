@@ -1,10 +1,12 @@
 //! Routing (SPEC 5 step 1, 6.1): attempt → integration → operation.
 //!
 //! 1. **Attempt**: a first path segment `~<token>` (base URL `http://HOST:PORT/~<token>/<integration>`),
-//!    else the `Understudy-Attempt: <token>` header, else the server's default attempt. A token
+//!    else the `Understudy-Attempt: <token>` header (or, through the forward proxy, the proxy
+//!    credentials: `super::connect`), else the server's default attempt. A token
 //!    that names no attempt fails closed with 401 JSON — never another attempt's data. A path
 //!    token and a header token that disagree are refused the same way.
-//! 2. **Integration**: the next path segment is the integration name.
+//! 2. **Integration**: the next path segment is the integration name (through the forward
+//!    proxy the target host chose it, and the request's segments were normalized to name it).
 //! 3. **Operation**: every operation file of the integration whose match template holds; the
 //!    most specific wins (more literal segments, then more query/header constraints). Only when
 //!    no file matches are the profile's built-in templates tried (user files always win). When
@@ -35,9 +37,11 @@ pub enum Refusal {
 
 /// The attempt a request belongs to, and how many leading path segments named it.
 pub fn attempt(app: &App, req: &Request) -> Result<(Arc<Attempt>, usize), Refusal> {
+    // Through the forward proxy the path is the upstream's: no path token there.
     let path_token = req
         .segments
         .first()
+        .filter(|_| req.via_proxy.is_none())
         .and_then(|s| s.strip_prefix('~'))
         .map(str::to_string);
     let header_token = req
@@ -49,6 +53,17 @@ pub fn attempt(app: &App, req: &Request) -> Result<(Arc<Attempt>, usize), Refusa
             "more than one Understudy-Attempt header".into(),
         ));
     }
+    // Proxy credentials (`HTTPS_PROXY=http://<token>@HOST:PORT`) count as the header.
+    let proxy_token = req.via_proxy.as_ref().and_then(|v| v.token.clone());
+    let header_token = match (header_token, proxy_token) {
+        (Some(h), Some(p)) if !crate::attempt::ct_eq(h.as_bytes(), p.as_bytes()) => {
+            return Err(Refusal::UnknownToken(
+                "the proxy credentials and the Understudy-Attempt header name different attempts"
+                    .into(),
+            ))
+        }
+        (h, p) => h.or(p),
+    };
     let (token, consumed) = match (&path_token, &header_token) {
         (Some(p), Some(h)) if !crate::attempt::ct_eq(p.as_bytes(), h.as_bytes()) => {
             return Err(Refusal::UnknownToken(

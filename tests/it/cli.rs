@@ -581,3 +581,77 @@ fn help_and_unknown_subcommands() {
     let r = understudy(&["frobnicate"], None);
     assert_eq!(r.code, 2);
 }
+
+/// The README's worked example is a real operation file: it passes `check` and `exec` gives
+/// the answer the README describes. Guards the README against drifting from the engine.
+#[test]
+fn readme_worked_example_passes_check_and_answers_as_described() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("read README.md");
+    let start = readme
+        .find("```json\n{\n  \"operation_id\": \"book_appointment\"")
+        .expect("the worked example in README.md")
+        + "```json\n".len();
+    let len = readme[start..]
+        .find("\n```")
+        .expect("end of the worked example");
+    let op: Value = serde_json::from_str(&readme[start..start + len]).expect("example is JSON");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("mocks/crm")).unwrap();
+    let file = dir.path().join("mocks/crm/book_appointment.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&op).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("understudy.json"),
+        r#"{"integrations":{"crm":{"profile":"salesforce","operations":"mocks/crm"}}}"#,
+    )
+    .unwrap();
+    let config = dir.path().join("understudy.json");
+    let run = understudy(&["check", "--config", config.to_str().unwrap()], None);
+    assert_eq!(
+        run.code, 0,
+        "stdout: {}\nstderr: {}",
+        run.stdout, run.stderr
+    );
+
+    let input = r#"{"Requested_Date__c":"2026-12-01"}"#;
+    let run = understudy(
+        &[
+            "exec",
+            "--operation",
+            file.to_str().unwrap(),
+            "--input",
+            input,
+        ],
+        None,
+    );
+    assert_eq!(
+        run.code, 0,
+        "stdout: {}\nstderr: {}",
+        run.stdout, run.stderr
+    );
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(out["result"]["status"], 201);
+    assert_eq!(
+        out["result"]["data"]["Slot_Start__c"],
+        "2026-12-03T09:00:00Z"
+    );
+    assert_eq!(out["state_after"]["booked"], true);
+
+    let state = r#"{"reference":"HP-APT-0742","booked":true}"#;
+    let run = understudy(
+        &[
+            "exec",
+            "--operation",
+            file.to_str().unwrap(),
+            "--input",
+            input,
+            "--state",
+            state,
+        ],
+        None,
+    );
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(out["result"]["status"], 400, "{out}");
+    assert_eq!(out["rule"], 0);
+}

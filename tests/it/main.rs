@@ -5,6 +5,10 @@ mod support;
 
 mod cli;
 mod conformance;
+mod https;
+mod mcp;
+mod record;
 mod serve;
 mod store;
+mod testing_api;
 mod tls;

@@ -148,7 +148,7 @@ use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
 
 pub use self::session::SessionInfo;
-pub use self::tools::{blocked_result, simulated_result, tool_is_write};
+pub use self::tools::{blocked_result, input_error_result, simulated_result, tool_is_write};
 
 /// `Mcp-Session-Id` (older texts; header names are case-insensitive).
 pub const HEADER_SESSION_ID: &str = "mcp-session-id";

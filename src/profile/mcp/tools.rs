@@ -175,6 +175,12 @@ pub fn input_error_text(e: &InputError) -> String {
     text
 }
 
+/// The CallToolResult of an input error (SPEC 5.2): `isError: true` and a text block
+/// naming the problem ([`input_error_text`]).
+pub fn input_error_result(e: &InputError) -> Value {
+    fill(&profile().errors.input_error.result, &input_error_text(e))
+}
+
 /// `{"understudy_error":{"kind":"harness_error","code","message"}}` (SPEC 5.3).
 pub fn harness_data(code: HarnessCode, message: &str) -> Value {
     json!({"understudy_error": {"kind": "harness_error", "code": code.as_str(), "message": message}})
@@ -232,10 +238,7 @@ pub fn render_outcome(
                 }
             }
         },
-        ToolCallOutcome::InputError(e) => CallAnswer::Result(fill(
-            &profile().errors.input_error.result,
-            &input_error_text(&e),
-        )),
+        ToolCallOutcome::InputError(e) => CallAnswer::Result(input_error_result(&e)),
         ToolCallOutcome::Harness(e) => harness_answer(&e),
         ToolCallOutcome::UnknownTool => {
             let message = format!("Unknown tool: {name}");

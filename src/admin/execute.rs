@@ -1,0 +1,415 @@
+//! `POST /tools/execute` — run one operation in isolation — and `GET /attempts/{id}/state`.
+//!
+//! Body: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,
+//! "stream_response"?,"timeout_seconds"?}`. The call runs through the one shared execute
+//! function ([`crate::mock::check::execute_with`]): input schema, the pinned revision's
+//! engine, output schema and envelope — exactly what `understudy exec` prints, plus
+//! `integration`, `operation_id`, `revision`, `is_write`, `dry_run`, `attempt` and
+//! `source: "tool_test"`.
+//!
+//! - **Which revision**: with `attempt`, the revision that attempt pinned and the operation
+//!   set it was created with (`crate::proxy::reload`); without, the latest revision (a stale
+//!   one — checked against another contract — answers the harness error `stale_contract`; no
+//!   revision at all answers `no_mock`). An attempt whose lease is over answers
+//!   `lease_expired`.
+//! - **Which state**: `state` when given (a JSON object: the integration's state); else the
+//!   attempt's current state of the integration; else the definition's `initial_state`.
+//! - **Isolation**: nothing is committed — the answer's `state_after` shows what the call
+//!   would write, the attempt's state and evidence are untouched (an execute is a tool test,
+//!   not an agent call).
+//! - **Variant**: `variant`, else the attempt's chosen variant, else the default one.
+//! - **Delay**: the variant's `delay_ms` is slept after evaluating (so the wall time matches
+//!   what an agent would see), bounded by `timeout_seconds` (default 30, at most 30 — the
+//!   delay limit of SPEC 3.4; fractions allowed). Past the timeout the non-streamed answer is
+//!   504 `timeout`.
+//! - **Streaming** (`stream_response: true`): `text/event-stream`; while the call runs an
+//!   `event: heartbeat` with `data: {"elapsed_ms":…}` every `Limits::sse_heartbeat` (1 s),
+//!   then exactly one `event: result` whose `data` is the same object as the non-streamed
+//!   answer (single-line JSON). A timeout after the stream started closes it without a
+//!   result event. Refusals found before the stream starts (400, 404, 422) are ordinary JSON
+//!   errors.
+//! - **`dry_run`** (forwarding to the real system) is not wired into the tool-testing API
+//!   yet: 422 `dry_run_unavailable` when the integration has no `upstream`, else 501
+//!   `not_implemented`. Without `dry_run` the mock answers.
+//! - Executes are not counted in `/metrics` call counters (those are agent calls).
+
+use std::convert::Infallible;
+use std::pin::Pin as StdPin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Frame;
+use hyper::http::{Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::{
+    lookup, parse_body, store_err, unknown_integration, unknown_operation, ApiError, ApiResult,
+    Reply, PREFIX,
+};
+use crate::attempt::Lease;
+use crate::contract::Operation;
+use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::mock::check::{execute_with, ExecResult};
+use crate::mock::Engine;
+use crate::proxy::http::HttpResponse;
+use crate::proxy::request::Request;
+use crate::proxy::App;
+use crate::store::Pin;
+
+/// The longest `timeout_seconds` (and its default): the delay limit of SPEC 3.4.
+pub const MAX_TIMEOUT_S: f64 = 30.0;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecBody {
+    integration: String,
+    operation_id: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    variant: Option<String>,
+    #[serde(default)]
+    state: Option<Value>,
+    #[serde(default)]
+    attempt: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    stream_response: bool,
+    #[serde(default)]
+    timeout_seconds: Option<f64>,
+}
+
+/// `POST /tools/execute`.
+pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError> {
+    let b: ExecBody = parse_body(req, &format!("POST {PREFIX}/tools/execute body"))?;
+    let Some(input) = b.input.clone() else {
+        return Err(ApiError::bad_request(
+            "input: missing: the operation's input (a JSON object; {} when it takes none)",
+        ));
+    };
+    let timeout_s = b.timeout_seconds.unwrap_or(MAX_TIMEOUT_S);
+    if !(timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_S) {
+        return Err(ApiError::bad_request(format!(
+            "timeout_seconds: expected a number of seconds > 0 and <= {MAX_TIMEOUT_S} (the delay limit), got {timeout_s}"
+        )));
+    }
+    let timeout = Duration::from_secs_f64(timeout_s);
+    let given_state = match &b.state {
+        None => None,
+        Some(Value::Object(m)) => Some(m.clone()),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "state: expected a JSON object (the integration's state), got {}",
+                type_name(other)
+            )))
+        }
+    };
+    let attempt = match &b.attempt {
+        Some(id) => Some(lookup(app, id)?),
+        None => None,
+    };
+    let map = match &attempt {
+        Some(a) => app.integrations.for_attempt(&a.id),
+        None => &app.integrations,
+    };
+    let integ = map
+        .get(&b.integration)
+        .ok_or_else(|| unknown_integration(map, &b.integration))?;
+    let op = integ
+        .operation(&b.operation_id)
+        .ok_or_else(|| unknown_operation(integ, &b.operation_id))?
+        .clone();
+    if b.dry_run {
+        return Err(match &integ.config.upstream {
+            None => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "dry_run_unavailable",
+                format!(
+                    "`dry_run` forwards the call to the real system, but integration `{}` has no `upstream` in understudy.json (integrations.{}.upstream); without `dry_run` the mock answers",
+                    integ.name(),
+                    integ.name()
+                ),
+            ),
+            Some(u) => ApiError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "not_implemented",
+                format!(
+                    "`dry_run` through the tool-testing API (forwarding to {u}) is not available in this build yet; without `dry_run` the mock answers"
+                ),
+            ),
+        });
+    }
+    let key = op.key();
+    let record = attempt.as_ref().map(|a| a.record());
+    let variant = b
+        .variant
+        .clone()
+        .or_else(|| record.as_ref().and_then(|r| r.variants.get(&key).cloned()));
+    let state = match (&given_state, &attempt) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(a)) => Some(
+            a.lock
+                .lock()
+                .await
+                .state
+                .get(integ.name())
+                .cloned()
+                .unwrap_or_default(),
+        ),
+        (None, None) => None,
+    };
+    let resolved = match (&attempt, &record) {
+        (Some(a), Some(r)) if a.lease(app.clock.now()) != Lease::Active => {
+            Err(HarnessError::new(
+                HarnessCode::LeaseExpired,
+                format!(
+                    "attempt {} is {}: its lease is over",
+                    r.attempt_id,
+                    a.lease(app.clock.now()).as_str()
+                ),
+            )
+            .into())
+        }
+        (_, Some(r)) => match r.pins.get(&key) {
+            Some(pin) => engine_for(app, &op, pin, Some(&r.attempt_id)),
+            None => Err(HarnessError::new(
+                HarnessCode::NoMock,
+                format!(
+                    "attempt {} pinned no revision of `{key}` (it had no usable mock when the attempt started); save one and start a new attempt, or execute without `attempt`",
+                    r.attempt_id
+                ),
+            )
+            .into()),
+        },
+        _ => latest_engine(app, &op, integ.name())?,
+    };
+    let (revision, r) = match resolved {
+        Ok((revision, engine)) => (
+            Some(revision),
+            execute_with(
+                &op,
+                Some(&engine),
+                &input,
+                variant.as_deref(),
+                state.as_ref(),
+            ),
+        ),
+        Err(e) => (
+            None,
+            ExecResult::failed(e, variant.clone(), state.clone().unwrap_or_default()),
+        ),
+    };
+    let mut answer = r.to_json();
+    if let Value::Object(m) = &mut answer {
+        m.insert("integration".into(), json!(integ.name()));
+        m.insert("operation_id".into(), json!(op.id()));
+        m.insert("revision".into(), json!(revision));
+        m.insert("is_write".into(), json!(op.is_write));
+        m.insert("dry_run".into(), json!(false));
+        m.insert("attempt".into(), json!(b.attempt));
+        m.insert("source".into(), json!("tool_test"));
+    }
+    let delay = Duration::from_millis(r.delay_ms);
+    if b.stream_response {
+        return Ok(Reply::Http(stream(
+            app.limits.sse_heartbeat,
+            delay,
+            timeout,
+            answer,
+        )));
+    }
+    if delay > timeout {
+        tokio::time::sleep(timeout).await;
+        return Err(timeout_error(&key, r.delay_ms, timeout_s));
+    }
+    tokio::time::sleep(delay).await;
+    Ok(Reply::Json(StatusCode::OK, answer))
+}
+
+fn timeout_error(key: &str, delay_ms: u64, timeout_s: f64) -> ApiError {
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "timeout",
+        format!(
+            "`{key}` did not answer within timeout_seconds = {timeout_s}: its variant delays {delay_ms} ms; raise timeout_seconds (at most {MAX_TIMEOUT_S}) or pick another variant"
+        ),
+    )
+    .with_details(vec![json!({ "delay_ms": delay_ms, "timeout_seconds": timeout_s })])
+}
+
+/// The engine of `pin` (compiled once per revision, shared with the proxy).
+fn engine_for(
+    app: &App,
+    op: &Operation,
+    pin: &Pin,
+    attempt: Option<&str>,
+) -> Result<(u64, std::sync::Arc<Engine>), CallError> {
+    if pin.contract_hash != op.contract_hash {
+        return Err(HarnessError::new(
+            HarnessCode::StaleContract,
+            format!(
+                "{} revision {} of `{}`, checked against contract {}, but the operation's contract is now {}",
+                attempt.map_or("the pinned".to_string(), |a| format!("attempt {a} pinned")),
+                pin.revision,
+                op.key(),
+                pin.contract_hash,
+                op.contract_hash
+            ),
+        )
+        .into());
+    }
+    app.engines
+        .get(&app.store, op, pin)
+        .map(|e| (pin.revision, e))
+}
+
+/// The latest revision's engine; `Err(CallError)` is an answer (no mock, stale), the outer
+/// `Err` a store failure.
+#[allow(clippy::type_complexity)]
+fn latest_engine(
+    app: &App,
+    op: &Operation,
+    integration: &str,
+) -> Result<Result<(u64, std::sync::Arc<Engine>), CallError>, ApiError> {
+    let key = op.key();
+    let Some(rev) = app.store.latest_revision(&key).map_err(store_err)? else {
+        return Ok(Err(HarnessError::new(
+            HarnessCode::NoMock,
+            format!(
+                "operation `{key}` has no mock: no revision exists. Generate a draft (POST {PREFIX}/tools/{integration}/testing {{\"action\":\"generate\"}}) and save it (action \"save\"), or add a `mock` to {}",
+                op.file.display()
+            ),
+        )
+        .into()));
+    };
+    if rev.contract_hash != op.contract_hash {
+        return Ok(Err(HarnessError::new(
+            HarnessCode::StaleContract,
+            format!(
+                "the latest revision {} of `{key}` was checked against contract {} but the contract is now {}: save a new revision (POST {PREFIX}/tools/{integration}/testing, action \"save\", contract_hash \"{}\")",
+                rev.revision, rev.contract_hash, op.contract_hash, op.contract_hash
+            ),
+        )
+        .into()));
+    }
+    let pin = Pin {
+        revision: rev.revision,
+        contract_hash: rev.contract_hash,
+    };
+    Ok(engine_for(app, op, &pin, None))
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// One SSE event: `event: <name>`, one `data:` line of compact JSON, a blank line.
+pub fn sse_event(event: &str, data: &Value) -> Bytes {
+    Bytes::from(format!(
+        "event: {event}\ndata: {}\n\n",
+        serde_json::to_string(data).unwrap_or_default()
+    ))
+}
+
+/// A response body fed by a channel: each message is flushed as one frame; the body ends
+/// when the sender is dropped.
+struct ChannelBody {
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: StdPin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// The streamed answer: heartbeats every `every` until `delay` has passed, then the result
+/// event — or, when `timeout` comes first, the end of the stream without a result.
+fn stream(every: Duration, delay: Duration, timeout: Duration, answer: Value) -> HttpResponse {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let every = every.max(Duration::from_millis(1));
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let done = tokio::time::sleep(delay.min(timeout));
+        tokio::pin!(done);
+        let mut beat = tokio::time::interval_at((started + every).into(), every);
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut done => break,
+                _ = beat.tick() => {
+                    let elapsed_ms = started.elapsed().as_millis() as u64;
+                    if tx.send(sse_event("heartbeat", &json!({ "elapsed_ms": elapsed_ms }))).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+            }
+        }
+        if delay <= timeout {
+            let _ = tx.send(sse_event("result", &answer)).await;
+        } else {
+            tracing::info!(
+                delay_ms = delay.as_millis() as u64,
+                timeout_ms = timeout.as_millis() as u64,
+                "tools/execute stream timed out; closing it without a result event"
+            );
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(hyper::header::CONTENT_TYPE, "text/event-stream")
+        .header(hyper::header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(ChannelBody { rx }.boxed())
+        .expect("static response")
+}
+
+/// `GET /attempts/{id}/state`: the attempt's live state (under its lock), pins and variants.
+pub(crate) async fn attempt_state(app: &App, id: &str) -> ApiResult {
+    let a = lookup(app, id)?;
+    let g = a.lock.lock().await;
+    let rec = a.record();
+    let state: Map<String, Value> = g
+        .state
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::Object(v.clone())))
+        .collect();
+    Ok((
+        StatusCode::OK,
+        json!({
+            "attempt_id": rec.attempt_id,
+            "status": a.lease(app.clock.now()).as_str(),
+            "is_default": rec.is_default,
+            "pins": rec.pins,
+            "variants": rec.variants,
+            "state": state,
+        }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_are_framed() {
+        let e = sse_event("result", &json!({"a": "x\ny"}));
+        assert_eq!(&e[..], b"event: result\ndata: {\"a\":\"x\\ny\"}\n\n");
+    }
+}

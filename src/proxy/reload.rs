@@ -1,0 +1,521 @@
+//! Hot reload of operation files while `serve` runs (SPEC 12), and the swappable operation
+//! sets it replaces ([`Integrations`], the type of `App::integrations`).
+//!
+//! **Generations.** `App::integrations` derefs to the *current generation*: the map of
+//! integrations with their compiled operations and built-in templates. A successful reload of
+//! one integration builds a new generation (the current map with that integration's
+//! operations replaced) and swaps it in atomically; readers never see half an update. A
+//! generation is never freed while the process runs: attempts created under it keep using it,
+//! and reloads are human-paced file edits (a few KB of compiled schemas each).
+//!
+//! **Which generation an attempt sees** ([`Integrations::for_attempt`]). An attempt created
+//! with `POST /attempts` is bound to the generation that was current when it pinned its
+//! revisions: its calls are matched, validated and rendered with exactly the operations its
+//! pins were checked against (a pin keeps the compiled operation it was created with), so a
+//! contract edit never turns a running attempt's calls into `stale_contract`. The default
+//! attempt is not bound: it follows the current generation and is re-pinned to the latest
+//! revisions after every reload and every admin save ([`repin_default`]; keys of a newly
+//! pinned `initial_state` that its state lacks are added). An attempt brought back from the
+//! store after a restart sees the current generation (an earlier process's compiled
+//! operations are gone): if its contract changed meanwhile, its calls answer `stale_contract`.
+//!
+//! **Watching** ([`Watcher`], started by [`super::serve`]). Every [`POLL_INTERVAL`] the
+//! `*.json` files directly inside each operations directory (hidden files skipped, as when
+//! loading) are listed with size and modification time; a file's content is hashed
+//! (SHA-256) when those changed, when it is new, or when it was modified less than 2 s ago (a
+//! same-size rewrite inside the file system's timestamp granularity). An integration whose
+//! file set or any file's content changed since the last poll is reloaded
+//! ([`reload_integration`]):
+//! 1. load, every `check`, compile ([`crate::contract::load_integration`]), exactly as at
+//!    start;
+//! 2. on problems: each is logged (`warn`) and kept for `GET /tools/{integration}/testing`
+//!    (`problems`); nothing else changes — the previous operations and revisions keep
+//!    serving — until the next change of the directory;
+//! 3. otherwise, under the change lock ([`Integrations::change_lock`], also held by admin
+//!    saves and attempt creation so a pin never mixes two generations): every operation's
+//!    file definition is synced by the file rule below, the new generation is swapped in,
+//!    the integration's problems are cleared; then the default attempt is re-pinned.
+//!
+//! **The file rule** ([`sync_file_revision`]), at start and on every reload: an operation
+//! file's mock becomes a new revision (`source: "file"`) when its definition or its contract
+//! hash differs from the last revision *that came from the file* (or there is none) — that
+//! is, when the file changed since it was last synced. So a definition saved through the
+//! admin API (`source: "api"`, never written to the file) is not undone by an unchanged file,
+//! neither at the next poll nor at the next start; editing the file's mock or its contract
+//! supersedes it with a new, checked revision. Content equal to the latest revision is never
+//! appended twice, and revisions are never rewritten or relabelled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, SystemTime};
+
+use super::{builtins_of, App, Integration};
+use crate::contract::hash::sha256_hex;
+use crate::contract::{Operation, Problem};
+use crate::store::{RevisionRecord, Store, StoreError};
+
+/// How often the operations directories are polled.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(300);
+
+/// A file modified less than this long ago is re-hashed at every poll.
+const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+/// Integration name → the integration, ready to serve.
+pub type IntegrationMap = BTreeMap<String, Integration>;
+
+#[derive(Clone, Copy)]
+enum Generation {
+    /// The map built at start (owned by [`Integrations`]).
+    Initial,
+    /// A map built by a reload, kept for the process's lifetime.
+    Reloaded(&'static IntegrationMap),
+}
+
+/// What one file looked like at the last poll.
+#[derive(Debug, Clone, PartialEq)]
+struct FileSig {
+    len: u64,
+    modified: Option<SystemTime>,
+    hash: String,
+}
+
+type Files = BTreeMap<PathBuf, FileSig>;
+
+/// The integrations of the running server: the current generation (what `Deref` gives), the
+/// generation each attempt is bound to, the reload problems, and the change lock.
+pub struct Integrations {
+    initial: IntegrationMap,
+    current: RwLock<Generation>,
+    /// Attempt id → the generation it was created under.
+    bound: RwLock<HashMap<String, Generation>>,
+    change: Mutex<()>,
+    problems: RwLock<BTreeMap<String, Vec<Problem>>>,
+    seen: Mutex<BTreeMap<String, Files>>,
+    /// Counts finished reloads (successful or refused), for waiters.
+    reloads: tokio::sync::watch::Sender<u64>,
+}
+
+impl Deref for Integrations {
+    type Target = IntegrationMap;
+    fn deref(&self) -> &IntegrationMap {
+        self.resolve(*read(&self.current))
+    }
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Integrations {
+    /// The start-up generation; the files' current content is the baseline of the watcher.
+    pub fn new(map: IntegrationMap) -> Integrations {
+        let me = Integrations {
+            initial: map,
+            current: RwLock::new(Generation::Initial),
+            bound: RwLock::new(HashMap::new()),
+            change: Mutex::new(()),
+            problems: RwLock::new(BTreeMap::new()),
+            seen: Mutex::new(BTreeMap::new()),
+            reloads: tokio::sync::watch::Sender::new(0),
+        };
+        for (name, integ) in me.initial.iter() {
+            me.files_changed(name, &integ.config.operations);
+        }
+        me
+    }
+
+    fn resolve(&self, g: Generation) -> &IntegrationMap {
+        match g {
+            Generation::Initial => &self.initial,
+            Generation::Reloaded(m) => m,
+        }
+    }
+
+    /// The integrations as attempt `attempt_id` sees them: the generation it was created
+    /// under, or the current one (the default attempt, attempts loaded from the store).
+    pub fn for_attempt(&self, attempt_id: &str) -> &IntegrationMap {
+        let g = read(&self.bound).get(attempt_id).copied();
+        match g {
+            Some(g) => self.resolve(g),
+            None => self,
+        }
+    }
+
+    /// Bind attempt `attempt_id` to the current generation (at creation, after pinning, under
+    /// the change lock).
+    pub fn bind(&self, attempt_id: &str) {
+        let g = *read(&self.current);
+        write(&self.bound).insert(attempt_id.to_string(), g);
+    }
+
+    /// Forget an attempt's binding (it ended).
+    pub fn unbind(&self, attempt_id: &str) {
+        write(&self.bound).remove(attempt_id);
+    }
+
+    /// The lock held while revisions are appended and the generation swapped (reload, admin
+    /// save) and while an attempt pins revisions and binds its generation. Never held across
+    /// an `.await`.
+    pub fn change_lock(&self) -> MutexGuard<'_, ()> {
+        lock(&self.change)
+    }
+
+    /// The problems that refused the last reload of `integration` (empty once a reload
+    /// succeeds).
+    pub fn problems(&self, integration: &str) -> Vec<Problem> {
+        read(&self.problems)
+            .get(integration)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A receiver whose value counts finished reloads (successful or refused).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
+    /// Swap in a new generation where `name` is `integ`. The caller holds the change lock.
+    fn replace(&self, name: &str, integ: Integration) {
+        let mut map: IntegrationMap = (**self).clone();
+        map.insert(name.to_string(), integ);
+        let leaked: &'static IntegrationMap = Box::leak(Box::new(map));
+        *write(&self.current) = Generation::Reloaded(leaked);
+    }
+
+    /// Whether the operations directory of `name` changed since the last call (and remember
+    /// what it looks like now).
+    fn files_changed(&self, name: &str, dir: &Path) -> bool {
+        let now = SystemTime::now();
+        let mut seen = lock(&self.seen);
+        let old = seen.entry(name.to_string()).or_default();
+        let mut new = Files::new();
+        let mut changed = false;
+        for (path, meta) in listing(dir) {
+            let len = meta.len();
+            let modified = meta.modified().ok();
+            let racy = modified
+                .is_none_or(|m| now.duration_since(m).map_or(true, |age| age < RACY_WINDOW));
+            let hash = match old.get(&path) {
+                Some(o) if o.len == len && o.modified == modified && !racy => o.hash.clone(),
+                _ => std::fs::read(&path)
+                    .map(|b| sha256_hex(&b))
+                    .unwrap_or_default(),
+            };
+            if old.get(&path).is_none_or(|o| o.hash != hash) {
+                changed = true;
+            }
+            new.insert(
+                path,
+                FileSig {
+                    len,
+                    modified,
+                    hash,
+                },
+            );
+        }
+        if old.keys().any(|k| !new.contains_key(k)) {
+            changed = true;
+        }
+        *old = new;
+        changed
+    }
+}
+
+/// The `*.json` files directly inside `dir`, hidden ones skipped (as `load_dir` reads them).
+fn listing(dir: &Path) -> Vec<(PathBuf, std::fs::Metadata)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            !name.starts_with('.') && name.ends_with(".json")
+        })
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            meta.is_file().then(|| (e.path(), meta))
+        })
+        .collect()
+}
+
+/// The file rule (see the module doc): append the file's definition as a revision
+/// (`source: "file"`) when it or the contract hash differs from the last revision that came
+/// from the file. `Some` when a revision was appended.
+pub fn sync_file_revision(
+    store: &Store,
+    op: &Operation,
+) -> Result<Option<RevisionRecord>, StoreError> {
+    let Some(def) = &op.definition else {
+        return Ok(None);
+    };
+    let key = op.key();
+    let def_hash = op
+        .definition_hash
+        .clone()
+        .unwrap_or_else(|| crate::contract::hash::definition_hash(def));
+    let last_from_file = store
+        .revisions(&key)?
+        .into_iter()
+        .rev()
+        .find(|r| r.source == "file");
+    if last_from_file
+        .is_some_and(|r| r.definition_hash == def_hash && r.contract_hash == op.contract_hash)
+    {
+        return Ok(None);
+    }
+    let (rec, created) = store.sync_revision(&key, &op.contract_hash, def, "file")?;
+    Ok(created.then_some(rec))
+}
+
+/// What one reload of an integration did.
+#[derive(Debug, Clone)]
+pub struct ReloadOutcome {
+    pub integration: String,
+    /// `("<integration>/<operation_id>", revision)` appended by the file rule.
+    pub revisions: Vec<(String, u64)>,
+    /// Why the reload was refused (empty when it was applied).
+    pub problems: Vec<Problem>,
+}
+
+/// Reload one integration from its files now (steps 1–3 of the module doc, without the
+/// re-pin of the default attempt, which [`poll`] does). Blocking: file IO, compiling, fsync.
+pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
+    let mut out = ReloadOutcome {
+        integration: name.to_string(),
+        revisions: Vec::new(),
+        problems: Vec::new(),
+    };
+    let Some(config) = app.integrations.get(name).map(|i| i.config.clone()) else {
+        return out;
+    };
+    let ops = match crate::contract::load_integration(&config) {
+        Ok(ops) => ops.into_iter().map(Arc::new).collect::<Vec<_>>(),
+        Err(problems) => {
+            refuse(app, name, problems, &mut out);
+            return out;
+        }
+    };
+    let _g = app.integrations.change_lock();
+    for op in &ops {
+        match sync_file_revision(&app.store, op) {
+            Ok(Some(rev)) => out.revisions.push((op.key(), rev.revision)),
+            Ok(None) => {}
+            Err(e) => out.problems.push(Problem::new(
+                &op.file,
+                "",
+                format!("cannot store the file's definition as a revision: {e}"),
+            )),
+        }
+    }
+    app.metrics.revisions_saved.fetch_add(
+        out.revisions.len() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    if !out.problems.is_empty() {
+        let problems = std::mem::take(&mut out.problems);
+        refuse(app, name, problems, &mut out);
+        return out;
+    }
+    let Some(mut integ) = app.integrations.get(name).cloned() else {
+        return out;
+    };
+    integ.builtins = integ
+        .profile
+        .as_ref()
+        .map(|p| builtins_of(p, &ops))
+        .unwrap_or_default();
+    let count = ops.len();
+    integ.operations = ops;
+    app.integrations.replace(name, integ);
+    write(&app.integrations.problems).remove(name);
+    tracing::info!(
+        integration = %name,
+        operations = count,
+        revisions = ?out.revisions,
+        "hot reload: operation files changed; new attempts use them (running attempts keep their pins)"
+    );
+    out
+}
+
+fn refuse(app: &App, name: &str, problems: Vec<Problem>, out: &mut ReloadOutcome) {
+    tracing::warn!(
+        integration = %name,
+        problems = problems.len(),
+        "hot reload refused; the previous operations and revisions keep serving"
+    );
+    for p in &problems {
+        tracing::warn!(integration = %name, "  {p}");
+    }
+    write(&app.integrations.problems).insert(name.to_string(), problems.clone());
+    out.problems = problems;
+}
+
+/// Check every operations directory once and reload the integrations whose files changed;
+/// then re-pin the default attempt and wake [`Integrations::subscribe`] waiters.
+pub async fn poll(app: &Arc<App>) -> Vec<ReloadOutcome> {
+    let a = app.clone();
+    let outcomes = tokio::task::spawn_blocking(move || {
+        let names: Vec<(String, PathBuf)> = a
+            .integrations
+            .iter()
+            .map(|(n, i)| (n.clone(), i.config.operations.clone()))
+            .collect();
+        names
+            .into_iter()
+            .filter(|(n, dir)| a.integrations.files_changed(n, dir))
+            .map(|(n, _)| reload_integration(&a, &n))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    if outcomes.iter().any(|o| o.problems.is_empty()) {
+        repin_default(app).await;
+    }
+    if !outcomes.is_empty() {
+        app.integrations
+            .reloads
+            .send_modify(|n| *n += outcomes.len() as u64);
+    }
+    outcomes
+}
+
+/// Re-pin the default attempt to the latest usable revisions (after a reload or an admin
+/// save), under its state lock; `initial_state` keys of newly pinned revisions that its state
+/// lacks are added. Failures are logged: the default attempt then keeps its previous pins.
+pub async fn repin_default(app: &App) {
+    let Some(a) = app.attempts.default_attempt() else {
+        return;
+    };
+    let mut g = a.lock.lock().await;
+    let pinned = match app.pin_latest() {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot re-pin the default attempt");
+            return;
+        }
+    };
+    let mut rec = a.record();
+    if rec.pins == pinned.pins {
+        return;
+    }
+    for (name, integ) in app.integrations.iter() {
+        let state = g.state.entry(name.clone()).or_default();
+        let mut added = false;
+        for op in &integ.operations {
+            let key = op.key();
+            let Some(pin) = pinned.pins.get(&key) else {
+                continue;
+            };
+            if rec.pins.get(&key) == Some(pin) {
+                continue;
+            }
+            if let Ok(engine) = app.engines.get(&app.store, op, pin) {
+                for (k, v) in engine.initial_state() {
+                    if !state.contains_key(&k) {
+                        state.insert(k, v);
+                        added = true;
+                    }
+                }
+            }
+        }
+        if added {
+            if let Err(e) = app.store.put_state(&rec.attempt_id, name, state) {
+                tracing::error!(error = %e, "cannot store the default attempt's state");
+            }
+        }
+    }
+    rec.pins = pinned.pins;
+    match app.store.put_attempt(&rec) {
+        Ok(()) => {
+            tracing::info!(attempt = %rec.attempt_id, "default attempt re-pinned to the latest revisions");
+            a.set_record(rec);
+        }
+        Err(e) => tracing::error!(error = %e, "cannot re-pin the default attempt"),
+    }
+}
+
+/// The polling task of a running server; [`Watcher::stop`] ends it (dropping it aborts it).
+pub struct Watcher {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Start polling every [`POLL_INTERVAL`].
+    pub fn start(app: Arc<App>) -> Watcher {
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(POLL_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick is immediate; the baseline was taken when the app was built.
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = &mut rx => return,
+                    _ = tick.tick() => {}
+                }
+                poll(&app).await;
+            }
+        });
+        Watcher {
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Stop polling and wait for a reload in progress to finish.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_changes_are_seen_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let i = Integrations::new(BTreeMap::new());
+        assert!(!i.files_changed("x", dir.path()), "empty stays empty");
+        std::fs::write(dir.path().join("a.json"), "{}").unwrap();
+        std::fs::write(dir.path().join(".hidden.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("notes.md"), "x").unwrap();
+        assert!(i.files_changed("x", dir.path()), "a new file");
+        assert!(!i.files_changed("x", dir.path()), "nothing new");
+        // Same size, same second: the content hash still tells.
+        std::fs::write(dir.path().join("a.json"), "[]").unwrap();
+        assert!(i.files_changed("x", dir.path()), "rewritten");
+        std::fs::write(dir.path().join(".hidden.json"), "{\"a\":1}").unwrap();
+        std::fs::write(dir.path().join("notes.md"), "y").unwrap();
+        assert!(!i.files_changed("x", dir.path()), "ignored files");
+        std::fs::remove_file(dir.path().join("a.json")).unwrap();
+        assert!(i.files_changed("x", dir.path()), "a removed file");
+        assert!(!i.files_changed("x", dir.path()));
+    }
+}

@@ -1,0 +1,291 @@
+//! Record mode (SPEC 7): captured exchanges → draft operation files. A pure transformation
+//! ([`drafts()`]) plus one writer ([`write_drafts`]); no HTTP, no tokio, no store.
+//!
+//! The server captures each forwarded call as an [`Exchange`] (an HTTP request/response, or an
+//! MCP `tools/call` with its result), keeps them in order, and on stop (or
+//! `POST /_understudy/api/drafts/flush`) calls [`drafts()`] with the integration's loaded
+//! operations, then [`write_drafts`] into `--out DIR`. Secrets are scrubbed ([`scrub`])
+//! inside [`drafts()`] whatever the caller did before; the server should also call
+//! [`scrub::scrub_exchange`] before it keeps an exchange in memory or evidence.
+//!
+//! - [`drafts()`] (module [`drafts`](mod@self::drafts)): grouping into operations, path templates,
+//!   variants, state sequences, examples, schemas, limits, and `check` of every draft.
+//! - [`infer`]: id-like segments, operation names, schema inference, outcome shapes.
+//! - [`scrub`]: the secret denylist.
+//!
+//! # Writing (decisions)
+//! - A draft goes to `DIR/<operation_id>.json` when no such file exists, or when the existing
+//!   file has no `mock` and exactly the draft's contract (only the mock is added).
+//!   Otherwise — the file has a mock, or its contract differs (e.g. the draft inferred an
+//!   output schema) — the draft goes to `DIR/<operation_id>.json.draft`: an existing
+//!   operation file's contract and mock are never overwritten, and `*.json.draft` is never
+//!   loaded by `serve`/`check` (they read `*.json`), so a review step is explicit: rename it.
+//! - The operation id must be a valid one (`[a-z0-9_.-]{1,128}`, not `.`/`..`), the file must
+//!   land directly inside `DIR`, and an existing target that is a symlink is refused. Files are
+//!   written to a fresh temporary file in `DIR` and renamed into place.
+//! - `DIR/record-notes.txt` lists every note of the draft set (what was scrubbed, trimmed or
+//!   dropped, and every `check` problem left) when there are notes.
+
+pub mod drafts;
+pub mod infer;
+pub mod scrub;
+
+pub use drafts::{drafts, exchange_input};
+pub use scrub::{is_secret_field, is_secret_header, scrub_exchange, scrub_json, SCRUBBED};
+
+use crate::config::ProfileKind;
+use crate::contract::{valid_operation_id, OperationFile};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One captured call of one integration, as the server saw it (after forwarding).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    pub integration: String,
+    pub profile: ProfileKind,
+    /// The operation file the request matched, when it matched one (the server knows);
+    /// `None` lets [`drafts()`] match it against the existing operations itself. A built-in
+    /// profile template id without a file counts as unmatched.
+    pub matched_operation: Option<String>,
+    /// Order of the calls (a sequence number or milliseconds): drafts replay them in it.
+    pub at_ms: u64,
+    pub call: Call,
+}
+
+/// What was exchanged: an HTTP call (`rest`, `salesforce`) or an MCP tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Call {
+    Http(HttpCall),
+    Tool(ToolCall),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpCall {
+    /// As received (`POST ?_HttpMethod=PATCH` is resolved by [`drafts()`] for Salesforce).
+    pub method: String,
+    /// Raw path relative to the integration base (`/services/data/v60.0/query`), as
+    /// received: percent-escapes kept; the `/~token` and `/<integration>` prefixes removed.
+    pub path: String,
+    /// Decoded query parameters in order (`+` already a space).
+    pub query: Vec<(String, String)>,
+    pub request_headers: Vec<(String, String)>,
+    /// The request body ([`parse_body`]); `None` when there was none.
+    pub request_body: Option<Value>,
+    pub status: u16,
+    pub response_headers: Vec<(String, String)>,
+    /// The response body ([`parse_body`]); `None` when there was none.
+    pub response_body: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The tool name (the operation id).
+    pub name: String,
+    /// `params.arguments` (`{}` when absent).
+    pub arguments: Value,
+    pub outcome: ToolOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolOutcome {
+    /// The JSON-RPC `result`: a CallToolResult (`content`, `structuredContent`?, `isError`?).
+    Result(Value),
+    /// A JSON-RPC `error` object (a protocol error: mocks cannot answer those; noted, skipped).
+    Error(Value),
+}
+
+/// A body as [`Exchange`] keeps it: `None` when empty, the JSON value when it parses, else the
+/// text as a JSON string when it is UTF-8 (form bodies, plain text), else `None` (binary
+/// bodies are not recorded).
+pub fn parse_body(bytes: &[u8]) -> Option<Value> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
+        return Some(v);
+    }
+    std::str::from_utf8(bytes)
+        .ok()
+        .map(|s| Value::String(s.to_string()))
+}
+
+/// The drafts of one integration (see [`drafts()`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftSet {
+    pub integration: String,
+    pub profile: ProfileKind,
+    pub files: Vec<DraftFile>,
+    /// Everything worth telling the user, one line each, prefixed with `<integration>/<op>: `
+    /// where it concerns one operation: scrubbed places, trimmed arrays, dropped
+    /// examples/variants/rules, skipped exchanges, `check` problems left.
+    pub notes: Vec<String>,
+}
+
+/// One draft operation file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftFile {
+    pub operation_id: String,
+    /// The whole operation file: contract + `mock` (with `contract_hash`).
+    pub op: OperationFile,
+    /// The exchange matched an existing operation file, whose contract was kept.
+    pub existing: bool,
+    /// How many exchanges went into it.
+    pub exchanges: usize,
+    /// `check` problems left in this draft (also in [`DraftSet::notes`]); empty = passes.
+    pub problems: Vec<String>,
+}
+
+impl DraftFile {
+    /// The operation file as pretty JSON, as [`write_drafts`] writes it.
+    pub fn to_json_pretty(&self) -> String {
+        let mut s = serde_json::to_string_pretty(&self.op).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+/// The notes file [`write_drafts`] writes beside the drafts.
+pub const NOTES_FILE: &str = "record-notes.txt";
+
+/// Write a draft set into `dir` (created when missing) following the module doc's rules.
+/// Returns every file written (drafts, then the notes file). Stops at the first error, with a
+/// message naming the file.
+pub fn write_drafts(dir: &Path, set: &DraftSet) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    for d in &set.files {
+        let id = &d.operation_id;
+        if !valid_operation_id(id) || d.op.operation_id != *id {
+            return Err(format!(
+                "refusing to write operation `{id}`: not a valid operation id (expected 1-128 characters of a-z, 0-9, `_`, `.` and `-`)"
+            ));
+        }
+        let main = safe_child(dir, &format!("{id}.json"))?;
+        let target = match existing_file(&main)? {
+            None => main,
+            Some(text) => {
+                let keep_in_place = serde_json::from_str::<OperationFile>(&text)
+                    .ok()
+                    .is_some_and(|old| {
+                        old.mock.is_none() && {
+                            let mut draft_contract = d.op.clone();
+                            draft_contract.mock = None;
+                            draft_contract == old
+                        }
+                    });
+                if keep_in_place {
+                    main
+                } else {
+                    safe_child(dir, &format!("{id}.json.draft"))?
+                }
+            }
+        };
+        existing_file(&target)?;
+        write_atomic(dir, &target, d.to_json_pretty().as_bytes())?;
+        written.push(target);
+    }
+    if !set.notes.is_empty() {
+        let notes = safe_child(dir, NOTES_FILE)?;
+        existing_file(&notes)?;
+        let mut text = format!(
+            "understudy record: notes on the drafts of `{}` ({} profile)\n\n",
+            set.integration, set.profile
+        );
+        for n in &set.notes {
+            text.push_str(n);
+            text.push('\n');
+        }
+        write_atomic(dir, &notes, text.as_bytes())?;
+        written.push(notes);
+    }
+    Ok(written)
+}
+
+/// `dir/name`, refusing any name that is not one plain file name.
+fn safe_child(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let p = dir.join(name);
+    let plain = Path::new(name).components().count() == 1
+        && !name.contains(['/', '\\'])
+        && p.parent() == Some(dir)
+        && p.file_name().is_some_and(|f| f == name);
+    if plain {
+        Ok(p)
+    } else {
+        Err(format!(
+            "refusing to write `{name}`: the file would not stay directly inside {}",
+            dir.display()
+        ))
+    }
+}
+
+/// The text of an existing regular file; `None` when absent; an error for a symlink or
+/// anything else that is not a regular file.
+fn existing_file(p: &Path) -> Result<Option<String>, String> {
+    match std::fs::symlink_metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", p.display())),
+        Ok(m) if m.file_type().is_symlink() => Err(format!(
+            "{}: refusing to write through a symbolic link",
+            p.display()
+        )),
+        Ok(m) if !m.is_file() => Err(format!("{}: exists and is not a regular file", p.display())),
+        Ok(_) => std::fs::read_to_string(p)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", p.display())),
+    }
+}
+
+/// Write through a fresh temporary file in `dir` (created exclusively), then rename.
+fn write_atomic(dir: &Path, target: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut rnd = [0u8; 8];
+    crate::attempt::fill_random(&mut rnd);
+    let tmp_name = format!(
+        ".understudy-draft-{}.tmp",
+        &crate::contract::hash::sha256_hex(&rnd)[..16]
+    );
+    let tmp = dir.join(tmp_name);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, target)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: cannot write: {e}", target.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies() {
+        assert_eq!(parse_body(b""), None);
+        assert_eq!(parse_body(b" \n"), None);
+        assert_eq!(parse_body(br#"{"a":1}"#), Some(serde_json::json!({"a": 1})));
+        assert_eq!(
+            parse_body(b"a=1&b=2"),
+            Some(Value::String("a=1&b=2".into()))
+        );
+        assert_eq!(parse_body(&[0xff, 0xfe, 0x00]), None);
+    }
+
+    #[test]
+    fn safe_child_refuses_traversal() {
+        let d = Path::new("/tmp/x");
+        assert!(safe_child(d, "a.json").is_ok());
+        assert!(safe_child(d, "../a.json").is_err());
+        assert!(safe_child(d, "a/b.json").is_err());
+        assert!(safe_child(d, "/etc/passwd").is_err());
+        assert!(safe_child(d, "..").is_err());
+    }
+}

@@ -1,0 +1,522 @@
+//! Secret scrubbing (SPEC 7): what must never reach a draft file, the evidence or a log.
+//!
+//! Applied to every captured [`Exchange`] before anything touches disk ([`scrub_exchange`]),
+//! and usable on its own by the server's evidence path ([`is_secret_header`], [`scrub_json`]).
+//! A scrubbed value becomes the string [`SCRUBBED`] (`"[scrubbed]"`); the functions return
+//! the places they scrubbed (`request.headers.authorization`, `response.body.records.0.sessionId`)
+//! so the caller can say so — the places, never the values.
+//!
+//! # The built-in denylist (decisions)
+//! - Headers (case-insensitive): `Authorization`, `Proxy-Authorization`, `Cookie`,
+//!   `Set-Cookie`, `Understudy-Attempt` (a capability token), and API-key-like headers:
+//!   `x-api-key`, `api-key`, `apikey`, `x-sfdc-session`, `x-amz-security-token`,
+//!   `ocp-apim-subscription-key`, `private-token`, every name ending in `-token`, `-secret`,
+//!   `-session`, `-api-key`/`-apikey`, or containing `api-key`/`apikey`, and every name
+//!   starting with `x-auth`.
+//! - Fields of JSON bodies, MCP arguments/results and query parameters, at any depth, compared
+//!   case-insensitively with `_` and `-` ignored (`sessionId` = `session_id` = `SESSION-ID`):
+//!   `access_token`, `refresh_token`, `id_token`, `token`, `auth_token`, `bearer_token`,
+//!   `client_secret`, `client_assertion`, `secret`, `password`, `passwd`, `security_token`,
+//!   `sessionId`, `api_key`, `private_key`, `authorization`, `cookie`.
+//! - The user's `scrub.headers` / `scrub.fields` (`understudy.json`) are added, compared the
+//!   same way.
+//! - A field's value is scrubbed whatever its type (an object under `password` goes whole);
+//!   `null` and `""` hold no secret and are kept.
+//! - Strings that hold JSON (an MCP text block carrying the result as JSON text) are scrubbed
+//!   inside; a form-encoded request or response body (`grant_type=password&password=…`) too.
+//! - Secret values seen in a scrubbed place (the bearer token, a cookie value, a scrubbed
+//!   field's string) are also cut out of every other string of the exchange — the path, query
+//!   values, other headers, bodies — when they are at least 8 characters long (a token echoed in
+//!   a `Location` header or a `nextRecordsUrl` does not leak).
+
+use crate::config::Scrub;
+use crate::record::{Call, Exchange, ToolOutcome};
+use serde_json::Value;
+
+/// What a scrubbed value becomes.
+pub const SCRUBBED: &str = "[scrubbed]";
+
+/// Secret values shorter than this are not searched for in other strings (too likely to
+/// match innocent text).
+const MIN_PROPAGATED_SECRET: usize = 8;
+
+const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "understudy-attempt",
+    "x-api-key",
+    "api-key",
+    "apikey",
+    "x-apikey",
+    "x-sfdc-session",
+    "x-amz-security-token",
+    "x-goog-api-key",
+    "ocp-apim-subscription-key",
+    "private-token",
+];
+
+/// Normalized (lowercase, no `_`/`-`) field names.
+const SECRET_FIELDS: &[&str] = &[
+    "accesstoken",
+    "refreshtoken",
+    "idtoken",
+    "token",
+    "authtoken",
+    "bearertoken",
+    "clientsecret",
+    "clientassertion",
+    "secret",
+    "password",
+    "passwd",
+    "securitytoken",
+    "sessionid",
+    "apikey",
+    "privatekey",
+    "authorization",
+    "cookie",
+];
+
+/// Whether a header carries a secret: the built-in denylist (module doc) or a name of
+/// `extra` (case-insensitive).
+pub fn is_secret_header(name: &str, extra: &[String]) -> bool {
+    let n = name.trim().to_ascii_lowercase();
+    SECRET_HEADERS.contains(&n.as_str())
+        || n.ends_with("-token")
+        || n.ends_with("-secret")
+        || n.ends_with("-session")
+        || n.ends_with("-api-key")
+        || n.ends_with("-apikey")
+        || n.contains("api-key")
+        || n.contains("apikey")
+        || n.starts_with("x-auth")
+        || extra.iter().any(|e| e.trim().eq_ignore_ascii_case(&n))
+}
+
+fn normalize_field(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Whether a body/query field carries a secret: the built-in denylist (module doc) or a name
+/// of `extra`, compared case-insensitively with `_` and `-` ignored.
+pub fn is_secret_field(name: &str, extra: &[String]) -> bool {
+    let n = normalize_field(name);
+    !n.is_empty()
+        && (SECRET_FIELDS.contains(&n.as_str()) || extra.iter().any(|e| normalize_field(e) == n))
+}
+
+/// Scrub the secret fields of a JSON value in place, at any depth (see the module doc).
+/// Returns the dot paths scrubbed (`records.0.sessionId`; `""` never occurs).
+pub fn scrub_json(v: &mut Value, extra_fields: &[String]) -> Vec<String> {
+    let mut s = Scrubber::new(extra_fields);
+    s.json(v, "");
+    s.paths
+}
+
+/// Scrub one exchange in place: headers, query, bodies (HTTP) or arguments and result (MCP),
+/// then every other string that repeats a scrubbed secret. Returns the places scrubbed, e.g.
+/// `request.headers.authorization`, `request.query.access_token`, `request.body.password`,
+/// `response.body.records.0.sessionId`, `request.path (a scrubbed secret)`.
+pub fn scrub_exchange(ex: &mut Exchange, scrub: &Scrub) -> Vec<String> {
+    let mut s = Scrubber::new(&scrub.fields);
+    match &mut ex.call {
+        Call::Http(h) => {
+            s.headers(&mut h.request_headers, "request.headers", &scrub.headers);
+            s.headers(&mut h.response_headers, "response.headers", &scrub.headers);
+            for (k, v) in &mut h.query {
+                if s.is_field(k) && !v.is_empty() && v != SCRUBBED {
+                    s.secret(v);
+                    *v = SCRUBBED.to_string();
+                    s.paths.push(format!("request.query.{k}"));
+                }
+            }
+            if let Some(b) = &mut h.request_body {
+                s.body(b, "request.body");
+            }
+            if let Some(b) = &mut h.response_body {
+                s.body(b, "response.body");
+            }
+            // Second pass: the secret values found above, wherever else they occur.
+            s.propagate_str(&mut h.path, "request.path");
+            for (k, v) in &mut h.query {
+                s.propagate_str(v, &format!("request.query.{k}"));
+            }
+            for (k, v) in &mut h.request_headers {
+                s.propagate_str(v, &format!("request.headers.{}", k.to_ascii_lowercase()));
+            }
+            for (k, v) in &mut h.response_headers {
+                s.propagate_str(v, &format!("response.headers.{}", k.to_ascii_lowercase()));
+            }
+            if let Some(b) = &mut h.request_body {
+                s.propagate(b, "request.body");
+            }
+            if let Some(b) = &mut h.response_body {
+                s.propagate(b, "response.body");
+            }
+        }
+        Call::Tool(t) => {
+            s.json(&mut t.arguments, "arguments");
+            let (v, at) = match &mut t.outcome {
+                ToolOutcome::Result(v) => (v, "result"),
+                ToolOutcome::Error(v) => (v, "error"),
+            };
+            s.json(v, at);
+            s.propagate(&mut t.arguments, "arguments");
+            s.propagate(v, at);
+        }
+    }
+    s.paths.sort();
+    s.paths.dedup();
+    s.paths
+}
+
+struct Scrubber<'a> {
+    extra_fields: &'a [String],
+    /// Secret values seen, for the second pass.
+    secrets: Vec<String>,
+    paths: Vec<String>,
+}
+
+fn join(at: &str, key: &str) -> String {
+    if at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    }
+}
+
+impl<'a> Scrubber<'a> {
+    fn new(extra_fields: &'a [String]) -> Self {
+        Scrubber {
+            extra_fields,
+            secrets: Vec::new(),
+            paths: Vec::new(),
+        }
+    }
+
+    fn is_field(&self, name: &str) -> bool {
+        is_secret_field(name, self.extra_fields)
+    }
+
+    fn secret(&mut self, value: &str) {
+        let v = value.trim();
+        if v.chars().count() >= MIN_PROPAGATED_SECRET && v != SCRUBBED {
+            self.secrets.push(v.to_string());
+        }
+    }
+
+    /// Remember the secret parts of a header value: the whole value, the credentials after an
+    /// auth scheme (`Bearer X`), cookie values.
+    fn header_secrets(&mut self, name: &str, value: &str) {
+        self.secret(value);
+        if let Some((_, cred)) = value.trim().split_once(' ') {
+            self.secret(cred);
+        }
+        let n = name.to_ascii_lowercase();
+        if n == "cookie" || n == "set-cookie" {
+            for part in value.split(';') {
+                if let Some((_, v)) = part.split_once('=') {
+                    self.secret(v.trim_matches(|c: char| c == '"' || c.is_whitespace()));
+                }
+            }
+        }
+    }
+
+    fn headers(&mut self, headers: &mut [(String, String)], at: &str, extra: &[String]) {
+        for (k, v) in headers.iter_mut() {
+            if is_secret_header(k, extra) && !v.is_empty() && v != SCRUBBED {
+                self.header_secrets(k, v);
+                *v = SCRUBBED.to_string();
+                self.paths.push(format!("{at}.{}", k.to_ascii_lowercase()));
+            }
+        }
+    }
+
+    /// A body: JSON, or a string that may be form-encoded.
+    fn body(&mut self, v: &mut Value, at: &str) {
+        if let Value::String(s) = v {
+            if let Some(scrubbed) = self.form(s, at) {
+                *s = scrubbed;
+                return;
+            }
+        }
+        self.json(v, at);
+    }
+
+    /// `a=1&password=x` → `a=1&password=[scrubbed]`; `None` when `s` is not form-encoded or
+    /// holds no secret.
+    fn form(&mut self, s: &str, at: &str) -> Option<String> {
+        let t = s.trim();
+        if t.is_empty()
+            || !t.contains('=')
+            || t.chars().any(char::is_whitespace)
+            || t.starts_with(['{', '['])
+        {
+            return None;
+        }
+        let mut changed = false;
+        let parts: Vec<String> = t
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, v)) => {
+                    let key = crate::contract::template::parse_query(k)
+                        .first()
+                        .map(|(k, _)| k.clone())
+                        .unwrap_or_default();
+                    if self.is_field(&key) && !v.is_empty() {
+                        let decoded = crate::contract::template::parse_query(&format!("x={v}"));
+                        if let Some((_, d)) = decoded.first() {
+                            self.secret(d);
+                        }
+                        self.secret(v);
+                        self.paths.push(join(at, &key));
+                        changed = true;
+                        format!("{k}={}", "%5Bscrubbed%5D")
+                    } else {
+                        pair.to_string()
+                    }
+                }
+                None => pair.to_string(),
+            })
+            .collect();
+        changed.then(|| parts.join("&"))
+    }
+
+    fn json(&mut self, v: &mut Value, at: &str) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m.iter_mut() {
+                    let p = join(at, k);
+                    if self.is_field(k) {
+                        let empty = child.is_null() || child.as_str() == Some("");
+                        if !empty && child.as_str() != Some(SCRUBBED) {
+                            self.collect_strings(child);
+                            *child = Value::String(SCRUBBED.to_string());
+                            self.paths.push(p);
+                        }
+                    } else {
+                        self.json(child, &p);
+                    }
+                }
+            }
+            Value::Array(a) => {
+                for (i, child) in a.iter_mut().enumerate() {
+                    self.json(child, &join(at, &i.to_string()));
+                }
+            }
+            Value::String(s) => {
+                if let Some(mut inner) = embedded_json(s) {
+                    let before = self.paths.len();
+                    self.json(&mut inner, at);
+                    if self.paths.len() != before {
+                        *s = inner.to_string();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn collect_strings(&mut self, v: &Value) {
+        match v {
+            Value::String(s) => self.secret(s),
+            Value::Number(n) => self.secret(&n.to_string()),
+            Value::Array(a) => a.iter().for_each(|c| self.collect_strings(c)),
+            Value::Object(m) => m.values().for_each(|c| self.collect_strings(c)),
+            _ => {}
+        }
+    }
+
+    fn propagate_str(&mut self, s: &mut String, at: &str) {
+        if self.secrets.is_empty() || s == SCRUBBED {
+            return;
+        }
+        let mut changed = false;
+        for secret in &self.secrets {
+            if s.contains(secret.as_str()) {
+                *s = s.replace(secret.as_str(), SCRUBBED);
+                changed = true;
+            }
+        }
+        if changed {
+            self.paths.push(format!("{at} (a scrubbed secret)"));
+        }
+    }
+
+    fn propagate(&mut self, v: &mut Value, at: &str) {
+        if self.secrets.is_empty() {
+            return;
+        }
+        match v {
+            Value::String(s) => self.propagate_str(s, at),
+            Value::Array(a) => {
+                for (i, c) in a.iter_mut().enumerate() {
+                    self.propagate(c, &join(at, &i.to_string()));
+                }
+            }
+            Value::Object(m) => {
+                for (k, c) in m.iter_mut() {
+                    self.propagate(c, &join(at, k));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A string that is itself a JSON object or array (MCP text content), parsed.
+fn embedded_json(s: &str) -> Option<Value> {
+    let t = s.trim_start();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    serde_json::from_str::<Value>(s)
+        .ok()
+        .filter(|v| v.is_object() || v.is_array())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ProfileKind;
+    use crate::record::HttpCall;
+    use serde_json::json;
+
+    #[test]
+    fn secret_headers() {
+        for h in [
+            "Authorization",
+            "proxy-authorization",
+            "Cookie",
+            "Set-Cookie",
+            "X-API-Key",
+            "api-key",
+            "X-Sfdc-Session",
+            "X-Csrf-Token",
+            "x-goog-api-key",
+            "X-Auth-Email",
+            "Understudy-Attempt",
+        ] {
+            assert!(is_secret_header(h, &[]), "{h}");
+        }
+        for h in [
+            "Content-Type",
+            "traceparent",
+            "Sforce-Limit-Info",
+            "Location",
+            "Mcp-Session-Id",
+        ] {
+            assert!(!is_secret_header(h, &[]), "{h}");
+        }
+        assert!(is_secret_header("X-Tenant", &["x-tenant".into()]));
+    }
+
+    #[test]
+    fn secret_fields_ignore_case_and_separators() {
+        for f in [
+            "access_token",
+            "sessionId",
+            "SESSION-ID",
+            "refresh_token",
+            "client_secret",
+            "Password",
+            "token",
+        ] {
+            assert!(is_secret_field(f, &[]), "{f}");
+        }
+        for f in ["Id", "progressToken", "nextRecordsUrl", "Phone", ""] {
+            assert!(!is_secret_field(f, &[]), "{f}");
+        }
+        assert!(is_secret_field("SSN", &["ssn".into()]));
+    }
+
+    #[test]
+    fn json_is_scrubbed_recursively_and_in_embedded_json() {
+        let mut v = json!({
+            "records": [{"Id": "1", "sessionId": "abc"}],
+            "auth": {"Access_Token": {"nested": true}, "password": null},
+            "content": [{"type": "text", "text": "{\"refresh_token\":\"r-123456789\",\"ok\":1}"}]
+        });
+        let paths = scrub_json(&mut v, &[]);
+        assert_eq!(v["records"][0]["sessionId"], SCRUBBED);
+        assert_eq!(v["auth"]["Access_Token"], SCRUBBED);
+        assert_eq!(v["auth"]["password"], Value::Null);
+        let text: Value = serde_json::from_str(v["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, json!({"refresh_token": SCRUBBED, "ok": 1}));
+        assert!(
+            paths.contains(&"records.0.sessionId".to_string()),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"content.0.text.refresh_token".to_string()),
+            "{paths:?}"
+        );
+    }
+
+    #[test]
+    fn exchange_scrubbing_covers_every_place_and_echoes() {
+        let mut ex = Exchange {
+            integration: "crm".into(),
+            profile: ProfileKind::Rest,
+            matched_operation: None,
+            at_ms: 0,
+            call: Call::Http(HttpCall {
+                method: "POST".into(),
+                path: "/login/SECRET-TOKEN-42".into(),
+                query: vec![
+                    ("access_token".into(), "SECRET-TOKEN-42".into()),
+                    ("a".into(), "1".into()),
+                ],
+                request_headers: vec![
+                    ("Authorization".into(), "Bearer SECRET123456".into()),
+                    ("Cookie".into(), "sid=COOKIEVALUE99; theme=dark".into()),
+                    ("X-Echo".into(), "token SECRET123456 again".into()),
+                ],
+                request_body: Some(json!(
+                    "grant_type=password&password=hunter2hunter2&user=bob"
+                )),
+                status: 200,
+                response_headers: vec![("Location".into(), "/x?sid=COOKIEVALUE99".into())],
+                response_body: Some(json!({"instance": "x", "note": "hunter2hunter2"})),
+            }),
+        };
+        let paths = scrub_exchange(&mut ex, &Scrub::default());
+        let text = serde_json::to_string(&ex).unwrap();
+        for secret in [
+            "SECRET123456",
+            "COOKIEVALUE99",
+            "SECRET-TOKEN-42",
+            "hunter2hunter2",
+        ] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+        assert!(text.contains("theme") || !text.contains("dark"));
+        assert!(
+            paths.contains(&"request.headers.authorization".to_string()),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"request.query.access_token".to_string()),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"request.body.password".to_string()),
+            "{paths:?}"
+        );
+        let Call::Http(h) = &ex.call else {
+            unreachable!()
+        };
+        assert_eq!(h.query[1], ("a".to_string(), "1".to_string()));
+        assert!(h
+            .request_body
+            .as_ref()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("user=bob"));
+    }
+}
