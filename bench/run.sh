@@ -151,11 +151,16 @@ spawn_server() {
   SRV_PID=$!
   PIDS+=("$SRV_PID"); FDS[$SRV_PID]=$fd
   deadline=$((EPOCHSECONDS + STARTUP_TIMEOUT))
+  local part="" chunk
   while :; do
-    if IFS= read -r -t 0.2 -u "$fd" line; then
+    # `read -t` keeps what it had read of a line when the timer fires: carry it over, so a
+    # line that arrives across a timeout is still seen whole.
+    if IFS= read -r -t 0.2 -u "$fd" chunk; then
+      line="$part$chunk"; part=""
       case "$line" in "understudy listening on http://"*) break ;; esac
       continue
     fi
+    part="$part$chunk"
     if ! alive "$SRV_PID"; then
       rc=0; wait "$SRV_PID" 2>/dev/null || rc=$?
       SRV_FAIL="understudy serve exited (code $rc) before its readiness line: $(tail -n 3 "$WORK/$name.stderr" | tr '\n' ' ' | cut -c1-400)"

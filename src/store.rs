@@ -550,8 +550,12 @@ impl Store {
         Ok(seq)
     }
 
-    /// The transaction half of `record_call` (not yet durable).
-    fn write_call(&self, attempt_id: &str, rec: &CallRecord) -> Result<u64, StoreError> {
+    /// The transaction half of `record_call`: the event and the state are written atomically
+    /// but are NOT yet durable. A caller that answers must first await
+    /// [`Store::wait_durable`], whose flush covers every write that returned before it.
+    /// (Lets the server release an attempt's state lock before the fsync, so calls to one
+    /// attempt share flushes too.)
+    pub fn write_call(&self, attempt_id: &str, rec: &CallRecord) -> Result<u64, StoreError> {
         check_attempt_id(attempt_id)?;
         let inner = &self.inner;
         if !inner.attempts.contains_key(attempt_id.as_bytes())? {
@@ -629,6 +633,12 @@ impl Store {
     #[doc(hidden)]
     pub fn resume_flushes(&self) {
         self.inner.shared.resume();
+    }
+
+    /// The durability half of `record_call`: returns once a group flush that started after
+    /// this call has completed, so every [`Store::write_call`] that returned before is durable.
+    pub async fn wait_durable(&self) -> Result<(), StoreError> {
+        self.group_flush().await
     }
 
     async fn group_flush(&self) -> Result<(), StoreError> {

@@ -344,23 +344,26 @@ impl hyper::body::Body for ChannelBody {
 fn stream(every: Duration, delay: Duration, timeout: Duration, answer: Value) -> HttpResponse {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let every = every.max(Duration::from_millis(1));
+    let started = Instant::now();
     tokio::spawn(async move {
-        let started = Instant::now();
-        let done = tokio::time::sleep(delay.min(timeout));
-        tokio::pin!(done);
-        let mut beat = tokio::time::interval_at((started + every).into(), every);
-        loop {
-            tokio::select! {
-                biased;
-                _ = &mut done => break,
-                _ = beat.tick() => {
-                    let elapsed_ms = started.elapsed().as_millis() as u64;
-                    if tx.send(sse_event("heartbeat", &json!({ "elapsed_ms": elapsed_ms }))).await.is_err() {
-                        return; // the client went away
-                    }
-                }
+        let end = started + delay.min(timeout);
+        // Every heartbeat that falls due before the end is sent (late after a stall, then
+        // realigned), so a call lasting longer than an interval always shows one.
+        let mut next = started + every;
+        while next < end {
+            tokio::time::sleep_until(next.into()).await;
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            let beat = sse_event("heartbeat", &json!({ "elapsed_ms": elapsed_ms }));
+            if tx.send(beat).await.is_err() {
+                return; // the client went away
+            }
+            next += every;
+            let now = Instant::now();
+            if next <= now {
+                next = now + every;
             }
         }
+        tokio::time::sleep_until(end.into()).await;
         if delay <= timeout {
             let _ = tx.send(sse_event("result", &answer)).await;
         } else {

@@ -5,13 +5,14 @@
 //! | `GET /health` | liveness: `{"status":"ok","mode","version","integrations":[…]}` | here |
 //! | `GET /metrics` | Prometheus text (`text/plain; version=0.0.4`): calls by integration/operation/result_status, latency histogram, open attempts, revisions saved | [`metrics`] |
 //! | `GET /tools` | every integration with its operations: `{"integrations":[{"integration","profile","upstream","operations":[{"operation_id","title","description","input_schema","output_schema","is_write","contract_hash","has_mock","latest_revision","stale"}],"builtin_operations":[…]}]}` | [`testing`] |
-//! | `GET /tools/{integration}/testing` | per operation: `contract` (the hashed object), `contract_hash`, `latest_revision` `{revision,contract_hash,definition_hash,saved_at,source}` or null, `revisions`, `stale` (+ `stale_reason`); and `problems` of the last refused hot reload | [`testing`] |
+//! | `GET /tools/{integration}/testing` | per operation: `contract` (the hashed object), `contract_hash`, `latest_revision` `{revision,contract_hash,definition_hash,saved_at,source}` or null, `revisions` (count), `file_definition_hash`, `stale` (+ `stale_reason`); and `problems` of the last refused hot reload | [`testing`] |
 //! | `POST /tools/{integration}/testing` | `{"action":"generate","operation_id"}` → schema-derived draft (`supported:false` + `reasons` when beyond it); `{"action":"save","operation_id","contract_hash","definition"}` → 201 new revision (200 `created:false` when equal to the latest), 409 `contract_changed`, 422 `check_failed`; `{"action":"check",…}` → the save's checks without saving | [`testing`] |
 //! | `POST /tools/testing` | inline operation: `{"action":"check"\|"generate","operation":{…operation file…},"definition"?,"profile"?\|"integration"?}` — same checks (422 listing problems) and drafts, stores nothing | [`testing`] |
 //! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
 //! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
 //! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) | here |
+//! | (`{id}` = `default`) | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
 //! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8, with `verdict` (the project's `redact` list applied) | here |
 //! | `GET /attempts/{id}/state` | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
 //! | `DELETE /attempts/{id}` | end the attempt: state dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
@@ -177,7 +178,16 @@ async fn route(app: &App, req: &Request) -> Routed {
     if !(rest.is_empty() || rest.starts_with('/')) || !req.path.starts_with(PREFIX) {
         return Err(not_found(req));
     }
-    let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let mut parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    // `attempts/default/…` names the default attempt, so a local user can read the evidence
+    // of token-less calls without looking up its id (attempt ids are UUIDs: no collision).
+    let default_id: String;
+    if parts.len() >= 2 && parts[0] == "attempts" && parts[1] == "default" {
+        if let Some(a) = app.attempts.default_attempt() {
+            default_id = a.id.clone();
+            parts[1] = &default_id;
+        }
+    }
     let m = req.method.as_str();
     let json = |r: ApiResult| r.map(Reply::from);
     match (m, parts.as_slice()) {
@@ -506,6 +516,8 @@ async fn end_attempt(app: &App, id: &str) -> ApiResult {
         g.state.clear();
         g.idempotency.clear();
         app.integrations.unbind(id);
+        // Its MCP endpoints (and so its MCP sessions) end with it.
+        app.mcp.forget_attempt(id);
         tracing::info!(attempt = %id, remaining, "attempt ended");
     }
     Ok((

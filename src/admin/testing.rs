@@ -138,6 +138,9 @@ pub(crate) fn get_testing(app: &App, name: &str) -> ApiResult {
             "contract_hash": op.contract_hash,
             "latest_revision": latest.map(revision_summary),
             "revisions": revisions.len(),
+            // The operation file's own mock (null when it has none): compare with the latest
+            // revision's to see whether an API save superseded the file.
+            "file_definition_hash": op.definition_hash,
             "stale": stale,
         });
         if let (true, Some(l)) = (stale, latest) {

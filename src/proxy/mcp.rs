@@ -215,10 +215,9 @@ async fn after_lease(
         idempotency_key_ref: None,
         trace_id: pipeline::trace_id(req),
     };
-    let mut guard = attempt.lock.lock().await;
+    let guard = attempt.lock.lock().await;
     let (response, _) =
-        pipeline::record_evidence(app, attempt, &mut guard, req, info, for_mcp(decision)).await;
-    drop(guard);
+        pipeline::record_evidence(app, attempt, guard, req, info, for_mcp(decision)).await;
     if is_store_failure(&response) {
         return to_http(response);
     }
@@ -318,13 +317,12 @@ impl Backend<'_> {
         let (response, delay_ms) = pipeline::record_evidence(
             self.app,
             self.attempt,
-            &mut guard,
+            guard,
             self.req,
             info,
             for_mcp(decision),
         )
         .await;
-        drop(guard);
         if is_store_failure(&response) {
             *self.store_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(response);
             // The dialect's rendering of this outcome is discarded: `handle` answers the 500.

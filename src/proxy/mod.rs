@@ -12,9 +12,11 @@
 //!
 //! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
 //! operation file (any problem refuses the start, with the `check` messages), open the store,
-//! sync every file's mock into a revision (`source: "file"`), and create the default attempt
+//! sync every file's mock into a revision (`source: "file"`, when the file changed since its
+//! last sync: the file rule of [`reload`]), and create the default attempt
 //! (latest revisions pinned, no token, no lease). Pinned revisions are compiled once into
-//! [`Engines`], shared by every attempt that pins them.
+//! [`Engines`], shared by every attempt that pins them. While serving, [`reload`] watches the
+//! operation files (hot reload).
 //!
 //! Entry points: [`run_serve`] for `understudy serve` (prints the readiness line
 //! `understudy listening on http://HOST:PORT` — `https://` under `--tls` — on stdout once it

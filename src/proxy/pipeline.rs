@@ -207,9 +207,7 @@ pub async fn handle(app: &App, req: Request) -> NativeResponse {
         }
         Err(d) => d,
     };
-    let (response, delay_ms) =
-        record_evidence(app, &attempt, &mut guard, &req, info, decision).await;
-    drop(guard);
+    let (response, delay_ms) = record_evidence(app, &attempt, guard, &req, info, decision).await;
     delay(delay_ms).await;
     response
 }
@@ -669,13 +667,17 @@ pub fn render_native(profile: &Profile, result: &Value) -> Result<NativeResponse
     profile.render(result)
 }
 
-/// Stage 7 — write the call's evidence (and the integration's new state) durably, then make
-/// the new state and the idempotency entry visible. Runs under the state lock for every call.
-/// A store failure answers 500 (`Understudy-Error: store_error`) and commits nothing.
+/// Stage 7 — write the call's evidence (and the integration's new state) in one store
+/// transaction under the state lock, make the new state and the idempotency entry visible,
+/// release the lock, then wait for the group flush that makes the write durable: the answer
+/// never leaves before its evidence is on disk, yet calls to one attempt share fsyncs.
+/// A store failure answers 500 (`Understudy-Error: store_error`); a failed write commits
+/// nothing. (A failed *flush* — disk gone — answers 500 too; the write stays in the store's
+/// log and may or may not survive a crash, so it is never acknowledged.)
 pub async fn record_evidence(
     app: &App,
     attempt: &Attempt,
-    state: &mut AttemptState,
+    mut state: tokio::sync::MutexGuard<'_, AttemptState>,
     req: &Request,
     info: CallInfo,
     d: Decision,
@@ -707,14 +709,22 @@ pub async fn record_evidence(
         state: d.new_state.clone(),
     };
     let op_name = info.operation_id.as_deref().unwrap_or("");
-    match app.store.record_call(&attempt.id, rec).await {
+    let written = app.store.write_call(&attempt.id, &rec);
+    if written.is_ok() {
+        if let Some((integ, s)) = d.new_state {
+            state.state.insert(integ, s);
+        }
+        if let Some((k, e)) = d.remember {
+            state.idempotency.entry(k).or_insert(e);
+        }
+    }
+    drop(state);
+    let durable = match written {
+        Ok(seq) => app.store.wait_durable().await.map(|()| seq),
+        Err(e) => Err(e),
+    };
+    match durable {
         Ok(seq) => {
-            if let Some((integ, s)) = d.new_state {
-                state.state.insert(integ, s);
-            }
-            if let Some((k, e)) = d.remember {
-                state.idempotency.entry(k).or_insert(e);
-            }
             app.metrics
                 .observe(&info.integration, op_name, d.result_status, latency_ms);
             match &d.error {

@@ -1355,3 +1355,77 @@ async fn slow_headers_and_idle_connections_are_closed() {
     .unwrap();
     s.stop().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// The README's quick start, on the bundled example project
+
+/// Copies `examples/healthplus` into a temp dir (its data dir is relative to the project file).
+fn copy_example(dest: &std::path::Path) {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/healthplus");
+    let mocks = dest.join("mocks/crm");
+    std::fs::create_dir_all(&mocks).unwrap();
+    std::fs::copy(src.join("understudy.json"), dest.join("understudy.json")).unwrap();
+    for f in std::fs::read_dir(src.join("mocks/crm")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, mocks.join(f.file_name().unwrap())).unwrap();
+    }
+}
+
+/// The three curl lines of the README: a lookup and a booking answer Salesforce-shaped, and
+/// `attempts/default/evidence` shows both calls with a passing verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_quick_start_on_the_example_project() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_example(dir.path());
+    let config = understudy::config::Config::load(&dir.path().join("understudy.json")).unwrap();
+    let s = Server::start_with(understudy::proxy::AppOptions::new(config)).await;
+
+    let lookup = s
+        .call(
+            "GET",
+            "/crm/services/data/v60.0/query?q=SELECT+Id,+FirstName,+LastName,+Phone+FROM+Contact+WHERE+Phone+=+'555-0100'",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(lookup.status, 200, "{}", lookup.text);
+    let l = lookup.json();
+    assert_eq!(l["totalSize"], 1);
+    assert_eq!(l["records"][0]["Phone"], "555-0100");
+    assert_eq!(l["records"][0]["attributes"]["type"], "Contact");
+
+    let body = json!({ "Contact__c": "003Hp00000Ab12CAAR", "Requested_Date__c": "2026-12-01" });
+    let booking = s
+        .call(
+            "POST",
+            "/crm/services/data/v60.0/sobjects/Appointment__c",
+            Some(&body),
+            &[],
+        )
+        .await;
+    assert_eq!(booking.status, 201, "{}", booking.text);
+    let b = booking.json();
+    assert_eq!(b["success"], true);
+    assert!(b["id"].as_str().is_some_and(|id| id.len() == 18), "{b}");
+
+    let ev = s
+        .call(
+            "GET",
+            "/_understudy/api/attempts/default/evidence",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(ev.status, 200, "{}", ev.text);
+    let ev = ev.json();
+    assert_eq!(ev["attempt_id"], s.default_attempt().as_str());
+    let ops: Vec<&str> = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["operation_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["lookup_contact_by_phone", "book_appointment"]);
+    assert_eq!(ev["verdict"], "pass");
+    s.stop().await.unwrap();
+}

@@ -213,6 +213,8 @@ async fn testing_shows_contracts_hashes_latest_revisions_and_stale_flags() {
         .starts_with("sha256:"));
     assert!(latest["saved_at"].as_str().unwrap().ends_with('Z'));
     assert_eq!(o["stale"], false);
+    assert_eq!(o["file_definition_hash"], latest["definition_hash"]);
+    assert_eq!(o["revisions"], 1);
 
     let t = testing(&s, "api").await;
     let st = op_entry(&t, "stale_op");
