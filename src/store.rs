@@ -276,11 +276,26 @@ impl Store {
                 }
             }
         };
-        let db = sled::Config::new()
+        // sled's own 500 ms background flusher is off: every write here is made durable
+        // explicitly (group flush or an fsync before returning), and without that thread a
+        // dropped store releases the file lock as soon as its last handle goes.
+        let config = sled::Config::new()
             .path(data_dir.join(SLED_DIR))
             .cache_capacity(CACHE_CAPACITY)
-            .open()
-            .map_err(open_err)?;
+            .flush_every_ms(None);
+        // A store dropped a moment ago in this process (a restart in tests, `serve` after a
+        // check) may still hold sled's lock while sled's IO threads wind down: retry briefly
+        // before reporting `Locked` (another *process* holding it stays locked throughout).
+        let mut tries = 0;
+        let db = loop {
+            match config.open().map_err(open_err) {
+                Err(StoreError::Locked { .. }) if tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
         let tree = |name: &str| db.open_tree(name).map_err(open_err);
         let shared = Arc::new(FlushShared {
             flushes: AtomicU64::new(0),
@@ -595,12 +610,28 @@ impl Store {
     /// Every event of the attempt, in sequence order.
     pub fn evidence(&self, attempt_id: &str) -> Result<Vec<ToolEvent>, StoreError> {
         check_attempt_id(attempt_id)?;
+        // The sequence counter, read before the scan (writes only add events): a trailing
+        // event that is gone would otherwise leave a gap-free 1..n that passes the verdict.
+        let recorded = match self.inner.meta.get(meta_key(META_SEQ, attempt_id))? {
+            Some(v) => decode_u64(&v, attempt_id)?,
+            None => 0,
+        };
         let prefix = attempt_prefix(attempt_id);
         let mut out = Vec::new();
+        let mut last = 0;
         for item in self.inner.events.scan_prefix(&prefix) {
             let (k, v) = item?;
             let seq = decode_u64(&k[prefix.len()..], attempt_id)?;
+            last = seq;
             out.push(decode_json(&v, &format!("event {attempt_id}#{seq}"))?);
+        }
+        if last < recorded {
+            return Err(StoreError::Corrupt {
+                key: format!("events of {attempt_id}"),
+                message: format!(
+                    "missing evidence: {recorded} calls were recorded but the last event found is #{last}"
+                ),
+            });
         }
         Ok(out)
     }

@@ -28,9 +28,11 @@
 //!   answer (single-line JSON). A timeout after the stream started closes it without a
 //!   result event. Refusals found before the stream starts (400, 404, 422) are ordinary JSON
 //!   errors.
-//! - **`dry_run`** (forwarding to the real system) is not wired into the tool-testing API
-//!   yet: 422 `dry_run_unavailable` when the integration has no `upstream`, else 501
-//!   `not_implemented`. Without `dry_run` the mock answers.
+//! - **`target: "upstream"`** (or `dry_run: true`) sends the input to the real system once
+//!   through [`crate::proxy::forward::execute_upstream`]: status, duration, retries, raw
+//!   response, the native envelope, output validation and a field diff against the pinned
+//!   mock. Writes are refused unless `allow_write: true` — and `dry_run` never lets one
+//!   through. 422 `dry_run_unavailable` when the integration has no `upstream`. Not streamed.
 //! - Executes are not counted in `/metrics` call counters (those are agent calls).
 
 use std::convert::Infallible;
@@ -77,6 +79,12 @@ struct ExecBody {
     attempt: Option<String>,
     #[serde(default)]
     dry_run: bool,
+    /// `"mock"` (default) or `"upstream"`: one real call (issue 6b).
+    #[serde(default)]
+    target: Option<String>,
+    /// With `target: "upstream"`: let a write reach the real system.
+    #[serde(default)]
+    allow_write: bool,
     #[serde(default)]
     stream_response: bool,
     #[serde(default)]
@@ -123,25 +131,38 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
         .operation(&b.operation_id)
         .ok_or_else(|| unknown_operation(integ, &b.operation_id))?
         .clone();
-    if b.dry_run {
-        return Err(match &integ.config.upstream {
-            None => ApiError::new(
+    let upstream = match b.target.as_deref() {
+        None | Some("mock") => b.dry_run,
+        Some("upstream") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "target: expected \"mock\" or \"upstream\", got {other:?}"
+            )))
+        }
+    };
+    if upstream {
+        if integ.config.upstream.is_none() {
+            return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "dry_run_unavailable",
                 format!(
-                    "`dry_run` forwards the call to the real system, but integration `{}` has no `upstream` in understudy.json (integrations.{}.upstream); without `dry_run` the mock answers",
+                    "`dry_run` / `target: \"upstream\"` call the real system, but integration `{}` has no `upstream` in understudy.json (integrations.{}.upstream); without them the mock answers",
                     integ.name(),
                     integ.name()
                 ),
-            ),
-            Some(u) => ApiError::new(
-                StatusCode::NOT_IMPLEMENTED,
-                "not_implemented",
-                format!(
-                    "`dry_run` through the tool-testing API (forwarding to {u}) is not available in this build yet; without `dry_run` the mock answers"
-                ),
-            ),
-        });
+            ));
+        }
+        // `dry_run` never lets a write through; `target: "upstream"` does with `allow_write`.
+        let allow_write = b.allow_write && !b.dry_run;
+        let answer = crate::proxy::forward::execute_upstream(
+            app,
+            &b.integration,
+            &b.operation_id,
+            &input,
+            allow_write,
+        )
+        .await;
+        return Ok(Reply::Json(StatusCode::OK, answer));
     }
     let key = op.key();
     let record = attempt.as_ref().map(|a| a.record());

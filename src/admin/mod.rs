@@ -9,6 +9,7 @@
 //! | `POST /tools/{integration}/testing` | `{"action":"generate","operation_id"}` → schema-derived draft (`supported:false` + `reasons` when beyond it); `{"action":"save","operation_id","contract_hash","definition"}` → 201 new revision (200 `created:false` when equal to the latest), 409 `contract_changed`, 422 `check_failed`; `{"action":"check",…}` → the save's checks without saving | [`testing`] |
 //! | `POST /tools/testing` | inline operation: `{"action":"check"\|"generate","operation":{…operation file…},"definition"?,"profile"?\|"integration"?}` — same checks (422 listing problems) and drafts, stores nothing | [`testing`] |
 //! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
+//! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::proxy::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
 //! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
 //! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) | here |
@@ -29,7 +30,7 @@
 //! `{"file","path","message"}`, `file` null for a definition sent in the body, `path` relative
 //! to the request body), `dry_run_unavailable` (422), `contract_changed` (409:
 //! `{"operation","sent_contract_hash","current_contract_hash","contract"}`), `stale_contract`
-//! (409), `default_attempt` (409), `not_implemented` (501), `timeout` (504), `store_error`
+//! (409), `default_attempt` (409), `not_recording` (409), `not_implemented` (501), `timeout` (504), `store_error`
 //! (500).
 
 pub mod execute;
@@ -196,6 +197,10 @@ async fn route(app: &App, req: &Request) -> Routed {
         ("GET" | "HEAD", ["tools"]) => json(testing::tools(app)),
         ("POST", ["tools", "testing"]) => json(testing::inline(app, req)),
         ("POST", ["tools", "execute"]) => execute::execute(app, req).await,
+        ("POST", ["drafts", "flush"]) => match crate::proxy::recorder::flush_drafts(app).await {
+            Ok(v) => Ok(Reply::Json(StatusCode::OK, v)),
+            Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "not_recording", e)),
+        },
         ("GET" | "HEAD", ["tools", integration, "testing"]) => {
             json(testing::get_testing(app, integration))
         }
@@ -232,7 +237,7 @@ async fn route(app: &App, req: &Request) -> Routed {
 fn allowed(parts: &[&str]) -> Option<&'static str> {
     Some(match parts {
         ["health"] | ["metrics"] | ["tools"] => "GET",
-        ["tools", "testing"] | ["tools", "execute"] => "POST",
+        ["tools", "testing"] | ["tools", "execute"] | ["drafts", "flush"] => "POST",
         ["tools", _, "testing"] => "GET or POST",
         ["revisions", _, _] => "GET",
         ["attempts"] => "POST",
@@ -247,7 +252,7 @@ fn not_found(req: &Request) -> ApiError {
         StatusCode::NOT_FOUND,
         "not_found",
         format!(
-            "no admin route {} {}; routes: GET {PREFIX}/health, GET {PREFIX}/metrics, GET {PREFIX}/tools, GET|POST {PREFIX}/tools/{{integration}}/testing, POST {PREFIX}/tools/testing, POST {PREFIX}/tools/execute, GET {PREFIX}/revisions/{{integration}}/{{operation_id}}, POST {PREFIX}/attempts, GET|DELETE {PREFIX}/attempts/{{id}}, GET {PREFIX}/attempts/{{id}}/evidence, GET {PREFIX}/attempts/{{id}}/state",
+            "no admin route {} {}; routes: GET {PREFIX}/health, GET {PREFIX}/metrics, GET {PREFIX}/tools, GET|POST {PREFIX}/tools/{{integration}}/testing, POST {PREFIX}/tools/testing, POST {PREFIX}/tools/execute, POST {PREFIX}/drafts/flush, GET {PREFIX}/revisions/{{integration}}/{{operation_id}}, POST {PREFIX}/attempts, GET|DELETE {PREFIX}/attempts/{{id}}, GET {PREFIX}/attempts/{{id}}/evidence, GET {PREFIX}/attempts/{{id}}/state",
             req.method, req.path
         ),
     )

@@ -297,20 +297,30 @@ impl Profile {
     /// The synthetic success of a simulated write (SPEC 5.3 `simulate`), as an envelope:
     /// by operation id first, then by method. `None` when the profile has none.
     pub fn simulate(&self, operation_id: Option<&str>, method: &str) -> Option<Value> {
-        let s = &self.file.simulate;
-        let tpl = operation_id
-            .and_then(|id| s.operations.get(id))
-            .or_else(|| s.default.get(&method.to_ascii_uppercase()))?;
         let fake_id = match self.name() {
             "salesforce" => salesforce::fake_id(),
             _ => rest::fake_id(),
         };
+        self.simulate_with_id(operation_id, method, &fake_id)
+    }
+
+    /// [`Profile::simulate`] with the given `{fake_id}` (the server makes it deterministic).
+    pub fn simulate_with_id(
+        &self,
+        operation_id: Option<&str>,
+        method: &str,
+        fake_id: &str,
+    ) -> Option<Value> {
+        let s = &self.file.simulate;
+        let tpl = operation_id
+            .and_then(|id| s.operations.get(id))
+            .or_else(|| s.default.get(&method.to_ascii_uppercase()))?;
         let vars = Vars {
             message: "",
             details: &[],
             fields: &[],
             error_code: "",
-            fake_id: &fake_id,
+            fake_id,
         };
         Some(fill(tpl, &vars))
     }

@@ -219,6 +219,9 @@ pub(super) async fn handle(
     let is_head = request.method == "HEAD";
     let mut resp = if request.via_proxy.is_none() && crate::admin::is_admin_path(&request.path) {
         crate::admin::handle(&app, request).await
+    } else if app.mode != crate::config::Mode::Replay {
+        // dry-run, record, record-missing, passthrough: streamed answers of the real system.
+        super::forward::handle(app.clone(), request).await
     } else if super::mcp::is_endpoint(&app, &request) {
         super::mcp::handle(&app, request).await
     } else {

@@ -9,6 +9,8 @@
 //! | [`transport`] | `--tls`, the per-connection serving shared by connections and tunnels |
 //! | [`connect`] | `--forward-proxy`: CONNECT interception and absolute-form requests, host → integration |
 //! | [`reload`] | hot reload of operation files, the swappable operation sets, which one an attempt sees |
+//! | [`forward`] | every mode but `replay`: forwarding to the real system, unmatched writes, on-demand upstream calls |
+//! | [`recorder`] | record modes: the captured exchanges and the drafts written from them |
 //!
 //! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
 //! operation file (any problem refuses the start, with the `check` messages), open the store,
@@ -24,9 +26,11 @@
 //! bound listener and a shutdown future.
 
 pub mod connect;
+pub mod forward;
 pub mod http;
 pub mod mcp;
 pub mod pipeline;
+pub mod recorder;
 pub mod reload;
 pub mod request;
 pub mod route;
@@ -208,6 +212,8 @@ pub struct AppOptions {
     pub admin_token: Option<String>,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
+    /// Forwarding modes: `--out`, `--allow-writes`, the upstream timeout ([`forward`]).
+    pub forward: forward::ForwardOptions,
 }
 
 impl AppOptions {
@@ -217,6 +223,7 @@ impl AppOptions {
             admin_token: None,
             clock: Arc::new(SystemClock),
             limits: Limits::default(),
+            forward: forward::ForwardOptions::default(),
         }
     }
 }
@@ -237,6 +244,8 @@ pub struct App {
     pub metrics: Metrics,
     /// The MCP endpoints of `mcp` integrations, one per (attempt, integration).
     pub mcp: mcp::Endpoints,
+    /// The upstream client, record options and recorder of the forwarding modes ([`forward`]).
+    pub forwarding: forward::Forwarding,
     local_addr: OnceLock<SocketAddr>,
     /// `https` under `--tls`, once serving.
     scheme: OnceLock<&'static str>,
@@ -250,13 +259,11 @@ impl App {
             admin_token,
             clock,
             limits,
+            forward,
         } = opts;
-        if config.mode != Mode::Replay {
-            return Err(StartError::Unsupported(format!(
-                "mode `{}` is not available in this build yet; use `--mode replay`",
-                config.mode
-            )));
-        }
+        let mode = config.mode;
+        let forwarding =
+            forward::Forwarding::new(&config, forward).map_err(StartError::Unsupported)?;
         let mut problems = Vec::new();
         let mut integrations = BTreeMap::new();
         for integ in config.integrations.values() {
@@ -295,7 +302,7 @@ impl App {
         }
         let app = App {
             config,
-            mode: Mode::Replay,
+            mode,
             store,
             integrations: reload::Integrations::new(integrations),
             engines: Engines::default(),
@@ -305,6 +312,7 @@ impl App {
             limits,
             metrics: Metrics::default(),
             mcp: mcp::Endpoints::default(),
+            forwarding,
             local_addr: OnceLock::new(),
             scheme: OnceLock::new(),
         };
@@ -508,8 +516,10 @@ pub async fn serve_with(
     let _ = app.scheme.set(transport.scheme());
     // Hot reload of operation files while serving (`reload`), stopped before returning.
     let watcher = reload::Watcher::start(app.clone());
-    let r = http::serve_listener(listener, app, transport, shutdown).await;
+    let r = http::serve_listener(listener, app.clone(), transport, shutdown).await;
     watcher.stop().await;
+    // Record modes: the drafts of this run (`recorder`).
+    recorder::flush_at_shutdown(&app).await;
     r
 }
 
@@ -529,6 +539,12 @@ pub struct ServeOptions {
     pub forward_proxy: bool,
     /// `--ca-dir` (default: the project file's `ca_dir`).
     pub ca_dir: Option<std::path::PathBuf>,
+    /// `--upstream-ca` (default: the project file's `upstream_ca`).
+    pub upstream_ca: Option<std::path::PathBuf>,
+    /// `--allow-writes` (record modes).
+    pub allow_writes: bool,
+    /// `--out`: the drafts directory (record modes; required there).
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// `understudy serve`: returns the process exit code — 0 after a clean shutdown; 1 when the
@@ -549,6 +565,9 @@ fn serve_options(args: &crate::cli::ServeArgs) -> ServeOptions {
         tls: args.tls,
         forward_proxy: args.forward_proxy,
         ca_dir: args.ca_dir.clone(),
+        upstream_ca: args.upstream_ca.clone(),
+        allow_writes: args.allow_writes,
+        out: args.out.clone(),
         admin_token: args
             .admin_token
             .clone()
@@ -575,6 +594,16 @@ pub fn run_serve_with(opts: ServeOptions) -> i32 {
         config.apply_overrides(opts.listen.as_deref(), opts.mode, opts.data_dir.as_deref())
     {
         eprintln!("understudy serve: {e}");
+        return 2;
+    }
+    if let Some(ca) = &opts.upstream_ca {
+        config.upstream_ca = Some(ca.clone());
+    }
+    if matches!(config.mode, Mode::Record | Mode::RecordMissing) && opts.out.is_none() {
+        eprintln!(
+            "understudy serve: mode `{}` writes draft operation files: give the directory with --out DIR (or use `understudy record --out DIR`)",
+            config.mode
+        );
         return 2;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -644,6 +673,8 @@ pub fn run_serve_with(opts: ServeOptions) -> i32 {
         };
         let mut app_opts = AppOptions::new(config);
         app_opts.admin_token = opts.admin_token.clone();
+        app_opts.forward.out_dir = opts.out.clone();
+        app_opts.forward.allow_writes = opts.allow_writes;
         let app = match tokio::task::block_in_place(|| App::build(app_opts)) {
             Ok(a) => Arc::new(a),
             Err(e) => {

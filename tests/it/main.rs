@@ -5,6 +5,7 @@ mod support;
 
 mod cli;
 mod conformance;
+mod dryrun;
 mod https;
 mod mcp;
 mod record;

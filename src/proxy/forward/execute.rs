@@ -1,0 +1,719 @@
+//! One real call on demand (the tool-testing API's `execute` with `"target": "upstream"`):
+//! [`execute_upstream`] builds the operation's request from its contract and an input, sends
+//! it to the integration's `upstream`, and reports what the real system answered next to
+//! what the pinned mock would have answered.
+//!
+//! # The answer
+//! ```text
+//! { "integration", "operation_id", "target": "upstream", "is_write",
+//!   "request": {"method", "url"},                 // the query's secret parameters scrubbed
+//!   "status_code", "duration_ms", "retries",
+//!   "raw_response": {"status", "headers", "body"},// secrets scrubbed
+//!   "result",                                     // the native envelope / the tool's output
+//!   "validation_results": {"input_valid", "output_valid", "validation_errors"},
+//!   "mock": null | {"revision", "variant", "rule", "result", "error"},
+//!   "diff": null | [{"path", "mock", "upstream"}],// field by field, at most 100
+//!   "error": null | {"code", "message", "path"}, "error_kind": null | "input_error" | "harness_error" | "blocked" }
+//! ```
+//!
+//! # Decisions
+//! - The input is validated against the operation's input schema first; invalid input is
+//!   never sent (`error_kind: "input_error"`).
+//! - A write is sent only with `allow_write`; otherwise nothing is sent
+//!   (`error.code: "write_blocked"`, `error_kind: "blocked"`).
+//! - HTTP profiles: the request is the operation's `match` filled from the input — `{name}`
+//!   path segments and query captures from the input members of those names, literal header
+//!   constraints as headers, the other input members as the JSON body (a non-object input
+//!   under `body` is the body itself) for methods other than GET/HEAD/DELETE. A `*` path
+//!   segment is `v62.0` for Salesforce (the API version) and otherwise cannot be built
+//!   (`cannot_build_request`).
+//! - MCP: a short session with the real server — `initialize` (2025-06-18),
+//!   `notifications/initialized`, `tools/call`, then `DELETE` of the session. The result is
+//!   the tool's structured output (`structuredContent`, else the JSON of its text) for
+//!   `result_form: structured`, the whole CallToolResult otherwise.
+//! - Credentials: understudy holds none of its own. The `Authorization` header sent is the
+//!   value of the environment variable `UNDERSTUDY_UPSTREAM_AUTH_<INTEGRATION>` (upper case,
+//!   `-` as `_`) when set; it is never echoed.
+//! - Retries: reads are retried up to twice when the connection fails before an answer
+//!   (refused, reset); writes never are. `retries` says how many were needed.
+//! - The mock side is the operation's latest revision evaluated with its default variant and
+//!   initial state (as `POST /tools/execute` without an attempt); `diff` lists the JSON paths
+//!   where the real result and the mock's differ (a value, a type, a member present on one
+//!   side only), arrays compared element by element.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use serde_json::{json, Map, Value};
+
+use crate::config::ProfileKind;
+use crate::contract::{Operation, ResultForm};
+use crate::mock::check::{envelope_problem, execute_with, schema_errors};
+use crate::proxy::pipeline::validate_input;
+use crate::proxy::App;
+use crate::record;
+use crate::store::Pin;
+use crate::upstream::UpstreamErrorKind;
+
+/// At most this many differences are listed.
+pub const MAX_DIFFS: usize = 100;
+
+/// The Salesforce API version used for a `*` path segment.
+pub const SALESFORCE_API_VERSION: &str = "v62.0";
+
+/// Run one real call of `integration`/`operation_id` with `input` (module doc).
+pub async fn execute_upstream(
+    app: &App,
+    integration: &str,
+    operation_id: &str,
+    input: &Value,
+    allow_write: bool,
+) -> Value {
+    let mut out = json!({
+        "integration": integration,
+        "operation_id": operation_id,
+        "target": "upstream",
+        "is_write": null,
+        "request": null,
+        "status_code": null,
+        "duration_ms": null,
+        "retries": 0,
+        "raw_response": null,
+        "result": null,
+        "validation_results": {"input_valid": null, "output_valid": null, "validation_errors": []},
+        "mock": null,
+        "diff": null,
+        "error": null,
+        "error_kind": null,
+    });
+    let fail = |out: &mut Value, kind: &str, code: &str, message: String| {
+        out["error"] = json!({"code": code, "message": message, "path": null});
+        out["error_kind"] = json!(kind);
+    };
+    let Some(integ) = app.integration(integration) else {
+        let names: Vec<&str> = app.integrations.keys().map(String::as_str).collect();
+        fail(
+            &mut out,
+            "harness_error",
+            "unknown_integration",
+            format!(
+                "no integration named `{integration}` (known: {})",
+                names.join(", ")
+            ),
+        );
+        return out;
+    };
+    let Some(op) = integ.operation(operation_id).cloned() else {
+        fail(
+            &mut out,
+            "harness_error",
+            "unknown_operation",
+            format!(
+                "`{integration}` has no operation file `{operation_id}` in {}",
+                integ.config.operations.display()
+            ),
+        );
+        return out;
+    };
+    out["is_write"] = json!(op.is_write);
+    if let Err(e) = validate_input(&op, input) {
+        out["validation_results"]["input_valid"] = json!(false);
+        out["validation_results"]["validation_errors"] = json!(e.details);
+        out["error"] = crate::error::CallError::Input(e).to_json();
+        out["error_kind"] = json!("input_error");
+        return out;
+    }
+    out["validation_results"]["input_valid"] = json!(true);
+    // The mock side first: it needs nothing from the network.
+    let mock = mock_side(app, &op, input);
+    out["mock"] = mock.clone();
+    if op.is_write && !allow_write {
+        fail(
+            &mut out,
+            "blocked",
+            "write_blocked",
+            format!("`{operation_id}` is a write: nothing was sent to the real system (allow writes to run it against the upstream)"),
+        );
+        return out;
+    }
+    let Some(base) = integ.config.upstream.clone() else {
+        fail(
+            &mut out,
+            "harness_error",
+            "upstream_unavailable",
+            format!("integration `{integration}` has no `upstream` in understudy.json (integrations.{integration}.upstream)"),
+        );
+        return out;
+    };
+    let auth = auth_header(integration);
+    let started = Instant::now();
+    let call = if integ.config.profile == ProfileKind::Mcp {
+        mcp_call(app, &base, &op, input, auth.as_deref()).await
+    } else {
+        http_call(app, &base, &op, input, auth.as_deref()).await
+    };
+    out["duration_ms"] = json!(started.elapsed().as_secs_f64() * 1000.0);
+    let call = match call {
+        Ok(c) => c,
+        Err((code, message, retries)) => {
+            out["retries"] = json!(retries);
+            fail(&mut out, "harness_error", &code, message);
+            return out;
+        }
+    };
+    out["request"] = call.request;
+    out["retries"] = json!(call.retries);
+    out["status_code"] = json!(call.status);
+    let mut raw_body = call.body.clone();
+    if let Some(b) = &mut raw_body {
+        record::scrub_json(b, &app.config.scrub.fields);
+    }
+    out["raw_response"] = json!({
+        "status": call.status,
+        "headers": scrub_headers(&call.headers, &app.config.scrub.headers),
+        "body": raw_body,
+    });
+    let mut result = call.result;
+    record::scrub_json(&mut result, &app.config.scrub.fields);
+    let mut problems = schema_errors(&op.output_validator, &result);
+    if let Some(p) = envelope_problem(op.profile, op.op.result_form, &result) {
+        problems.push(format!("the result {p}"));
+    }
+    out["validation_results"]["output_valid"] = json!(problems.is_empty());
+    out["validation_results"]["validation_errors"] = json!(problems);
+    if let Some(m) = mock.get("result").filter(|r| !r.is_null()) {
+        let mut diffs = Vec::new();
+        diff(m, &result, "", &mut diffs);
+        out["diff"] = json!(diffs);
+    }
+    out["result"] = result;
+    out
+}
+
+/// The credential for the upstream, from the environment (module doc).
+fn auth_header(integration: &str) -> Option<String> {
+    let var = format!(
+        "UNDERSTUDY_UPSTREAM_AUTH_{}",
+        integration.to_ascii_uppercase().replace('-', "_")
+    );
+    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The latest revision's answer to `input` (default variant, initial state).
+fn mock_side(app: &App, op: &Operation, input: &Value) -> Value {
+    let rev = app.store.latest_revision(&op.key()).ok().flatten();
+    let Some(rev) = rev else {
+        return Value::Null;
+    };
+    let pin = Pin {
+        revision: rev.revision,
+        contract_hash: rev.contract_hash,
+    };
+    let engine = match app.engines.get(&app.store, op, &pin) {
+        Ok(e) => e,
+        Err(e) => {
+            return json!({"revision": pin.revision, "variant": null, "rule": null, "result": null, "error": e.to_json()})
+        }
+    };
+    let r = execute_with(op, Some(&engine), input, None, None);
+    json!({
+        "revision": pin.revision,
+        "variant": r.variant,
+        "rule": r.rule,
+        "result": r.result,
+        "error": r.error.as_ref().map(|e| e.to_json()),
+    })
+}
+
+/// What one real call came to.
+struct Called {
+    request: Value,
+    status: u16,
+    headers: HeaderMap,
+    body: Option<Value>,
+    result: Value,
+    retries: u32,
+}
+
+type CallFailure = (String, String, u32);
+
+/// Send with the retry rule of the module doc; read the body whole.
+async fn send(
+    app: &App,
+    method: &Method,
+    base: &str,
+    rest: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+    retry: bool,
+) -> Result<(u16, HeaderMap, Bytes, u32), CallFailure> {
+    let mut retries = 0;
+    loop {
+        match app
+            .forwarding
+            .upstream
+            .forward_parts(method, base, rest, headers, body.clone())
+            .await
+        {
+            Ok(resp) => {
+                let (parts, b) = resp.into_parts();
+                let bytes = match tokio::time::timeout(
+                    app.limits.body_read_timeout,
+                    http_body_util::Limited::new(b, app.limits.max_body).collect(),
+                )
+                .await
+                {
+                    Ok(Ok(c)) => c.to_bytes(),
+                    Ok(Err(e)) => {
+                        return Err((
+                            "upstream_unavailable".into(),
+                            format!("reading the upstream's answer failed: {e}"),
+                            retries,
+                        ))
+                    }
+                    Err(_) => {
+                        return Err((
+                            "upstream_unavailable".into(),
+                            "the upstream's answer did not arrive in time".into(),
+                            retries,
+                        ))
+                    }
+                };
+                let mut h = parts.headers;
+                crate::upstream::strip_response_headers(&mut h);
+                return Ok((parts.status.as_u16(), h, bytes, retries));
+            }
+            Err(e)
+                if retry
+                    && retries < 2
+                    && matches!(
+                        e.kind,
+                        UpstreamErrorKind::Connect | UpstreamErrorKind::Protocol
+                    ) =>
+            {
+                retries += 1;
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(retries))).await;
+            }
+            Err(e) => return Err(("upstream_unavailable".into(), e.to_string(), retries)),
+        }
+    }
+}
+
+fn json_headers(auth: Option<&str>) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        hyper::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(a) = auth.and_then(|a| HeaderValue::from_str(a).ok()) {
+        h.insert(hyper::header::AUTHORIZATION, a);
+    }
+    h
+}
+
+/// An HTTP-profile call built from the operation's `match` (module doc).
+async fn http_call(
+    app: &App,
+    base: &str,
+    op: &Operation,
+    input: &Value,
+    auth: Option<&str>,
+) -> Result<Called, CallFailure> {
+    let spec = op.op.match_spec.as_ref().ok_or_else(|| {
+        (
+            "cannot_build_request".to_string(),
+            format!("operation `{}` has no `match`", op.id()),
+            0,
+        )
+    })?;
+    let fail = |m: String| ("cannot_build_request".to_string(), m, 0);
+    let mut used: Vec<String> = Vec::new();
+    let mut path = String::new();
+    for seg in spec.path.split('/').filter(|s| !s.is_empty()) {
+        path.push('/');
+        if seg == "*" {
+            if op.profile == ProfileKind::Salesforce {
+                path.push_str(SALESFORCE_API_VERSION);
+                continue;
+            }
+            return Err(fail(format!(
+                "the path template `{}` has a `*` segment: understudy cannot tell what to send there",
+                spec.path
+            )));
+        }
+        match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            Some(name) => {
+                let v = input
+                    .get(name)
+                    .and_then(text_of)
+                    .ok_or_else(|| fail(format!("the input has no `{name}` for the path")))?;
+                used.push(name.to_string());
+                path.push_str(&encode(&v));
+            }
+            None => path.push_str(&encode(seg)),
+        }
+    }
+    let mut query = Vec::new();
+    for (k, tpl) in &spec.query {
+        let v = fill_template(tpl, input, &mut used).map_err(fail)?;
+        query.push(format!("{}={}", encode(k), encode(&v)));
+    }
+    let rest = if query.is_empty() {
+        path.clone()
+    } else {
+        format!("{path}?{}", query.join("&"))
+    };
+    let method = Method::from_bytes(spec.method.to_ascii_uppercase().as_bytes())
+        .map_err(|e| fail(format!("method `{}`: {e}", spec.method)))?;
+    let mut headers = json_headers(auth);
+    for (k, v) in &spec.headers {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            headers.insert(n, v);
+        }
+    }
+    let body = if matches!(method, Method::GET | Method::HEAD | Method::DELETE) {
+        Bytes::new()
+    } else {
+        let rest_members: Map<String, Value> = input
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| !used.contains(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let body = match (rest_members.len(), rest_members.get("body")) {
+            (1, Some(b)) if !b.is_object() => b.clone(),
+            _ => Value::Object(rest_members),
+        };
+        headers.insert(
+            hyper::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Bytes::from(body.to_string())
+    };
+    let retry = !op.is_write;
+    let (status, rh, bytes, retries) =
+        send(app, &method, base, &rest, &headers, body, retry).await?;
+    let parsed = record::parse_body(&bytes);
+    let mut result = Map::new();
+    result.insert("status".into(), json!(status));
+    if status != 204 && status != 304 {
+        if let Some(b) = &parsed {
+            result.insert("data".into(), b.clone());
+        }
+    }
+    let mut shown_query: Vec<(String, String)> =
+        crate::contract::template::parse_query(rest.split_once('?').map(|x| x.1).unwrap_or(""));
+    for (k, v) in &mut shown_query {
+        if record::is_secret_field(k, &app.config.scrub.fields) {
+            *v = record::SCRUBBED.into();
+        }
+    }
+    Ok(Called {
+        request: json!({"method": method.as_str(), "url": format!("{}{}", base.trim_end_matches('/'), path), "query": shown_query}),
+        status,
+        headers: rh,
+        body: parsed,
+        result: Value::Object(result),
+        retries,
+    })
+}
+
+/// A string for a path segment or query value: strings as they are, numbers and booleans
+/// as JSON text.
+fn text_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
+/// Fill a query value template's `{name}` captures from the input (`{{`/`}}` are braces).
+fn fill_template(tpl: &str, input: &Value, used: &mut Vec<String>) -> Result<String, String> {
+    let chars: Vec<char> = tpl.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if (c == '{' || c == '}') && chars.get(i + 1) == Some(&c) {
+            out.push(c);
+            i += 2;
+        } else if c == '{' {
+            let j = (i + 1..chars.len())
+                .find(|&j| chars[j] == '}')
+                .ok_or_else(|| format!("query template `{tpl}` has an unclosed `{{`"))?;
+            let name: String = chars[i + 1..j].iter().collect();
+            let v = input
+                .get(&name)
+                .and_then(text_of)
+                .ok_or_else(|| format!("the input has no `{name}` for the query"))?;
+            used.push(name);
+            out.push_str(&v);
+            i = j + 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Percent-encode everything but the RFC 3986 unreserved characters.
+fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The response headers for the report, secret ones scrubbed.
+fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
+    let mut m = Map::new();
+    for (k, v) in h {
+        let v = if record::is_secret_header(k.as_str(), extra) {
+            record::SCRUBBED.to_string()
+        } else {
+            v.to_str().unwrap_or("").to_string()
+        };
+        m.insert(k.as_str().to_string(), json!(v));
+    }
+    Value::Object(m)
+}
+
+/// The JSON-RPC messages of an MCP answer (JSON or SSE).
+fn mcp_messages(headers: &HeaderMap, bytes: &[u8]) -> Vec<Value> {
+    if super::is_sse(headers) {
+        return crate::profile::mcp::sse::parse_events(bytes)
+            .into_iter()
+            .filter(|(_, d)| !d.is_empty())
+            .filter_map(|(_, d)| serde_json::from_str(&d).ok())
+            .collect();
+    }
+    match serde_json::from_slice(bytes) {
+        Ok(Value::Array(a)) => a,
+        Ok(v) => vec![v],
+        Err(_) => Vec::new(),
+    }
+}
+
+/// One tool call in a short session with the real MCP server (module doc).
+async fn mcp_call(
+    app: &App,
+    base: &str,
+    op: &Operation,
+    input: &Value,
+    auth: Option<&str>,
+) -> Result<Called, CallFailure> {
+    let mut headers = json_headers(auth);
+    headers.insert(
+        hyper::header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let version = "2025-06-18";
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {},
+        "clientInfo": {"name": "understudy", "version": env!("CARGO_PKG_VERSION")}}});
+    let (status, h, bytes, mut retries) = send(
+        app,
+        &Method::POST,
+        base,
+        "",
+        &headers,
+        Bytes::from(init.to_string()),
+        true,
+    )
+    .await?;
+    let init_reply = mcp_messages(&h, &bytes)
+        .into_iter()
+        .find(|m| m.get("id") == Some(&json!(1)));
+    let Some(negotiated) = init_reply
+        .as_ref()
+        .and_then(|m| m.pointer("/result/protocolVersion"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return Err((
+            "upstream_unavailable".into(),
+            format!("the MCP server did not accept `initialize` (HTTP {status})"),
+            retries,
+        ));
+    };
+    if let Some(sid) = h.get("mcp-session-id").cloned() {
+        headers.insert("mcp-session-id", sid);
+    }
+    if let Ok(v) = HeaderValue::from_str(&negotiated) {
+        headers.insert("mcp-protocol-version", v);
+    }
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = send(
+        app,
+        &Method::POST,
+        base,
+        "",
+        &headers,
+        Bytes::from(note.to_string()),
+        false,
+    )
+    .await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": op.id(), "arguments": input}});
+    let sent = send(
+        app,
+        &Method::POST,
+        base,
+        "",
+        &headers,
+        Bytes::from(call.to_string()),
+        !op.is_write,
+    )
+    .await;
+    if headers.contains_key("mcp-session-id") {
+        let _ = send(
+            app,
+            &Method::DELETE,
+            base,
+            "",
+            &headers,
+            Bytes::new(),
+            false,
+        )
+        .await;
+    }
+    let (status, rh, bytes, r2) = sent?;
+    retries += r2;
+    let reply = mcp_messages(&rh, &bytes)
+        .into_iter()
+        .find(|m| m.get("id") == Some(&json!(2)));
+    let body = reply.clone();
+    let result = match reply {
+        Some(m) if m.get("result").is_some() => {
+            let r = m["result"].clone();
+            match op.op.result_form.unwrap_or(ResultForm::Structured) {
+                ResultForm::CallToolResult => r,
+                ResultForm::Structured => {
+                    r.get("structuredContent").cloned().unwrap_or_else(|| {
+                        r.pointer("/content/0/text")
+                            .and_then(Value::as_str)
+                            .and_then(|t| serde_json::from_str(t).ok())
+                            .unwrap_or(r.clone())
+                    })
+                }
+            }
+        }
+        Some(m) => {
+            return Err((
+                "upstream_error".into(),
+                format!(
+                    "the MCP server answered tools/call with a JSON-RPC error: {}",
+                    m.get("error").cloned().unwrap_or(Value::Null)
+                ),
+                retries,
+            ))
+        }
+        None => {
+            return Err((
+                "upstream_unavailable".into(),
+                format!("the MCP server gave no answer to tools/call (HTTP {status})"),
+                retries,
+            ))
+        }
+    };
+    Ok(Called {
+        request: json!({"method": "tools/call", "url": base, "name": op.id()}),
+        status,
+        headers: rh,
+        body,
+        result,
+        retries,
+    })
+}
+
+/// Field-level differences between the mock's result and the real one.
+fn diff(mock: &Value, real: &Value, path: &str, out: &mut Vec<Value>) {
+    if out.len() >= MAX_DIFFS {
+        return;
+    }
+    match (mock, real) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let p = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                match (a.get(k), b.get(k)) {
+                    (Some(x), Some(y)) => diff(x, y, &p, out),
+                    (x, y) => out.push(json!({"path": p, "mock": x, "upstream": y})),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for i in 0..a.len().max(b.len()) {
+                let p = format!("{path}/{i}");
+                match (a.get(i), b.get(i)) {
+                    (Some(x), Some(y)) => diff(x, y, &p, out),
+                    (x, y) => out.push(json!({"path": p, "mock": x, "upstream": y})),
+                }
+            }
+        }
+        (a, b) if crate::mock::path::json_equal(a, b) => {}
+        (a, b) => out.push(
+            json!({"path": if path.is_empty() { "/" } else { path }, "mock": a, "upstream": b}),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diffs_are_field_level() {
+        let mut d = Vec::new();
+        diff(
+            &json!({"status": 200, "data": {"a": 1, "b": [1, 2]}}),
+            &json!({"status": 200, "data": {"a": 2, "b": [1], "c": true}}),
+            "",
+            &mut d,
+        );
+        assert_eq!(
+            d,
+            vec![
+                json!({"path": "/data/a", "mock": 1, "upstream": 2}),
+                json!({"path": "/data/b/1", "mock": 2, "upstream": null}),
+                json!({"path": "/data/c", "mock": null, "upstream": true}),
+            ]
+        );
+    }
+
+    #[test]
+    fn templates_fill_from_the_input() {
+        let mut used = Vec::new();
+        let v = fill_template(
+            "SELECT Id FROM Contact WHERE Phone = '{phone}' {{x}}",
+            &json!({"phone": "+1"}),
+            &mut used,
+        )
+        .unwrap();
+        assert_eq!(v, "SELECT Id FROM Contact WHERE Phone = '+1' {x}");
+        assert_eq!(used, vec!["phone"]);
+        assert!(fill_template("{nope}", &json!({}), &mut used).is_err());
+        assert_eq!(encode("a b/ü"), "a%20b%2F%C3%BC");
+    }
+}

@@ -1,0 +1,240 @@
+//! The recorder of `record` and `record-missing` (SPEC 7): the exchanges captured while
+//! forwarding, kept in memory per integration in arrival order, and [`flush_drafts`], which
+//! turns them into draft operation files (`crate::record::drafts` + `write_drafts`).
+//!
+//! # Decisions
+//! - Exchanges are scrubbed ([`crate::record::scrub_exchange`]) **before** they are kept, so
+//!   not even the in-memory buffer holds a credential; `drafts()` scrubs again.
+//! - Drafts of integration `<name>` go to `<out>/<name>/` (one operations directory per
+//!   integration: each has its own profile and operation ids, and `"operations":
+//!   "<out>/<name>"` makes it servable as it is).
+//! - A flush is **cumulative**: it drafts every exchange of the run so far, so the second
+//!   flush of a run holds what the first held plus what came since. Files this run wrote
+//!   before are replaced when nobody changed them since (their SHA-256 is remembered); a file
+//!   that was edited in between is left alone and the new draft goes beside it as
+//!   `<id>.json.draft` (the rule of `write_drafts`).
+//! - The exchange buffer is bounded ([`MAX_EXCHANGES`] per integration); later exchanges are
+//!   counted and said in the flush answer instead of growing memory without bound.
+//! - Shutdown ([`flush_at_shutdown`]) flushes when there is an output directory and anything
+//!   was captured; the written files and the notes are logged.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use super::App;
+use crate::config::Mode;
+use crate::contract::hash::sha256_hex;
+use crate::contract::LoadedOperation;
+use crate::record::{self, Exchange};
+
+/// At most this many exchanges are kept per integration.
+pub const MAX_EXCHANGES: usize = 10_000;
+
+/// The exchange buffer and what the flushes of this run wrote.
+#[derive(Debug)]
+pub struct Recorder {
+    out: Option<PathBuf>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    exchanges: BTreeMap<String, Vec<Exchange>>,
+    dropped: BTreeMap<String, usize>,
+    /// Files written by earlier flushes → SHA-256 of what was written.
+    written: HashMap<PathBuf, String>,
+}
+
+impl Recorder {
+    /// A recorder writing drafts under `out` (`None`: capture only; a flush is refused).
+    pub fn new(out: Option<PathBuf>) -> Recorder {
+        Recorder {
+            out,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The output directory (`--out`).
+    pub fn out_dir(&self) -> Option<&Path> {
+        self.out.as_deref()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep one (already scrubbed) exchange.
+    pub fn push(&self, ex: Exchange) {
+        let mut g = self.lock();
+        let list = g.exchanges.entry(ex.integration.clone()).or_default();
+        if list.len() >= MAX_EXCHANGES {
+            *g.dropped.entry(ex.integration).or_default() += 1;
+            return;
+        }
+        list.push(ex);
+    }
+
+    /// How many exchanges are kept, over every integration.
+    pub fn len(&self) -> usize {
+        self.lock().exchanges.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of the exchanges of one integration, in arrival order.
+    pub fn exchanges(&self, integration: &str) -> Vec<Exchange> {
+        self.lock()
+            .exchanges
+            .get(integration)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// Write the drafts of every integration that captured something into `<out>/<integration>/`
+/// (module doc). The answer:
+/// `{"out": DIR, "exchanges": n, "integrations": {"<name>": {"dir", "exchanges", "dropped",
+/// "files": [paths], "drafts": [{"operation_id","file","existing","exchanges","problems"}],
+/// "notes": [..]}}}`. `Err` names what failed (no `--out`, a file that cannot be written).
+pub async fn flush_drafts(app: &App) -> Result<Value, String> {
+    let recorder = &app.forwarding.recorder;
+    let Some(out) = recorder.out_dir().map(Path::to_path_buf) else {
+        return Err(format!(
+            "no drafts directory: drafts are written by `understudy record --out DIR` (or `serve --mode {} --out DIR`)",
+            if app.mode == Mode::RecordMissing { "record-missing" } else { "record" }
+        ));
+    };
+    let (snapshot, dropped) = {
+        let g = recorder.lock();
+        (g.exchanges.clone(), g.dropped.clone())
+    };
+    let mut report = serde_json::Map::new();
+    let mut total = 0usize;
+    for (name, exchanges) in snapshot {
+        if exchanges.is_empty() {
+            continue;
+        }
+        total += exchanges.len();
+        let Some(integ) = app.integration(&name) else {
+            continue;
+        };
+        let existing: Vec<LoadedOperation> = integ
+            .operations
+            .iter()
+            .map(|o| LoadedOperation {
+                file: o.file.clone(),
+                op: o.op.clone(),
+                contract_hash: o.contract_hash.clone(),
+            })
+            .collect();
+        let profile = integ.config.profile;
+        let scrub = app.config.scrub.clone();
+        let dir = out.join(&name);
+        let earlier: HashMap<PathBuf, String> = recorder.lock().written.clone();
+        let job_dir = dir.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let set = record::drafts(&exchanges, &existing, profile, &scrub);
+            remove_unchanged(&job_dir, &earlier);
+            let files = record::write_drafts(&job_dir, &set)?;
+            let hashes: Vec<(PathBuf, String)> = files
+                .iter()
+                .filter_map(|f| Some((f.clone(), sha256_hex(&std::fs::read(f).ok()?))))
+                .collect();
+            Ok::<_, String>((set, files, hashes, exchanges.len()))
+        })
+        .await
+        .map_err(|e| format!("writing the drafts of `{name}` failed: {e}"))??;
+        let (set, files, hashes, n) = result;
+        recorder.lock().written.extend(hashes);
+        for note in &set.notes {
+            tracing::info!(integration = %name, "record: {note}");
+        }
+        let drafts: Vec<Value> = set
+            .files
+            .iter()
+            .map(|d| {
+                json!({
+                    "operation_id": d.operation_id,
+                    "file": files.iter().find(|f| {
+                        f.file_name().and_then(|s| s.to_str()).is_some_and(|s| {
+                            s == format!("{}.json", d.operation_id)
+                                || s == format!("{}.json.draft", d.operation_id)
+                        })
+                    }),
+                    "existing": d.existing,
+                    "exchanges": d.exchanges,
+                    "problems": d.problems,
+                })
+            })
+            .collect();
+        report.insert(
+            name.clone(),
+            json!({
+                "dir": dir,
+                "exchanges": n,
+                "dropped": dropped.get(&name).copied().unwrap_or(0),
+                "files": files,
+                "drafts": drafts,
+                "notes": set.notes,
+            }),
+        );
+    }
+    Ok(json!({ "out": out, "exchanges": total, "integrations": report }))
+}
+
+/// Remove the files an earlier flush wrote into `dir` that still hold exactly what was
+/// written (a later flush rewrites them); edited files stay.
+fn remove_unchanged(dir: &Path, earlier: &HashMap<PathBuf, String>) {
+    for (path, hash) in earlier {
+        if path.parent() != Some(dir) {
+            continue;
+        }
+        let same = std::fs::symlink_metadata(path)
+            .map(|m| m.is_file())
+            .unwrap_or(false)
+            && std::fs::read(path)
+                .map(|b| sha256_hex(&b) == *hash)
+                .unwrap_or(false);
+        if same {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// At shutdown: flush when there is an output directory and something was captured.
+pub async fn flush_at_shutdown(app: &App) {
+    let recorder = &app.forwarding.recorder;
+    if recorder.out_dir().is_none() || recorder.is_empty() {
+        if matches!(app.mode, Mode::Record | Mode::RecordMissing) && !recorder.is_empty() {
+            tracing::warn!(
+                exchanges = recorder.len(),
+                "record: no --out directory, the captured exchanges are not written"
+            );
+        }
+        return;
+    }
+    match flush_drafts(app).await {
+        Ok(v) => {
+            let files: Vec<String> = v["integrations"]
+                .as_object()
+                .map(|m| {
+                    m.values()
+                        .flat_map(|i| i["files"].as_array().cloned().unwrap_or_default())
+                        .filter_map(|f| f.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            tracing::info!(
+                exchanges = v["exchanges"].as_u64().unwrap_or(0),
+                "record: drafts written: {}",
+                files.join(", ")
+            );
+        }
+        Err(e) => tracing::error!("record: writing drafts at shutdown failed: {e}"),
+    }
+}
