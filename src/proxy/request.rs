@@ -11,6 +11,22 @@ use serde_json::{json, Map, Value};
 
 use crate::contract::template::{parse_query, path_segments};
 
+/// How deeply a request body's arrays and objects may nest. serde_json refuses more than 127
+/// levels while parsing; a body just under that would be stored inside an evidence event and a
+/// rendered result a few levels deeper, beyond what the store can read back. 64 levels is far
+/// more than any tool input needs.
+pub const MAX_BODY_DEPTH: usize = 64;
+
+/// The nesting depth of a JSON value (a scalar is 0, `[]` and `{}` are 1). Recursive: call it
+/// only on values serde_json parsed (at most 127 levels).
+pub fn json_depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
+        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// One buffered request.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -70,14 +86,20 @@ impl Request {
         self.headers.get_all(name).iter().count()
     }
 
-    /// The body as JSON: `Ok(None)` for an empty body, `Err(message)` when it is not JSON.
+    /// The body as JSON: `Ok(None)` for an empty body, `Err(message)` when it is not JSON or
+    /// is nested deeper than [`MAX_BODY_DEPTH`].
     pub fn json_body(&self) -> Result<Option<Value>, String> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
-        serde_json::from_slice(&self.body)
-            .map(Some)
-            .map_err(|e| format!("the request body is not valid JSON: {e}"))
+        let v: Value = serde_json::from_slice(&self.body)
+            .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
+        if json_depth(&v) > MAX_BODY_DEPTH {
+            return Err(format!(
+                "the request body is nested more than {MAX_BODY_DEPTH} levels deep"
+            ));
+        }
+        Ok(Some(v))
     }
 
     /// `GET /path?query`, for messages.
@@ -146,5 +168,12 @@ mod tests {
             Ok(Some(json!({"a": 1})))
         );
         assert!(req("/", None, "{nope").json_body().is_err());
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(req("/", None, &deep(MAX_BODY_DEPTH)).json_body().is_ok());
+        let e = req("/", None, &deep(MAX_BODY_DEPTH + 1))
+            .json_body()
+            .unwrap_err();
+        assert!(e.contains("nested more than 64 levels"), "{e}");
+        assert!(req("/", None, &deep(100_000)).json_body().is_err());
     }
 }

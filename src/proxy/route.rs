@@ -53,6 +53,13 @@ pub fn attempt(app: &App, req: &Request) -> Result<(Arc<Attempt>, usize), Refusa
             "more than one Understudy-Attempt header".into(),
         ));
     }
+    // A header that is present but unreadable (not visible ASCII) or empty names no attempt:
+    // fail closed rather than fall back to the default attempt.
+    if req.header_count(ATTEMPT_HEADER) == 1 && header_token.is_none() {
+        return Err(Refusal::UnknownToken(
+            "the Understudy-Attempt header is empty or not visible ASCII".into(),
+        ));
+    }
     // Proxy credentials (`HTTPS_PROXY=http://<token>@HOST:PORT`) count as the header.
     let proxy_token = req.via_proxy.as_ref().and_then(|v| v.token.clone());
     let header_token = match (header_token, proxy_token) {

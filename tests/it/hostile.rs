@@ -1,0 +1,645 @@
+//! Hostile input at the edge (issue "Reliability and security hardening"): request smuggling
+//! shapes, oversized and malformed heads, invalid UTF-8, absurd JSON nesting, huge numbers and
+//! dates for `$number`/`$dateAdd`, path traversal in operation ids, and a slowloris crowd.
+//! Every test checks that the bad client gets a clear refusal (or a closed connection) and
+//! that the server keeps serving everybody else. Basic slowloris, 413, `kill -9` and garbage
+//! on a socket are in `serve.rs`; this file does not repeat them.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{self, rest_op, standard_project, Project, Server};
+
+/// Send `bytes` on a fresh connection and read until the server closes it. The read timeout
+/// is only a safety net against a hung test (never an assertion).
+async fn raw(addr: SocketAddr, bytes: Vec<u8>) -> String {
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // The server may close while we are still writing (an early refusal): fine.
+        let _ = s.write_all(&bytes);
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+    .await
+    .unwrap()
+}
+
+/// How many HTTP/1.1 responses a raw exchange produced.
+fn responses(text: &str) -> usize {
+    text.matches("HTTP/1.1 ").count()
+}
+
+/// The default attempt's counter (the `api/counter` operation stores the caller's `n`).
+async fn counter(s: &Server) -> Value {
+    s.evidence(&s.default_attempt()).await["final_state"]["api"]["counter"].clone()
+}
+
+async fn still_serving(s: &Server) {
+    let r = s
+        .call("POST", "/api/counter", Some(&json!({ "n": 7 })), &[])
+        .await;
+    assert_eq!(r.status, 200, "the server keeps serving: {}", r.text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request smuggling shapes
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_length_with_transfer_encoding_never_smuggles_a_second_request() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    // CL.TE: a front end honouring Content-Length would see one request; one honouring
+    // Transfer-Encoding would see a second one hidden in the body. The smuggled request
+    // must never be executed.
+    let smuggled = "POST /api/counter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\nConnection: close\r\n\r\n{\"n\":666}\n";
+    let body = format!("0\r\n\r\n{smuggled}");
+    let req = format!(
+        "POST /api/counter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n{body}",
+        body.len()
+    );
+    let out = raw(s.addr, req.into_bytes()).await;
+    assert!(
+        out.starts_with("HTTP/1.1 4"),
+        "a message with both Content-Length and Transfer-Encoding is refused: {out:?}"
+    );
+    assert_eq!(
+        responses(&out),
+        1,
+        "one answer, then the connection closes: {out:?}"
+    );
+    // TE.CL the other way round: Transfer-Encoding first, an obfuscated second TE header.
+    let req = format!(
+        "POST /api/counter HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\nContent-Length: 4\r\n\r\n5c\r\n{smuggled}\r\n0\r\n\r\n"
+    );
+    let out = raw(s.addr, req.into_bytes()).await;
+    assert!(out.starts_with("HTTP/1.1 4"), "{out:?}");
+    assert_eq!(responses(&out), 1, "{out:?}");
+    assert_ne!(
+        counter(&s).await,
+        json!(666),
+        "the smuggled request never ran"
+    );
+    still_serving(&s).await;
+    let ev = s.evidence(&s.default_attempt()).await;
+    assert!(
+        !ev.to_string().contains("666"),
+        "no trace of the smuggled call in the evidence"
+    );
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_different_content_lengths_are_refused() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let req = "POST /api/counter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\nContent-Length: 30\r\n\r\n{\"n\":666}POST /api/counter HTTP/1.1\r\n";
+    let out = raw(s.addr, req.as_bytes().to_vec()).await;
+    assert!(out.starts_with("HTTP/1.1 400"), "{out:?}");
+    assert_eq!(responses(&out), 1, "{out:?}");
+    // A comma list of two values is the same conflict.
+    let req = "POST /api/counter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9, 30\r\n\r\n{\"n\":666}";
+    let out = raw(s.addr, req.as_bytes().to_vec()).await;
+    assert!(out.starts_with("HTTP/1.1 400"), "{out:?}");
+    // A Transfer-Encoding that is not chunked-last cannot be framed: refused.
+    let req = "POST /api/counter HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n{\"n\":666}";
+    let out = raw(s.addr, req.as_bytes().to_vec()).await;
+    assert!(out.starts_with("HTTP/1.1 400"), "{out:?}");
+    assert_ne!(counter(&s).await, json!(666));
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Oversized and malformed heads
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_headers_get_431_or_a_close_and_the_server_keeps_serving() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    // One 100 KB header.
+    let big = "a".repeat(100 * 1024);
+    let req = format!("GET /_understudy/api/health HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n");
+    let out = raw(s.addr, req.into_bytes()).await;
+    assert!(
+        out.is_empty() || out.starts_with("HTTP/1.1 431"),
+        "431 or closed: {:?}",
+        &out[..out.len().min(200)]
+    );
+    // Many small headers (more than any client sends).
+    let mut req = String::from("GET /_understudy/api/health HTTP/1.1\r\nHost: x\r\n");
+    for i in 0..500 {
+        req.push_str(&format!("X-H{i}: v\r\n"));
+    }
+    req.push_str("\r\n");
+    let out = raw(s.addr, req.into_bytes()).await;
+    assert!(
+        out.is_empty() || out.starts_with("HTTP/1.1 431") || out.starts_with("HTTP/1.1 400"),
+        "{:?}",
+        &out[..out.len().min(200)]
+    );
+    // A 1 MB request line.
+    let req = format!(
+        "GET /api/{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "x".repeat(1024 * 1024)
+    );
+    let out = raw(s.addr, req.into_bytes()).await;
+    assert!(
+        out.is_empty() || out.starts_with("HTTP/1.1 4"),
+        "{:?}",
+        &out[..out.len().min(200)]
+    );
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_in_path_query_header_and_body_is_a_clear_4xx() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    // Raw bytes ≥ 0x80 in the request target: not a valid URI.
+    let out = raw(
+        s.addr,
+        b"GET /api/\xff\xfe?q=\xc3\x28 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+    )
+    .await;
+    assert!(out.is_empty() || out.starts_with("HTTP/1.1 400"), "{out:?}");
+    // Percent-encoded invalid UTF-8 in path and query: decoded lossily, matched against
+    // nothing (a harness error naming the request), never a panic.
+    let r = s
+        .call("GET", "/api/%FF%FE/x?q=%C3%28&%ff=%80", None, &[])
+        .await;
+    assert_eq!(r.status, 500, "{}", r.text);
+    assert_eq!(r.header("understudy-error"), Some("unmatched_request"));
+    // A Salesforce query whose `q` is invalid UTF-8: the capture fails the input schema.
+    let r = s
+        .call(
+            "GET",
+            "/crm/services/data/v59.0/query?q=SELECT+Id,+FirstName+FROM+Contact+WHERE+Phone+=+'%FF%FE'",
+            None,
+            &[],
+        )
+        .await;
+    assert!(matches!(r.status, 400 | 500), "{}: {}", r.status, r.text);
+    // Invalid UTF-8 in the body: an input error in the native shape.
+    let r = s
+        .http
+        .post(s.url("/api/counter"))
+        .header("content-type", "application/json")
+        .body(b"{\"n\": \"\xff\xfe\"}".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("JSON"),
+        "{v}"
+    );
+    // Non-ASCII bytes in a header value reach no handler as text (and break nothing).
+    let out = raw(
+        s.addr,
+        b"GET /_understudy/api/health HTTP/1.1\r\nHost: x\r\nX-Odd: \xff\xfe\r\nConnection: close\r\n\r\n"
+            .to_vec(),
+    )
+    .await;
+    assert!(
+        out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.1 400"),
+        "{out:?}"
+    );
+    // Invalid UTF-8 in an admin body.
+    let r = s
+        .http
+        .post(s.url("/_understudy/api/attempts"))
+        .header("content-type", "application/json")
+        .body(b"{\"test_run_id\": \"\xff\"}".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+/// An attempt header the server cannot read as a token (not visible ASCII, or empty) is an
+/// unknown token (401), never a request of the default attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_or_empty_attempt_headers_fail_closed() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let out = raw(
+        s.addr,
+        b"POST /api/counter HTTP/1.1\r\nHost: x\r\nUnderstudy-Attempt: \xff\xfe\r\nContent-Type: application/json\r\nContent-Length: 9\r\nConnection: close\r\n\r\n{\"n\":666}"
+            .to_vec(),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 401"), "{out:?}");
+    let r = s
+        .call(
+            "POST",
+            "/api/counter",
+            Some(&json!({ "n": 666 })),
+            &[("Understudy-Attempt", "")],
+        )
+        .await;
+    assert_eq!(r.status, 401, "{}", r.text);
+    assert_ne!(
+        counter(&s).await,
+        json!(666),
+        "the default attempt saw nothing"
+    );
+    s.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Absurd JSON
+
+fn nested(depth: usize) -> String {
+    format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurdly_nested_json_bodies_are_input_errors_without_a_stack_overflow() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let deep = nested(100_000);
+    let unclosed = "[".repeat(100_000);
+    let objects = "{\"a\":".repeat(100_000);
+    for body in [&deep, &unclosed, &objects] {
+        let r = s
+            .call_raw(
+                "POST",
+                "/api/counter",
+                body,
+                &[("content-type", "application/json")],
+            )
+            .await;
+        assert_eq!(r.status, 400, "{}", &r.text[..r.text.len().min(300)]);
+        assert!(r.json()["error"]["message"].is_string());
+        // The admin API and the MCP-less paths parse bodies too.
+        for path in [
+            "/_understudy/api/attempts",
+            "/_understudy/api/tools/execute",
+            "/_understudy/api/tools/testing",
+            "/_understudy/api/tools/api/testing",
+        ] {
+            let r = s
+                .call_raw("POST", path, body, &[("content-type", "application/json")])
+                .await;
+            assert_eq!(
+                r.status,
+                400,
+                "{path}: {}",
+                &r.text[..r.text.len().min(300)]
+            );
+        }
+    }
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+/// A body nested just under the parser's own limit (127) used to be accepted, and its event
+/// (the arguments and the rendered result a few levels deeper) could then not be read back:
+/// the whole attempt's evidence failed with a "corrupt record". Bodies are now refused beyond
+/// 64 levels (`proxy::request::MAX_BODY_DEPTH`), and evidence stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_but_accepted_bodies_keep_the_evidence_readable() {
+    let p = Project::new(&[("api", "rest")]);
+    let echo = json!({ "status": 200, "data": { "a": { "b": { "c": { "$input": "x" } } } } });
+    let mut op = rest_op("echo", "POST", "/echo", None);
+    op["mock"] = json!({
+        "schema_version": 1, "default_variant": "ok",
+        "variants": { "ok": { "result": echo, "set_state": { "last": { "$input": "x" } } } },
+        "examples": [ { "variant": "ok", "input": { "x": 1 },
+                        "expected": { "status": 200, "data": { "a": { "b": { "c": 1 } } } } } ]
+    });
+    p.op("api", op);
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    for (i, depth) in [10usize, 62, 63, 64, 100, 125, 126, 127, 128]
+        .into_iter()
+        .enumerate()
+    {
+        // `{"x": <depth levels>}`: depth + 1 levels in all.
+        let body = format!("{{\"x\":{}}}", nested(depth));
+        let r = s
+            .call_raw(
+                "POST",
+                &format!("{}/echo", a.base("api")),
+                &body,
+                &[("content-type", "application/json")],
+            )
+            .await;
+        if depth < 64 {
+            assert_eq!(r.status, 200, "depth {depth}: {}", r.text);
+        } else {
+            assert_eq!(r.status, 400, "depth {depth}: {}", r.text);
+            assert!(
+                r.text.contains("nested") || r.text.contains("recursion"),
+                "{}",
+                r.text
+            );
+        }
+        // Whatever was answered, the evidence reads back with it (and the state).
+        let ev = s.evidence(&a.id).await;
+        assert_eq!(
+            ev["tool_events"].as_array().unwrap().len(),
+            i + 1,
+            "depth {depth}"
+        );
+        let st = s
+            .call(
+                "GET",
+                &format!("/_understudy/api/attempts/{}/state", a.id),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(st.status, 200, "depth {depth}: {}", st.text);
+    }
+    s.stop().await.unwrap();
+    // And offline, through the CLI, after the server stopped.
+    let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["evidence", &a.id, "--data-dir"])
+        .arg(p.data_dir())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Huge numbers and dates
+
+fn convert_project() -> Project {
+    let p = Project::new(&[("api", "rest")]);
+    let result = json!({ "status": 200, "data": {
+        "amount": { "$number": { "$input": "amount" } },
+        "due": { "$dateAdd": { "value": { "$input": "date" }, "days": 30 } }
+    } });
+    p.op(
+        "api",
+        json!({
+            "operation_id": "convert",
+            "match": { "method": "POST", "path": "/convert" },
+            "input_schema": { "type": "object", "required": ["amount", "date"] },
+            "output_schema": { "type": "object", "required": ["status"] },
+            "mock": {
+                "schema_version": 1, "default_variant": "ok",
+                "variants": { "ok": { "result": result } },
+                "examples": [ { "variant": "ok", "input": { "amount": "42.50", "date": "2025-01-01" },
+                                "expected": { "status": 200, "data": { "amount": 42.5, "due": "2025-01-31T00:00:00Z" } } } ]
+            }
+        }),
+    );
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_numbers_and_dates_from_the_caller_are_input_errors() {
+    let p = convert_project();
+    let s = Server::start(&p).await;
+    let ok = s
+        .call(
+            "POST",
+            "/api/convert",
+            Some(&json!({ "amount": "42.50", "date": "2025-01-01" })),
+            &[],
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.text);
+    let mb_digits = "9".repeat(1024 * 1024);
+    let one_e400 = format!("1{}", "0".repeat(400));
+    let long_fraction = format!("0.{}", "1".repeat(1024 * 1024));
+    let bad_amounts = [
+        json!(mb_digits),
+        json!(one_e400),
+        json!(format!("-{one_e400}")),
+        json!("1e400"),
+        json!("NaN"),
+        json!(" 1"),
+        json!(""),
+        json!(true),
+        json!(null),
+        json!({ "$number": "1" }),
+    ];
+    for amount in bad_amounts {
+        let r = s
+            .call(
+                "POST",
+                "/api/convert",
+                Some(&json!({ "amount": amount, "date": "2025-01-01" })),
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 400, "{}", &r.text[..r.text.len().min(300)]);
+        assert!(
+            r.header("understudy-error").is_none(),
+            "the caller's fault, not the harness's"
+        );
+    }
+    // A long but finite fraction is a number.
+    let r = s
+        .call(
+            "POST",
+            "/api/convert",
+            Some(&json!({ "amount": long_fraction, "date": "2025-01-01" })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", &r.text[..r.text.len().min(300)]);
+    let bad_dates = [
+        json!("99999-01-01"),
+        json!("9999-12-31"), // + 30 days leaves year 9999
+        json!("0000-01-01"),
+        json!("2025-02-30"),
+        json!("2025-01-01T25:00:00Z"),
+        json!(format!("2025-01-01{}", "Z".repeat(100_000))),
+        json!(1_700_000_000),
+        json!("２０２５-01-01"),
+    ];
+    for date in bad_dates {
+        let r = s
+            .call(
+                "POST",
+                "/api/convert",
+                Some(&json!({ "amount": "1", "date": date })),
+                &[],
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            400,
+            "{date:.80}: {}",
+            &r.text[..r.text.len().min(300)]
+        );
+    }
+    // A 100 000-digit fraction of a second is still RFC 3339: accepted, and truncated.
+    let r = s
+        .call(
+            "POST",
+            "/api/convert",
+            Some(&json!({ "amount": "1", "date": format!("2025-01-01T00:00:00.{}Z", "9".repeat(100_000)) })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", &r.text[..r.text.len().min(300)]);
+    assert_eq!(r.json()["due"], "2025-01-31T00:00:00Z");
+    // A JSON number literal beyond f64 in the body is a body error, not a crash.
+    let r = s
+        .call_raw(
+            "POST",
+            "/api/convert",
+            &format!("{{\"amount\": {one_e400}, \"date\": \"2025-01-01\"}}"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let ev = s.evidence(&s.default_attempt()).await;
+    assert_eq!(
+        ev["verdict"], "pass",
+        "input errors alone never fail the attempt"
+    );
+    s.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path traversal through operation ids
+
+#[test]
+fn operation_ids_that_climb_out_of_the_directory_are_check_problems() {
+    let p = Project::new(&[("api", "rest")]);
+    let mut op = rest_op("x", "GET", "/x", None);
+    op["operation_id"] = json!("../../etc");
+    std::fs::write(
+        p.ops_dir("api").join("x.json"),
+        serde_json::to_vec(&op).unwrap(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["check", "--config"])
+        .arg(p.config_path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("not a valid operation id"), "{text}");
+    // `serve` refuses to start on it.
+    let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["serve", "--config"])
+        .arg(p.config_path())
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traversal_in_admin_operation_names_finds_nothing() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    for path in [
+        "/_understudy/api/revisions/api/..%2F..%2Fetc%2Fpasswd",
+        "/_understudy/api/revisions/api/..",
+        "/_understudy/api/revisions/..%2Fapi/bump",
+        "/_understudy/api/tools/..%2F..%2Fetc/testing",
+    ] {
+        let r = s.call("GET", path, None, &[]).await;
+        assert!(
+            matches!(r.status, 404 | 400),
+            "{path}: {} {}",
+            r.status,
+            r.text
+        );
+        assert!(!r.text.contains("root:"), "{path}");
+    }
+    let r = s
+        .call(
+            "POST",
+            "/_understudy/api/tools/api/testing",
+            Some(&json!({ "action": "save", "operation_id": "../../etc",
+                          "definition": support::mock(json!({"status": 200}), json!({})) })),
+            &[],
+        )
+        .await;
+    assert!(
+        matches!(r.status, 404 | 400 | 422),
+        "{} {}",
+        r.status,
+        r.text
+    );
+    let r = s
+        .call(
+            "POST",
+            "/_understudy/api/tools/execute",
+            Some(&json!({ "integration": "api", "operation_id": "../../etc", "input": {} })),
+            &[],
+        )
+        .await;
+    assert!(matches!(r.status, 404 | 400), "{} {}", r.status, r.text);
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slowloris crowd
+
+/// Twenty connections trickle a request head one byte at a time; each is cut off by the
+/// header read timeout (counted from the head's first byte, not reset by later bytes), and a
+/// normal client is answered all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_trickling_connections_do_not_starve_a_normal_client() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let p = standard_project();
+    let mut opts = p.options();
+    opts.limits.header_read_timeout = Duration::from_millis(300);
+    let s = Server::start_with(opts).await;
+    let addr = s.addr;
+    let head = b"POST /api/counter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+    let mut trickles = Vec::new();
+    for _ in 0..20 {
+        trickles.push(tokio::spawn(async move {
+            let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            // One byte every 25 ms: the whole head would take > 10 s; the server must cut
+            // it off long before. A cap keeps a broken server from hanging the test.
+            for b in head.iter() {
+                if c.write_all(&[*b]).await.is_err() {
+                    return true;
+                }
+                let mut buf = [0u8; 64];
+                match tokio::time::timeout(Duration::from_millis(25), c.read(&mut buf)).await {
+                    Ok(Ok(0)) | Ok(Err(_)) => return true, // closed by the server
+                    Ok(Ok(_)) => return false,             // answered a partial head?!
+                    Err(_) => {}                           // still open: next byte
+                }
+            }
+            false
+        }));
+    }
+    // Meanwhile a normal client is served.
+    for n in 0..20 {
+        let r = s
+            .call("POST", "/api/counter", Some(&json!({ "n": n })), &[])
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    for t in trickles {
+        assert!(
+            t.await.unwrap(),
+            "every trickling connection is closed before its head completes"
+        );
+    }
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
