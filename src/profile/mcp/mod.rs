@@ -522,6 +522,13 @@ impl McpEndpoint {
             Ok(v) => v,
             Err(e) => return refuse(400, PARSE_ERROR, &format!("Parse error: {e}"), &Value::Null),
         };
+        // The same nesting bound as every other request body: arguments nested deeper would
+        // be recorded into evidence the store could not read back.
+        let max = crate::proxy::request::MAX_BODY_DEPTH;
+        if crate::proxy::request::json_depth(&value) > max {
+            let message = format!("Parse error: the message is nested more than {max} levels deep");
+            return refuse(400, PARSE_ERROR, &message, &Value::Null);
+        }
         if let Value::Array(items) = &value {
             return self.batch(items, headers, accepts, backend).await;
         }

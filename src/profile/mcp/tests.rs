@@ -557,6 +557,16 @@ async fn parse_errors_and_invalid_requests() {
         .handle(&Method::POST, &session_headers(&sid, &[]), b"", &b)
         .await;
     assert_eq!(error_code(&r), -32700);
+    // Arguments nested beyond the body bound are refused before any tool runs.
+    let deep = (0..70).fold(json!(1), |v, _| json!([v]));
+    let body = req(
+        json!(9),
+        "tools/call",
+        json!({"name": "lookup", "arguments": {"x": deep}}),
+    );
+    let r = post(&ep, &b, &session_headers(&sid, &[]), &body).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(error_code(&r), -32700);
 
     for (body, id) in [
         (json!({"id": 5, "method": "ping"}), json!(5)),
