@@ -45,6 +45,11 @@ def run_row(r):
         "server_rss_kb": (r.get("mem") or {}).get("rss_kb"),
         "server_peak_rss_kb": (r.get("mem") or {}).get("hwm_kb"),
     }
+    f0, f1 = r.get("flushes_before"), r.get("flushes_after")
+    if f0 is not None and f1 is not None:
+        # the metric is read over HTTP before and after the run: those 2 reads are not flushed
+        row["store_flushes"] = f1 - f0
+        row["calls_per_flush"] = round(req / (f1 - f0), 2) if f1 > f0 else None
     if not res:
         row["error"] = "the generator produced no result (see the raw output in the work dir)"
     return row
@@ -120,7 +125,7 @@ def main():
             "main_data_dir_kb_after_load": meta.get("understudy_data_dir_kb"),
         },
         "runs": runs,
-        "ratios_vs_nginx": ratios if ratios else f"unavailable: {meta.get('nginx', 'no nginx runs')}",
+        "ratios_vs_nginx": ratios if ratios else (meta.get("nginx") or "unavailable: no nginx runs"),
         "dry_run_forwarding": dry,
         "memory_kb": {
             "understudy_after_start": us.get("mem_after_start"),

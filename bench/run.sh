@@ -204,12 +204,22 @@ PY
 
 # bench_run TARGET WORKLOAD URL CONC PID KIND : one measured run per generator; KIND get|post.
 # Appends one JSON line per run to $RUNS (raw fields; bench/report.py derives the rest).
+# store_flushes URL : understudy_store_flushes_total from the admin metrics (group flushes of
+# the evidence store), or "null" when this build has no such metric (nginx, older builds).
+store_flushes() {
+  local v
+  v=$(curl -s -m 5 "$1/_understudy/api/metrics" 2>/dev/null | awk '$1=="understudy_store_flushes_total"{print $2; exit}')
+  echo "${v:-null}"
+}
+
 bench_run() {
   local target="$1" wl="$2" url="$3" c="$4" pid="$5" kind="$6" gen
+  local base="${url%%/crm/*}"
   for gen in $GENS; do
     wait_quiet
-    local tf="$WORK/gen.time" raw="$WORK/$gen.$target.$wl.c$c.txt" load t0 t1 b0 b1 out res mem
+    local tf="$WORK/gen.time" raw="$WORK/$gen.$target.$wl.c$c.txt" load t0 t1 b0 b1 out res mem f0=null f1=null
     load=$(loadavg)
+    [ "$target" = nginx ] || f0=$(store_flushes "$base")
     t0=$(cpu_ticks "$pid"); b0=$(busy_ticks)
     if [ "$gen" = wrk ]; then
       local lua="$HERE/wrk_report.lua"
@@ -221,11 +231,12 @@ bench_run() {
       out=$( { TIMEFORMAT='%U %S'; time "$OHA_BIN" --no-tui --output-format json --worker-threads 1 -z "${DUR}s" -c "$c" -t 5s "${extra[@]}" "$url" 2>&1; } 2>"$tf" ) || true
     fi
     b1=$(busy_ticks); t1=$(cpu_ticks "$pid")
+    [ "$target" = nginx ] || f1=$(store_flushes "$base")
     mem=$(mem_kb "$pid")
     printf '%s\n' "$out" > "$raw"
     res=$(printf '%s\n' "$out" | python3 "$HERE/parse_gen.py" "$gen") || { log "$gen produced no result for $target $wl c=$c"; res=null; }
-    printf '{"target":"%s","workload":"%s","conc":%s,"gen":"%s","dur_s":%s,"loadavg_before":"%s","server_cpu_ticks":%s,"busy_ticks":%s,"gen_cpu":"%s","clk_tck":%s,"mem":%s,"r":%s}\n' \
-      "$target" "$wl" "$c" "$gen" "$DUR" "$load" "$((t1 - t0))" "$((b1 - b0))" "$(cat "$tf" 2>/dev/null | tr '\n' ' ')" "$CLK_TCK" "$mem" "$res" >> "$RUNS"
+    printf '{"target":"%s","workload":"%s","conc":%s,"gen":"%s","dur_s":%s,"loadavg_before":"%s","server_cpu_ticks":%s,"busy_ticks":%s,"gen_cpu":"%s","clk_tck":%s,"mem":%s,"flushes_before":%s,"flushes_after":%s,"r":%s}\n' \
+      "$target" "$wl" "$c" "$gen" "$DUR" "$load" "$((t1 - t0))" "$((b1 - b0))" "$(cat "$tf" 2>/dev/null | tr '\n' ' ')" "$CLK_TCK" "$mem" "$f0" "$f1" "$res" >> "$RUNS"
     log "$target $wl $gen c=$c (load $load) -> $res"
   done
 }
@@ -247,9 +258,13 @@ install_apt() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >> "$WORK/apt.log" 2>&1
   fi
 }
-command -v wrk > /dev/null || { [ "$INSTALL" = 1 ] && { apt-get update -qq > /dev/null 2>&1 || true; }; install_apt wrk; }
-command -v wrk > /dev/null || { echo "bench/run.sh: wrk is required" >&2; exit 2; }
-command -v curl > /dev/null || install_apt curl
+if ! command -v wrk > /dev/null && [ "$INSTALL" = 1 ]; then
+  apt-get update -qq > /dev/null 2>&1 || true          # wrk missing: refresh the lists first
+  DEBIAN_FRONTEND=noninteractive install_apt wrk || true
+fi
+command -v wrk > /dev/null || { echo "bench/run.sh: wrk is required (apt-get install wrk)" >&2; exit 2; }
+command -v curl > /dev/null || DEBIAN_FRONTEND=noninteractive install_apt curl || true
+command -v curl > /dev/null || { echo "bench/run.sh: curl is required" >&2; exit 2; }
 NGINX_BIN="$(command -v nginx || echo /usr/sbin/nginx)"
 NGINX_OK=0; NGINX_WHY=""
 if [ "$NGINX" = 0 ]; then
@@ -276,7 +291,7 @@ fi
 [ -x "$BIN" ] || { echo "bench/run.sh: no binary at $BIN" >&2; exit 2; }
 
 meta date "$(jstr "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
-meta command "$(jstr "$(env | grep -E '^(SMOKE|DUR|WARM|CONCS|OPS|OHA|NGINX|QUIET_MAX)=' | sort | tr '\n' ' ')bash bench/run.sh")"
+meta command "$(jstr "$(env | grep -E '^(SMOKE|DUR|WARM|CONCS|OPS|OHA|NGINX|QUIET_MAX|QUIET_CORES|KEEP|BUILD|INSTALL)=' | sort | tr '\n' ' ')bash bench/run.sh")"
 meta machine "{\"nproc\":$(nproc),\"cpu\":$(jstr "$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"),\"kernel\":$(jstr "$(uname -r)"),\"loadavg_start\":$(jstr "$(loadavg)"),\"mem_total_kb\":$(awk '/MemTotal/{print $2}' /proc/meminfo),\"data_dir_fs\":$(jstr "$(df -PT "$WORK" | awk 'NR==2{print $2}')")}"
 meta params "{\"dur_s\":$DUR,\"warm_s\":$WARM,\"concs\":[$(echo $CONCS | tr ' ' ',')],\"gens\":$(jstr "$GENS"),\"smoke\":$([ "$SMOKE" = 1 ] && echo true || echo false),\"ops\":$OPS}"
 meta versions "{\"understudy\":$(jstr "$("$BIN" --version 2>/dev/null || echo '?') $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '')$(cd "$ROOT" && git diff --quiet HEAD 2>/dev/null || echo '+dirty')"),\"wrk\":$(jstr "$(wrk -v 2>&1 | head -1)"),\"nginx\":$(jstr "$([ "$NGINX_OK" = 1 ] && "$NGINX_BIN" -v 2>&1 || echo none)"),\"oha\":$(jstr "$([ "$OHA" = 1 ] && "$OHA_BIN" --version 2>&1 || echo none)")}"
