@@ -354,7 +354,7 @@ impl Backend<'_> {
 }
 
 /// What the dialect is told about a decided call.
-fn outcome_of(d: &Decision) -> ToolCallOutcome {
+pub(crate) fn outcome_of(d: &Decision) -> ToolCallOutcome {
     match &d.error {
         None => ToolCallOutcome::Ok(d.result.clone()),
         Some(CallError::Input(e)) => ToolCallOutcome::InputError(e.clone()),
@@ -367,7 +367,7 @@ fn outcome_of(d: &Decision) -> ToolCallOutcome {
 
 /// A decision as an MCP call is recorded: a harness error travels as a JSON-RPC error over
 /// HTTP 200, and that error object is the event's `result`.
-fn for_mcp(mut d: Decision) -> Decision {
+pub(crate) fn for_mcp(mut d: Decision) -> Decision {
     if let Some(CallError::Harness(e)) = &d.error {
         let code = if e.code == HarnessCode::UnknownTool {
             INVALID_PARAMS
@@ -386,7 +386,7 @@ fn for_mcp(mut d: Decision) -> Decision {
 }
 
 /// `record_evidence` answered its own 500: the store refused the call.
-fn is_store_failure(r: &NativeResponse) -> bool {
+pub(crate) fn is_store_failure(r: &NativeResponse) -> bool {
     r.status == 500
         && r.headers
             .iter()

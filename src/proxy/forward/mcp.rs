@@ -49,8 +49,8 @@ use super::{
 use crate::attempt::{self, Attempt};
 use crate::config::Mode;
 use crate::contract::{Operation, ResultForm};
-use crate::error::{CallError, HarnessCode, HarnessError, InputError};
-use crate::profile::mcp::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
+use crate::error::{HarnessCode, HarnessError, InputError};
+use crate::profile::mcp::jsonrpc::{self, INVALID_REQUEST};
 use crate::profile::mcp::tools::{render_outcome, CallAnswer};
 use crate::profile::mcp::{
     blocked_result, harness_reply, simulated_result, sse, tool_is_write, McpBody, McpResponse,
@@ -59,6 +59,7 @@ use crate::profile::mcp::{
 use crate::profile::NativeResponse;
 use crate::proxy::http::{full, to_http, HttpResponse};
 use crate::proxy::mcp::mcp_response;
+use crate::proxy::mcp::{for_mcp, is_store_failure, outcome_of};
 use crate::proxy::pipeline::{self, CallInfo, Decision, Wire};
 use crate::proxy::request::Request;
 use crate::proxy::{route, App, Integration};
@@ -623,45 +624,6 @@ fn finish_stateless(result: &mut Value, server_name: &str) {
             );
         }
     }
-}
-
-/// What the dialect is told about a decided call (as `crate::proxy::mcp` does).
-fn outcome_of(d: &Decision) -> ToolCallOutcome {
-    match &d.error {
-        None => ToolCallOutcome::Ok(d.result.clone()),
-        Some(CallError::Input(e)) => ToolCallOutcome::InputError(e.clone()),
-        Some(CallError::Harness(e)) if e.code == HarnessCode::UnknownTool => {
-            ToolCallOutcome::UnknownTool
-        }
-        Some(CallError::Harness(e)) => ToolCallOutcome::Harness(e.clone()),
-    }
-}
-
-/// A harness error of an MCP call travels as a JSON-RPC error over HTTP 200; that error
-/// object is the event's `result` (as `crate::proxy::mcp` records it).
-fn for_mcp(mut d: Decision) -> Decision {
-    if let Some(CallError::Harness(e)) = &d.error {
-        let code = if e.code == HarnessCode::UnknownTool {
-            INVALID_PARAMS
-        } else {
-            INTERNAL_ERROR
-        };
-        let data = crate::profile::mcp::tools::harness_data(e.code, &e.message);
-        d.result = jsonrpc::error(&Value::Null, code, &e.message, Some(data))["error"].clone();
-        d.response = NativeResponse {
-            status: 200,
-            headers: vec![("Understudy-Error".into(), e.code.as_str().into())],
-            body: Some(d.result.clone()),
-        };
-    }
-    d
-}
-
-fn is_store_failure(r: &NativeResponse) -> bool {
-    r.status == 500
-        && r.headers
-            .iter()
-            .any(|(k, v)| k.eq_ignore_ascii_case("understudy-error") && v == "store_error")
 }
 
 /// The finishing of a forwarded `tools/call`: evidence and capture.
