@@ -4,6 +4,7 @@
 mod support;
 
 mod cli;
+mod clients;
 mod conformance;
 mod dryrun;
 mod hostile;
