@@ -7,6 +7,7 @@ mod cli;
 mod clients;
 mod conformance;
 mod dryrun;
+mod faults;
 mod hostile;
 mod https;
 mod isolation;

@@ -1,0 +1,403 @@
+//! Fault injection: kill -9 of the real binary under a 64-connection load (no acknowledged
+//! call lost, the store reopens, revisions intact), upstreams that reset, stall or answer
+//! garbage in dry-run mode (the harness error `upstream_unavailable`, never a hang), and a
+//! data dir that cannot be created (a clear start error naming the path).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::support::{self, standard_project, Project, Server};
+
+// ---- kill -9 under load -------------------------------------------------------------------
+
+/// Start `understudy serve` on 127.0.0.1:0; returns the child, its base URL and its stdout
+/// (kept open so the server never writes into a closed pipe).
+fn spawn_serve(
+    p: &Project,
+) -> (
+    Child,
+    String,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["serve", "--config"])
+        .arg(p.config_path())
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = match lines.next() {
+        Some(Ok(l)) => l,
+        other => {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            let _ = child.wait();
+            panic!("no readiness line ({other:?}); stderr:\n{err}");
+        }
+    };
+    let base = ready
+        .strip_prefix("understudy listening on ")
+        .unwrap_or_else(|| panic!("unexpected readiness line {ready:?}"))
+        .to_string();
+    // Drain stderr so logging never blocks the server.
+    let mut stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = stderr.read_to_end(&mut sink);
+    });
+    (child, base, lines)
+}
+
+async fn get_json(client: &reqwest::Client, url: &str) -> Value {
+    let r = support::send(client, "GET", url, None, &[]).await;
+    assert_eq!(r.status, 200, "GET {url}: {}", r.text);
+    r.json()
+}
+
+#[test]
+fn kill_9_during_a_64_connection_load_loses_no_acknowledged_call() {
+    const CLIENTS: usize = 64;
+    const MAX_CALLS: i64 = 2000;
+    const KILL_AFTER: usize = 300;
+    let p = standard_project();
+    let (child, base, _out) = spawn_serve(&p);
+    // The task that receives the KILL_AFTER-th acknowledgement kills the server at once, so
+    // the kill lands while the other 63 connections have calls in flight.
+    let child = Arc::new(Mutex::new(child));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (attempt_id, revisions_before, acked, sent) = rt.block_on(async {
+        let client = support::client();
+        let default = get_json(&client, &format!("{base}/_understudy/api/attempts/default")).await;
+        let attempt_id = default["attempt_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("default attempt id: {default}"))
+            .to_string();
+        let revisions = get_json(
+            &client,
+            &format!("{base}/_understudy/api/revisions/api/bump"),
+        )
+        .await;
+
+        let next = Arc::new(AtomicI64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::<i64>::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..CLIENTS {
+            // One client per task: 64 connections.
+            let client = support::client();
+            let url = format!("{base}/api/counter");
+            let (next, stop, acked, child) =
+                (next.clone(), stop.clone(), acked.clone(), child.clone());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let n = next.fetch_add(1, Ordering::SeqCst);
+                    if n >= MAX_CALLS {
+                        break;
+                    }
+                    let Ok(resp) = client.post(&url).json(&json!({ "n": n })).send().await else {
+                        break;
+                    };
+                    if resp.status().as_u16() != 200 {
+                        break;
+                    }
+                    let Ok(body) = resp.bytes().await else { break };
+                    // The answer is the pre-call counter: a JSON object with `previous`.
+                    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    assert!(v.get("previous").is_some(), "unexpected answer {v}");
+                    let count = {
+                        let mut a = acked.lock().unwrap();
+                        a.push(n);
+                        a.len()
+                    };
+                    if count == KILL_AFTER {
+                        child.lock().unwrap().kill().unwrap(); // SIGKILL
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                }
+            }));
+        }
+        let joined = tokio::time::timeout(Duration::from_secs(120), async {
+            for t in tasks {
+                t.await.expect("client task");
+            }
+        })
+        .await;
+        let _ = child.lock().unwrap().kill();
+        assert!(joined.is_ok(), "the load finished within 120 s");
+        let acked = acked.lock().unwrap().clone();
+        let sent = next.load(Ordering::SeqCst).min(MAX_CALLS);
+        (attempt_id, revisions, acked, sent)
+    });
+    let _ = child.lock().unwrap().wait();
+    assert!(
+        acked.len() >= KILL_AFTER,
+        "{KILL_AFTER} calls acknowledged before the kill"
+    );
+    eprintln!(
+        "kill -9: {} acknowledged of {sent} numbered calls",
+        acked.len()
+    );
+
+    // The binary starts again on the same data dir: the store opens.
+    let (mut child2, base2, _out2) = spawn_serve(&p);
+    let result = rt.block_on(async {
+        let client = support::client();
+        let ev = get_json(
+            &client,
+            &format!("{base2}/_understudy/api/attempts/{attempt_id}/evidence"),
+        )
+        .await;
+        let revisions_after = get_json(
+            &client,
+            &format!("{base2}/_understudy/api/revisions/api/bump"),
+        )
+        .await;
+        (ev, revisions_after)
+    });
+    let _ = child2.kill();
+    let _ = child2.wait();
+    let (ev, revisions_after) = result;
+
+    let events = ev["tool_events"].as_array().expect("tool_events").clone();
+    let recorded: BTreeSet<i64> = events
+        .iter()
+        .filter_map(|e| e["arguments"]["n"].as_i64())
+        .collect();
+    let missing: Vec<i64> = acked
+        .iter()
+        .copied()
+        .filter(|n| !recorded.contains(n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged calls missing from the evidence after kill -9 (first: {:?})",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    // Sequences stay dense.
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["sequence"], json!(i as u64 + 1), "dense sequences");
+    }
+    // Revisions intact.
+    assert_eq!(
+        revisions_before["revisions"][0]["revision"], 1,
+        "{revisions_before}"
+    );
+    assert_eq!(revisions_after["revisions"], revisions_before["revisions"]);
+}
+
+// ---- upstream faults in dry-run mode --------------------------------------------------------
+
+const CONTACT_ID: &str = "003000000000042AAA";
+
+/// A `crm` (salesforce) project in dry-run mode forwarding to `upstream`.
+fn crm_dry_run(upstream: SocketAddr) -> Project {
+    let p = Project::new(&[("crm", "salesforce")]);
+    p.write_config(json!({ "mode": "dry-run", "integrations": { "crm": {
+        "profile": "salesforce", "operations": "mocks/crm", "upstream": format!("http://{upstream}")
+    } } }));
+    p
+}
+
+/// How a faulty loopback upstream treats each connection.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// Accept, then reset (SO_LINGER 0) without reading.
+    Reset,
+    /// Accept, read the request, close without answering.
+    Close,
+    /// Accept, read, never answer (the connection stays open).
+    Stall,
+    /// Accept, read, answer bytes that are not HTTP, then close.
+    Garbage,
+    /// Accept, read, answer a valid head announcing 100 body bytes, send 10, close.
+    TruncatedBody,
+}
+
+async fn faulty_upstream(fault: Fault) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                match fault {
+                    Fault::Reset => {
+                        // Zero linger: the drop sends RST and does not block.
+                        #[allow(deprecated)]
+                        let _ = tcp.set_linger(Some(Duration::ZERO));
+                        drop(tcp);
+                    }
+                    Fault::Close => {
+                        let _ = tcp.read(&mut buf).await;
+                        drop(tcp);
+                    }
+                    Fault::Stall => {
+                        let _ = tcp.read(&mut buf).await;
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        drop(tcp);
+                    }
+                    Fault::Garbage => {
+                        let _ = tcp.read(&mut buf).await;
+                        let _ = tcp
+                            .write_all(b"\x00\x01\x02 this is not HTTP \xff\xfe\r\n\r\n")
+                            .await;
+                        let _ = tcp.shutdown().await;
+                    }
+                    Fault::TruncatedBody => {
+                        let _ = tcp.read(&mut buf).await;
+                        let _ = tcp
+                            .write_all(
+                                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                                  content-length: 100\r\n\r\n{\"Id\": \"0",
+                            )
+                            .await;
+                        let _ = tcp.shutdown().await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// One forwarded read through a faulty upstream: a 500 with `Understudy-Error:
+/// upstream_unavailable`, recorded as a harness error; never a hang.
+async fn assert_upstream_unavailable(fault: Fault) {
+    let addr = faulty_upstream(fault).await;
+    let p = crm_dry_run(addr);
+    let mut opts = p.options();
+    opts.forward.upstream_timeout = Duration::from_millis(500);
+    let s = Server::start_with(opts).await;
+    let path = format!("/crm/services/data/v60.0/sobjects/Contact/{CONTACT_ID}");
+    let call = s.call("GET", &path, None, &[]);
+    let r = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .unwrap_or_else(|_| panic!("{fault:?}: the call did not complete within 30 s"));
+    assert_eq!(r.status, 500, "{fault:?}: {}", r.text);
+    assert_eq!(
+        r.header("understudy-error"),
+        Some("upstream_unavailable"),
+        "{fault:?}: {}",
+        r.text
+    );
+    let msg = r.json()["understudy_error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(msg.contains(&addr.to_string()), "{fault:?}: {msg}");
+    let ev = s.evidence(&s.default_attempt()).await;
+    assert_eq!(
+        ev["harness_errors"][0]["code"], "upstream_unavailable",
+        "{fault:?}: {ev}"
+    );
+    assert_eq!(ev["verdict"], "fail");
+    tokio::time::timeout(Duration::from_secs(30), s.stop())
+        .await
+        .unwrap_or_else(|_| panic!("{fault:?}: the server did not stop within 30 s"))
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_resets_the_connection_is_upstream_unavailable() {
+    assert_upstream_unavailable(Fault::Reset).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_closes_without_answering_is_upstream_unavailable() {
+    assert_upstream_unavailable(Fault::Close).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_upstream_is_upstream_unavailable_within_the_timeout() {
+    assert_upstream_unavailable(Fault::Stall).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_answering_garbage_is_upstream_unavailable() {
+    assert_upstream_unavailable(Fault::Garbage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_cuts_its_body_short_is_upstream_unavailable() {
+    assert_upstream_unavailable(Fault::TruncatedBody).await;
+}
+
+// ---- start errors ---------------------------------------------------------------------------
+
+/// The test runs as root (permissions are ignored), so the data dir is made impossible by
+/// putting it under a regular file.
+#[test]
+fn a_read_only_data_dir_is_a_clear_start_error() {
+    let p = standard_project();
+    std::fs::write(p.path().join("blocker"), b"a regular file").unwrap();
+    p.write_config(json!({ "data_dir": "blocker/data" }));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["serve", "--config"])
+        .arg(p.config_path())
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Guard: a server that starts anyway must not hang the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve with an impossible data dir did not exit within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        !stdout.contains("understudy listening on"),
+        "never ready: {stdout}"
+    );
+    assert!(
+        stderr.contains("blocker"),
+        "the message names the path: {stderr}"
+    );
+}
