@@ -350,6 +350,27 @@ impl Store {
     ) -> Result<(RevisionRecord, bool), StoreError> {
         check_key(key)?;
         let definition_hash = crate::contract::hash::definition_hash(definition);
+        let (record, created) =
+            self.sync_revision_unflushed(key, contract_hash, definition, definition_hash, source)?;
+        if created {
+            self.flush_now()?;
+        }
+        Ok((record, created))
+    }
+
+    /// [`Store::sync_revision`] with `definition`'s hash already computed, WITHOUT the flush:
+    /// an appended revision is durable only after the caller's [`Store::flush_now`], which
+    /// must come before the revision is reported or used (start-up syncs many files this
+    /// way and flushes once).
+    pub fn sync_revision_unflushed(
+        &self,
+        key: &str,
+        contract_hash: &str,
+        definition: &Value,
+        definition_hash: String,
+        source: &str,
+    ) -> Result<(RevisionRecord, bool), StoreError> {
+        check_key(key)?;
         let latest_key = meta_key(META_REV, key);
         let saved_at = now_rfc3339();
         let inner = &self.inner;
@@ -390,9 +411,6 @@ impl Store {
                 Ok((rec, true))
             })
             .map_err(tx_error)?;
-        if created {
-            self.flush_now()?;
-        }
         Ok((record, created))
     }
 
@@ -693,7 +711,7 @@ impl Store {
     }
 
     /// A synchronous fsync, for the rare writes outside `record_call`.
-    fn flush_now(&self) -> Result<(), StoreError> {
+    pub fn flush_now(&self) -> Result<(), StoreError> {
         self.inner.db.flush().map(|_| ()).map_err(|e| {
             StoreError::Backend(format!(
                 "flush of data dir {} failed: {e}",

@@ -5,7 +5,8 @@
 //! `"<profile>:<operation_id>"` and an absent description is `""`. Hashes are always taken over
 //! canonical JSON, never over `to_string()` of a map (whose order a feature flag can change).
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// RFC 8785 (JCS) canonical JSON of a value: sorted keys, no whitespace, ECMAScript numbers.
@@ -35,29 +36,53 @@ pub fn contract_hash(
     input_schema: &Value,
     output_schema: &Value,
 ) -> String {
-    let contract = json!({
-        "description": description.unwrap_or(""),
-        "input_schema": input_schema,
-        "operation": format!("{profile}:{operation_id}"),
-        "output_schema": output_schema,
-    });
-    format!(
-        "sha256:{}",
-        sha256_hex(canonical_json(&contract).as_bytes())
-    )
+    // Borrowed, not a `json!` copy of both schemas: canonicalization sorts the members.
+    #[derive(Serialize)]
+    struct Contract<'a> {
+        description: &'a str,
+        input_schema: &'a Value,
+        operation: String,
+        output_schema: &'a Value,
+    }
+    hash_of(&Contract {
+        description: description.unwrap_or(""),
+        input_schema,
+        operation: format!("{profile}:{operation_id}"),
+        output_schema,
+    })
 }
 
 /// `"sha256:<hex>"` of the canonical JSON of a mock definition (revision identity).
 pub fn definition_hash(definition: &Value) -> String {
-    format!(
-        "sha256:{}",
-        sha256_hex(canonical_json(definition).as_bytes())
-    )
+    hash_of(definition)
+}
+
+/// [`definition_hash`] of a file's `mock` without its `contract_hash` member (what
+/// [`crate::contract::OperationFile::definition_value`] builds), without copying it.
+pub fn mock_definition_hash(mock: &Value) -> String {
+    struct Without<'a>(&'a Map<String, Value>);
+    impl Serialize for Without<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_map(self.0.iter().filter(|(k, _)| k.as_str() != "contract_hash"))
+        }
+    }
+    match mock {
+        Value::Object(m) => hash_of(&Without(m)),
+        v => hash_of(v),
+    }
+}
+
+/// `"sha256:<hex>"` of the RFC 8785 canonical JSON of `v`.
+fn hash_of<T: Serialize + ?Sized>(v: &T) -> String {
+    // serde_jcs only fails on values serde_json::Value cannot hold (non-string keys, NaN).
+    let text = serde_jcs::to_string(v).expect("a serde_json::Value always canonicalizes");
+    format!("sha256:{}", sha256_hex(text.as_bytes()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn sha256_of_empty_and_abc() {
@@ -119,6 +144,29 @@ mod tests {
         assert_ne!(
             contract_hash("rest", "x", None, &s, &s),
             contract_hash("mcp", "x", None, &s, &s)
+        );
+    }
+
+    #[test]
+    fn mock_definition_hash_leaves_out_contract_hash() {
+        let mock = json!({"contract_hash": "sha256:x", "variants": {"a": {"result": [1.5, "é", {"z": 1, "b": null}]}}, "b": 1e21});
+        let mut def = mock.clone();
+        def.as_object_mut().unwrap().remove("contract_hash");
+        assert_eq!(mock_definition_hash(&mock), definition_hash(&def));
+        assert_eq!(
+            mock_definition_hash(&json!([1])),
+            definition_hash(&json!([1]))
+        );
+        let s = json!({"type": "object", "properties": {"é": {}, "a": {"enum": [1, 2.0]}}});
+        let contract = json!({
+            "description": "d",
+            "input_schema": s,
+            "operation": "rest:x",
+            "output_schema": s,
+        });
+        assert_eq!(
+            contract_hash("rest", "x", Some("d"), &s, &s),
+            definition_hash(&contract)
         );
     }
 

@@ -70,6 +70,36 @@ pub fn parse_operation(
     file: &Path,
     profile: &str,
 ) -> Result<LoadedOperation, Problem> {
+    precheck(value, file)?;
+    let op: OperationFile = serde_path_to_error::deserialize(value)
+        .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
+    Ok(loaded(op, file, profile))
+}
+
+/// [`parse_operation`] of a value the caller no longer needs (moved, not copied, into the
+/// [`OperationFile`]).
+fn parse_operation_owned(
+    value: Value,
+    file: &Path,
+    profile: &str,
+) -> Result<LoadedOperation, Problem> {
+    precheck(&value, file)?;
+    let op: OperationFile = serde_path_to_error::deserialize(value)
+        .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
+    Ok(loaded(op, file, profile))
+}
+
+fn loaded(op: OperationFile, file: &Path, profile: &str) -> LoadedOperation {
+    let contract_hash = op.contract_hash(profile);
+    LoadedOperation {
+        file: file.to_path_buf(),
+        op,
+        contract_hash,
+    }
+}
+
+/// What serde would accept but an operation file must not be.
+fn precheck(value: &Value, file: &Path) -> Result<(), Problem> {
     if !value.is_object() {
         return Err(Problem::new(
             file,
@@ -83,14 +113,7 @@ pub fn parse_operation(
             return Err(Problem::new(file, key, "expected an object"));
         }
     }
-    let op: OperationFile = serde_path_to_error::deserialize(value)
-        .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
-    let contract_hash = op.contract_hash(profile);
-    Ok(LoadedOperation {
-        file: file.to_path_buf(),
-        op,
-        contract_hash,
-    })
+    Ok(())
 }
 
 /// Read and parse one operation file.
@@ -99,7 +122,7 @@ pub fn load_file(file: &Path, profile: &str) -> Result<LoadedOperation, Problem>
         .map_err(|e| Problem::new(file, "", format!("cannot read the operation file: {e}")))?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| Problem::new(file, "", format!("not valid JSON: {e}")))?;
-    parse_operation(&value, file, profile)
+    parse_operation_owned(value, file, profile)
 }
 
 /// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,

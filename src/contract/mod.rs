@@ -201,9 +201,9 @@ pub struct Operation {
     /// The file's mock compiled; `None` when the file has no `mock` (a replayed call is then
     /// the harness error `no_mock`).
     pub engine: Option<Arc<Engine>>,
-    /// The file's mock without `contract_hash` ([`OperationFile::definition_value`]).
-    pub definition: Option<Value>,
-    /// `definition_hash` of [`Operation::definition`].
+    /// `definition_hash` of the file's mock without `contract_hash`
+    /// ([`OperationFile::definition_value`], not kept: rebuild it from [`Operation::op`] when
+    /// needed); `None` when the file has no `mock`.
     pub definition_hash: Option<String>,
     /// The mock's `contract_hash` is present and differs from [`Operation::contract_hash`].
     pub stale: bool,
@@ -243,20 +243,40 @@ impl Operation {
         profile: ProfileKind,
         loaded: LoadedOperation,
     ) -> Result<Operation, Vec<Problem>> {
+        Operation::compile_with(integration, profile, loaded, Default::default())
+    }
+
+    /// [`Operation::compile`] reusing what [`crate::mock::check::check_operation_hashed`]
+    /// already compiled from the same file (anything missing there is compiled here).
+    pub fn compile_with(
+        integration: &str,
+        profile: ProfileKind,
+        loaded: LoadedOperation,
+        pre: crate::mock::check::Compiled,
+    ) -> Result<Operation, Vec<Problem>> {
         let LoadedOperation {
             file,
             op,
             contract_hash,
         } = loaded;
         let mut problems = Vec::new();
-        let input = compile_schema(&op.input_schema)
+        let input = pre
+            .input
+            .map(Ok)
+            .unwrap_or_else(|| compile_schema(&op.input_schema))
             .map_err(|e| problems.push(Problem::new(&file, "input_schema", e)))
             .ok();
-        let output = compile_schema(&op.output_schema)
+        let output = pre
+            .output
+            .map(Ok)
+            .unwrap_or_else(|| compile_schema(&op.output_schema))
             .map_err(|e| problems.push(Problem::new(&file, "output_schema", e)))
             .ok();
         let matcher = match (&op.match_spec, profile.is_http()) {
-            (Some(m), true) => CompiledMatch::compile(m)
+            (Some(m), true) => pre
+                .matcher
+                .map(Ok)
+                .unwrap_or_else(|| CompiledMatch::compile(m))
                 .map_err(|e| problems.push(Problem::new(&file, "match", e)))
                 .ok(),
             (None, true) => {
@@ -269,9 +289,10 @@ impl Operation {
             }
             _ => None,
         };
-        let definition = op.definition_value();
+        let definition_hash = op.mock.as_ref().map(hash::mock_definition_hash);
         let engine = match &op.mock {
             None => None,
+            Some(_) if pre.engine.is_some() => pre.engine.map(Arc::new),
             Some(m) => match Definition::from_value(m) {
                 Err(e) => {
                     problems.push(Problem::new(&file, "mock", e));
@@ -303,8 +324,7 @@ impl Operation {
             integration: integration.to_string(),
             profile,
             is_write: op.is_write(profile),
-            definition_hash: definition.as_ref().map(hash::definition_hash),
-            definition,
+            definition_hash,
             file,
             op,
             contract_hash,
@@ -320,14 +340,28 @@ impl Operation {
 /// Load, check (every SPEC 3.4 check plus the cross-file ones) and compile every operation of
 /// one integration. Any problem refuses the whole integration, as `serve` refuses to start.
 pub fn load_integration(integ: &IntegrationConfig) -> Result<Vec<Operation>, Vec<Problem>> {
-    let (loaded, mut problems) = load::load_dir(&integ.operations, integ.profile.as_str());
-    problems.extend(check_loaded(&loaded, integ.profile.as_str()));
+    let profile = integ.profile.as_str();
+    let (loaded, mut problems) = load::load_dir(&integ.operations, profile);
+    // As `check_loaded`, keeping what the checks compiled for `Operation::compile_with`.
+    let mut pre = Vec::with_capacity(loaded.len());
+    for l in &loaded {
+        let mut c = crate::mock::check::Compiled::default();
+        problems.extend(crate::mock::check::check_operation_hashed(
+            &l.op,
+            profile,
+            &l.file,
+            Some(&l.contract_hash),
+            Some(&mut c),
+        ));
+        pre.push(c);
+    }
+    problems.extend(crate::mock::check::check_integration(&loaded, profile));
     if !problems.is_empty() {
         return Err(problems);
     }
     let mut ops = Vec::with_capacity(loaded.len());
-    for l in loaded {
-        match Operation::compile(&integ.name, integ.profile, l) {
+    for (l, c) in loaded.into_iter().zip(pre) {
+        match Operation::compile_with(&integ.name, integ.profile, l, c) {
             Ok(op) => ops.push(op),
             Err(p) => problems.extend(p),
         }
@@ -343,7 +377,13 @@ pub fn load_integration(integ: &IntegrationConfig) -> Result<Vec<Operation>, Vec
 pub fn check_loaded(loaded: &[LoadedOperation], profile: &str) -> Vec<Problem> {
     let mut problems = Vec::new();
     for l in loaded {
-        problems.extend(crate::mock::check::check_operation(&l.op, profile, &l.file));
+        problems.extend(crate::mock::check::check_operation_hashed(
+            &l.op,
+            profile,
+            &l.file,
+            Some(&l.contract_hash),
+            None,
+        ));
     }
     problems.extend(crate::mock::check::check_integration(loaded, profile));
     problems

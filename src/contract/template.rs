@@ -511,6 +511,66 @@ impl CompiledMatch {
     }
 }
 
+/// Every pair `(i, j)` with `i < j` where `matches[i].ties_with(matches[j])`, ordered by `j`
+/// then `i` (the order of the plain all-pairs loop), without comparing all pairs: two
+/// templates can only tie when they share the method, the segment count and the specificity,
+/// and, at any position where both have a literal segment, the literal. Within such a bucket
+/// each template is compared only with the templates that have its literal (or no literal) at
+/// its most selective literal position.
+pub fn find_ties<'a>(matches: &[&'a CompiledMatch]) -> Vec<(usize, usize)> {
+    use std::collections::HashMap;
+    type Key<'a> = (&'a str, usize, (usize, usize));
+    // Per bucket: per position, literal → indices, and the indices with no literal there.
+    struct Bucket<'a> {
+        members: Vec<usize>,
+        lits: Vec<HashMap<&'a str, Vec<usize>>>,
+        wild: Vec<Vec<usize>>,
+    }
+    let mut buckets: HashMap<Key<'a>, Bucket<'a>> = HashMap::new();
+    let mut out = Vec::new();
+    for (j, &m) in matches.iter().enumerate() {
+        let len = m.segments.len();
+        let b = buckets
+            .entry((m.method.as_str(), len, m.specificity()))
+            .or_insert_with(|| Bucket {
+                members: Vec::new(),
+                lits: (0..len).map(|_| HashMap::new()).collect(),
+                wild: vec![Vec::new(); len],
+            });
+        // The candidates: the smallest set over this template's literal positions.
+        let mut best: Option<(usize, &str)> = None;
+        let mut best_size = b.members.len();
+        for (p, s) in m.segments.iter().enumerate() {
+            if let Segment::Literal(l) = s {
+                let size = b.lits[p].get(l.as_str()).map_or(0, Vec::len) + b.wild[p].len();
+                if size < best_size {
+                    best_size = size;
+                    best = Some((p, l.as_str()));
+                }
+            }
+        }
+        let mut candidates: Vec<usize> = match best {
+            None => b.members.clone(),
+            Some((p, l)) => {
+                let mut c = b.wild[p].clone();
+                c.extend(b.lits[p].get(l).into_iter().flatten().copied());
+                c.sort_unstable();
+                c
+            }
+        };
+        candidates.retain(|&i| matches[i].ties_with(m));
+        out.extend(candidates.into_iter().map(|i| (i, j)));
+        b.members.push(j);
+        for (p, s) in m.segments.iter().enumerate() {
+            match s {
+                Segment::Literal(l) => b.lits[p].entry(l.as_str()).or_default().push(j),
+                _ => b.wild[p].push(j),
+            }
+        }
+    }
+    out
+}
+
 /// Split a raw request path into percent-decoded segments, dropping empty ones
 /// (`/a//b/` → `["a", "b"]`). Invalid escapes are kept as written.
 pub fn path_segments(raw_path: &str) -> Vec<String> {
@@ -780,5 +840,46 @@ mod tests {
             vec!["a b".to_string(), "c".to_string()]
         );
         assert_eq!(path_segments("/a%2"), vec!["a%2".to_string()]);
+    }
+
+    #[test]
+    fn find_ties_is_the_all_pairs_loop() {
+        let mut specs = Vec::new();
+        for method in ["GET", "post"] {
+            for len in 1..=3u32 {
+                for code in 0..4usize.pow(len) {
+                    let mut path = String::new();
+                    let mut c = code;
+                    for p in 0..len {
+                        path.push('/');
+                        match c % 4 {
+                            0 => path.push('a'),
+                            1 => path.push('b'),
+                            2 => path.push_str(&format!("{{x{p}}}")),
+                            _ => path.push('*'),
+                        }
+                        c /= 4;
+                    }
+                    for query in [&[][..], &[("q", "1")][..], &[("q", "{v}")][..]] {
+                        specs.push(spec(method, &path, query, &[]));
+                    }
+                }
+            }
+        }
+        let compiled: Vec<CompiledMatch> = specs
+            .iter()
+            .map(|s| CompiledMatch::compile(s).unwrap())
+            .collect();
+        let refs: Vec<&CompiledMatch> = compiled.iter().collect();
+        let mut expected = Vec::new();
+        for j in 0..refs.len() {
+            for i in 0..j {
+                if refs[i].ties_with(refs[j]) {
+                    expected.push((i, j));
+                }
+            }
+        }
+        assert!(!expected.is_empty());
+        assert_eq!(find_ties(&refs), expected);
     }
 }

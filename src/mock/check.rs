@@ -31,6 +31,30 @@ pub use crate::contract::Problem;
 /// problems; when it ends in `.json` its stem must equal `operation_id` (inline operations of
 /// the admin API pass a path without `.json`, which skips that rule).
 pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Problem> {
+    check_operation_hashed(op, profile, file, None, None)
+}
+
+/// What [`check_operation_hashed`] compiled while checking (the schemas' validators, the
+/// `match` and the mock's engine), for [`Operation::compile_with`] to reuse instead of compiling them again.
+#[derive(Default)]
+pub struct Compiled {
+    pub input: Option<jsonschema::Validator>,
+    pub output: Option<jsonschema::Validator>,
+    pub matcher: Option<CompiledMatch>,
+    /// The mock's engine, built by the checks of its examples.
+    pub engine: Option<Engine>,
+}
+
+/// [`check_operation`] with the operation's current contract hash under `profile` already
+/// computed (as [`LoadedOperation::contract_hash`]), so it is not computed again; with
+/// `keep`, what the checks compiled is moved there.
+pub fn check_operation_hashed(
+    op: &OperationFile,
+    profile: &str,
+    file: &Path,
+    contract_hash: Option<&str>,
+    keep: Option<&mut Compiled>,
+) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut push = |path: &str, msg: String| out.push(Problem::new(file, path, msg));
     let Some(kind) = ProfileKind::parse(profile) else {
@@ -132,15 +156,26 @@ pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Pr
     if let Some(m) = &matcher {
         check_captures_allowed(m, &op.input_schema, &mut push);
     }
+    let mut engine = None;
     if let Some(mock) = &op.mock {
         let ctx = MockCtx {
             kind,
             result_form: op.result_form,
-            contract_hash: op.contract_hash(profile),
+            contract_hash: contract_hash
+                .map(str::to_string)
+                .unwrap_or_else(|| op.contract_hash(profile)),
             input_v: input_v.as_ref(),
             output_v: output_v.as_ref(),
         };
-        check_mock(mock, &ctx, &mut push);
+        engine = check_mock(mock, &ctx, &mut push);
+    }
+    if let Some(k) = keep {
+        *k = Compiled {
+            input: input_v,
+            output: output_v,
+            matcher,
+            engine,
+        };
     }
     out
 }
@@ -196,7 +231,11 @@ struct MockCtx<'a> {
     output_v: Option<&'a jsonschema::Validator>,
 }
 
-fn check_mock(mock: &Value, ctx: &MockCtx<'_>, push: &mut impl FnMut(&str, String)) {
+fn check_mock(
+    mock: &Value,
+    ctx: &MockCtx<'_>,
+    push: &mut impl FnMut(&str, String),
+) -> Option<Engine> {
     let size = serde_json::to_string(mock).map(|s| s.len()).unwrap_or(0);
     if size > limits::MAX_BYTES {
         push(
@@ -212,7 +251,7 @@ fn check_mock(mock: &Value, ctx: &MockCtx<'_>, push: &mut impl FnMut(&str, Strin
             "mock",
             "expected an object (the version-1 mock definition)".into(),
         );
-        return;
+        return None;
     }
     if let Some(v) = mock.get("schema_version") {
         if v.as_u64() != Some(1) {
@@ -220,12 +259,12 @@ fn check_mock(mock: &Value, ctx: &MockCtx<'_>, push: &mut impl FnMut(&str, Strin
                 "mock/schema_version",
                 format!("{v}: expected 1 (the only version)"),
             );
-            return;
+            return None;
         }
     }
     if let Some((path, what)) = array_for_object(mock) {
         push(&path, format!("expected an object ({what}), got an array"));
-        return;
+        return None;
     }
     let def: Definition = match serde_path_to_error::deserialize(mock) {
         Ok(d) => d,
@@ -237,7 +276,7 @@ fn check_mock(mock: &Value, ctx: &MockCtx<'_>, push: &mut impl FnMut(&str, Strin
                 format!("mock/{path}")
             };
             push(&path, e.inner().to_string());
-            return;
+            return None;
         }
     };
     if let Some(h) = &def.contract_hash {
@@ -427,6 +466,7 @@ fn check_mock(mock: &Value, ctx: &MockCtx<'_>, push: &mut impl FnMut(&str, Strin
             push(&at, format!("the rendered result {msg}"));
         }
     }
+    engine
 }
 
 /// serde reads a struct from a JSON array (its fields in order); the file format wants objects.
@@ -778,21 +818,19 @@ pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem>
             .iter()
             .filter_map(|l| Some((l, CompiledMatch::compile(l.op.match_spec.as_ref()?).ok()?)))
             .collect();
-        for (j, (b, mb)) in compiled.iter().enumerate() {
-            for (a, ma) in &compiled[..j] {
-                if ma.ties_with(mb) {
-                    let (lit, cons) = mb.specificity();
-                    out.push(Problem::new(
-                        &b.file,
-                        "match",
-                        format!(
-                            "ties with `{}` ({}): a request can match both with equal specificity ({lit} literal path segments, {cons} query/header constraints); expected one of them to be more specific (a literal segment, a query or header constraint)",
-                            a.op.operation_id,
-                            a.file.display()
-                        ),
-                    ));
-                }
-            }
+        let matchers: Vec<&CompiledMatch> = compiled.iter().map(|(_, m)| m).collect();
+        for (i, j) in crate::contract::template::find_ties(&matchers) {
+            let (a, (b, mb)) = (compiled[i].0, &compiled[j]);
+            let (lit, cons) = mb.specificity();
+            out.push(Problem::new(
+                &b.file,
+                "match",
+                format!(
+                    "ties with `{}` ({}): a request can match both with equal specificity ({lit} literal path segments, {cons} query/header constraints); expected one of them to be more specific (a literal segment, a query or header constraint)",
+                    a.op.operation_id,
+                    a.file.display()
+                ),
+            ));
         }
     }
     out

@@ -292,13 +292,11 @@ impl App {
             return Err(StartError::Check(problems));
         }
         let store = Store::open(&config.data_dir)?;
-        for integ in integrations.values() {
-            for op in &integ.operations {
-                // The file rule of `reload`: only a file changed since its last sync appends.
-                if let Some(rev) = reload::sync_file_revision(&store, op)? {
-                    tracing::info!(operation = %op.key(), revision = rev.revision, "new revision from file");
-                }
-            }
+        // The file rule of `reload`: only a file changed since its last sync appends (one
+        // flush for all of them).
+        let ops = integrations.values().flat_map(|i| i.operations.iter());
+        for (key, rev) in reload::sync_file_revisions(&store, ops.map(|o| &**o))? {
+            tracing::info!(operation = %key, revision = rev, "new revision from file");
         }
         let app = App {
             config,

@@ -257,14 +257,50 @@ pub fn sync_file_revision(
     store: &Store,
     op: &Operation,
 ) -> Result<Option<RevisionRecord>, StoreError> {
-    let Some(def) = &op.definition else {
+    let rec = sync_file_revision_unflushed(store, op)?;
+    if rec.is_some() {
+        store.flush_now()?;
+    }
+    Ok(rec)
+}
+
+/// [`sync_file_revision`] for many operations with ONE flush at the end (start-up on a cold
+/// data dir appends a revision per file): returns `("<integration>/<operation_id>", revision)`
+/// per appended revision, all durable when this returns `Ok`. On an error, what was
+/// appended before it is still flushed.
+pub fn sync_file_revisions<'a>(
+    store: &Store,
+    ops: impl IntoIterator<Item = &'a Operation>,
+) -> Result<Vec<(String, u64)>, StoreError> {
+    let mut created = Vec::new();
+    let mut failed = None;
+    for op in ops {
+        match sync_file_revision_unflushed(store, op) {
+            Ok(Some(rec)) => created.push((op.key(), rec.revision)),
+            Ok(None) => {}
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    if !created.is_empty() {
+        store.flush_now()?;
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(created),
+    }
+}
+
+fn sync_file_revision_unflushed(
+    store: &Store,
+    op: &Operation,
+) -> Result<Option<RevisionRecord>, StoreError> {
+    let Some(def_hash) = op.definition_hash.clone() else {
         return Ok(None);
     };
     let key = op.key();
-    let def_hash = op
-        .definition_hash
-        .clone()
-        .unwrap_or_else(|| crate::contract::hash::definition_hash(def));
     let last_from_file = store
         .revisions(&key)?
         .into_iter()
@@ -275,7 +311,12 @@ pub fn sync_file_revision(
     {
         return Ok(None);
     }
-    let (rec, created) = store.sync_revision(&key, &op.contract_hash, def, "file")?;
+    // Built only when a revision may be appended (`definition_hash` is `Some` iff it is).
+    let Some(def) = op.op.definition_value() else {
+        return Ok(None);
+    };
+    let (rec, created) =
+        store.sync_revision_unflushed(&key, &op.contract_hash, &def, def_hash, "file")?;
     Ok(created.then_some(rec))
 }
 
