@@ -113,7 +113,6 @@ use super::{App, Integration};
 use crate::attempt::{self, Attempt};
 use crate::config::{Config, Mode, UnmatchedWrites};
 use crate::error::{CallError, HarnessCode, HarnessError};
-use crate::evidence::ToolEvent;
 use crate::profile::{NativeResponse, Profile};
 use crate::record::{self, Call, Exchange, HttpCall};
 use crate::store::{AttemptRecord, CallRecord};
@@ -1089,28 +1088,7 @@ pub(crate) async fn record_event(
     source: &str,
 ) -> Result<u64, NativeResponse> {
     scrub_value(app, req, &mut info.arguments);
-    let latency_ms = req.received.elapsed().as_secs_f64() * 1000.0;
-    let event = ToolEvent {
-        sequence: 0,
-        execution_attempt_id: info.execution_attempt_id,
-        integration: info.integration.clone(),
-        operation_id: info.operation_id.clone(),
-        revision: d.revision,
-        variant: d.variant.clone(),
-        rule: d.rule,
-        is_write: info.is_write,
-        arguments: info.arguments,
-        result: d.result.clone(),
-        result_status: d.result_status.to_string(),
-        http_status,
-        latency_ms,
-        delay_ms: d.delay_ms,
-        idempotency_key_ref: info.idempotency_key_ref,
-        trace_id: info.trace_id,
-        source: source.to_string(),
-        error: d.error.as_ref().map(CallError::to_json),
-        timestamp: attempt::rfc3339(app.clock.now()),
-    };
+    let (event, latency_ms) = pipeline::tool_event(app, req, &mut info, d, http_status, source);
     let op_name = info.operation_id.as_deref().unwrap_or("");
     // As the replay pipeline: written under the state lock, durable after it is released.
     let guard = attempt.lock.lock().await;

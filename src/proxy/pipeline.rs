@@ -679,31 +679,10 @@ pub async fn record_evidence(
     attempt: &Attempt,
     mut state: tokio::sync::MutexGuard<'_, AttemptState>,
     req: &Request,
-    info: CallInfo,
+    mut info: CallInfo,
     d: Decision,
 ) -> (NativeResponse, u64) {
-    let latency_ms = req.received.elapsed().as_secs_f64() * 1000.0;
-    let event = ToolEvent {
-        sequence: 0,
-        execution_attempt_id: info.execution_attempt_id,
-        integration: info.integration.clone(),
-        operation_id: info.operation_id.clone(),
-        revision: d.revision,
-        variant: d.variant.clone(),
-        rule: d.rule,
-        is_write: info.is_write,
-        arguments: info.arguments,
-        result: d.result.clone(),
-        result_status: d.result_status.to_string(),
-        http_status: d.response.status,
-        latency_ms,
-        delay_ms: d.delay_ms,
-        idempotency_key_ref: info.idempotency_key_ref,
-        trace_id: info.trace_id,
-        source: "mock".into(),
-        error: d.error.as_ref().map(CallError::to_json),
-        timestamp: attempt::rfc3339(app.clock.now()),
-    };
+    let (event, latency_ms) = tool_event(app, req, &mut info, &d, d.response.status, "mock");
     let rec = CallRecord {
         event,
         state: d.new_state.clone(),
@@ -762,6 +741,43 @@ pub async fn record_evidence(
             )
         }
     }
+}
+
+/// The evidence event of one decided call, and its latency so far (ms). Takes the
+/// per-call fields out of `info` (its integration and operation id stay for logging); the
+/// store assigns the sequence. One place for every path that records a call (mock, MCP,
+/// forwarded, blocked, simulated).
+pub(crate) fn tool_event(
+    app: &App,
+    req: &Request,
+    info: &mut CallInfo,
+    d: &Decision,
+    http_status: u16,
+    source: &str,
+) -> (ToolEvent, f64) {
+    let latency_ms = req.received.elapsed().as_secs_f64() * 1000.0;
+    let event = ToolEvent {
+        sequence: 0,
+        execution_attempt_id: std::mem::take(&mut info.execution_attempt_id),
+        integration: info.integration.clone(),
+        operation_id: info.operation_id.clone(),
+        revision: d.revision,
+        variant: d.variant.clone(),
+        rule: d.rule,
+        is_write: info.is_write,
+        arguments: std::mem::take(&mut info.arguments),
+        result: d.result.clone(),
+        result_status: d.result_status.to_string(),
+        http_status,
+        latency_ms,
+        delay_ms: d.delay_ms,
+        idempotency_key_ref: info.idempotency_key_ref.take(),
+        trace_id: info.trace_id.take(),
+        source: source.to_string(),
+        error: d.error.as_ref().map(CallError::to_json),
+        timestamp: attempt::rfc3339(app.clock.now()),
+    };
+    (event, latency_ms)
 }
 
 /// Stage 8 — sleep `delay_ms` (after the state change is committed and the lock released).
