@@ -489,6 +489,19 @@ pub struct BodyEnd {
     pub error: Option<String>,
 }
 
+impl BodyEnd {
+    /// A body read whole and ended normally (small enough to keep in full).
+    pub(crate) fn complete(bytes: Bytes) -> BodyEnd {
+        BodyEnd {
+            total: bytes.len() as u64,
+            bytes,
+            truncated: false,
+            complete: true,
+            error: None,
+        }
+    }
+}
+
 /// Forward one HTTP-profile call and answer with the real response (module doc).
 #[allow(clippy::too_many_arguments)]
 async fn forward_http(
@@ -534,13 +547,7 @@ async fn forward_http(
     } else {
         match buffer(body, app.limits.max_body, app.limits.body_read_timeout).await {
             Buffered::Complete(bytes) => {
-                let end = BodyEnd {
-                    total: bytes.len() as u64,
-                    bytes: bytes.clone(),
-                    truncated: false,
-                    complete: true,
-                    error: None,
-                };
+                let end = BodyEnd::complete(bytes.clone());
                 if let Err(r) = ctx.clone().finish(info, end).await {
                     return to_http(r);
                 }

@@ -430,13 +430,7 @@ async fn tools_call(
             } else {
                 match buffer(body, app.limits.max_body, app.limits.body_read_timeout).await {
                     Buffered::Complete(bytes) => {
-                        let end = BodyEnd {
-                            total: bytes.len() as u64,
-                            bytes: bytes.clone(),
-                            truncated: false,
-                            complete: true,
-                            error: None,
-                        };
+                        let end = BodyEnd::complete(bytes.clone());
                         if let Err(r) = done.clone().finish(info, end).await {
                             return to_http(r);
                         }
