@@ -6,7 +6,8 @@
 //!
 //! # Layout on disk
 //!
-//! `<data_dir>/sled/` (directories created mode 0700) holds one sled database with these trees.
+//! `<data_dir>/sled/` (directories created mode 0700) holds one sled database with these trees;
+//! `<data_dir>/journal` (mode 0600) is its write-ahead journal for calls (see Durability).
 //! Keys are built so that a prefix scan returns records in their natural order.
 //!
 //! | tree | key | value |
@@ -21,64 +22,77 @@
 //!
 //! Attempt ids must not contain `0x00`, so `<attempt_id> 0x00` is an unambiguous prefix.
 //!
-//! # Atomicity
+//! # Atomicity and order
 //!
 //! - [`Store::sync_revision`] reads the latest number and appends `n + 1` in one transaction
 //!   over `revisions` and `meta`: two concurrent syncs can never produce the same number, and
 //!   a revision is never rewritten.
-//! - [`Store::record_call`] assigns the attempt's next sequence, inserts the event and writes
-//!   the integration's new state in one transaction over `events`, `state` and `meta`: the
-//!   state change and the evidence of the call that made it are never separated, and
-//!   sequences are contiguous (1, 2, 3…) per attempt.
+//! - [`Store::write_call`] assigns the attempt's next sequence and writes the event, the
+//!   integration's new state and the sequence counter under that attempt's **lane** (a mutex
+//!   per attempt, never one across attempts): sequences are contiguous (1, 2, 3…) per attempt,
+//!   and the state left behind is the one of the highest sequence. The event is written before
+//!   the counter, so a reader that reads the counter first never sees a counter ahead of its
+//!   events (`evidence` reports exactly that as missing evidence).
 //!
-//! # Durability: group commit
+//! # Durability: a write-ahead journal with group commit
 //!
-//! sled writes are durable only after an fsync (`Db::flush`). Evidence must be durable
-//! before a call is answered (SPEC 8: an acknowledged call is never missing), but one fsync
-//! per call would cap throughput at the disk's fsync rate. So `record_call` uses a group
-//! commit:
+//! Evidence must be durable before a call is answered (SPEC 8, 12: an acknowledged call is
+//! never missing), but one fsync per call would cap throughput at the disk's fsync rate, and
+//! a sled flush per batch costs more than the call itself (sled hands every flushed buffer
+//! to its own thread pool). So a call's writes go two ways:
 //!
-//! 1. The caller runs its transaction (in memory + sled's log buffer). When it returns, the
-//!    write has a reserved position in sled's log.
-//! 2. The caller then enqueues a waiter (a oneshot channel) for the single **flusher thread**
-//!    and awaits it. The flusher is a plain OS thread, so it works from any tokio runtime
-//!    (or none) and never blocks a tokio worker.
-//! 3. The flusher blocks until a waiter arrives, then drains *every* waiter queued so far
-//!    into one batch, calls `Db::flush()` once (sled flushes up to the highest log position
-//!    reserved when the flush starts), and answers the whole batch with its result.
+//! 1. into sled, unflushed: readers (`evidence`, `state`) see them at once;
+//! 2. as one framed record into the **journal**, `<data_dir>/journal`, an append-only file
+//!    that only the flusher writes. A frame is `length u32 LE | crc32 u32 LE | payload`; the
+//!    payload lists the sled writes of the call (`tree u8 | key | value`, lengths u32 LE).
 //!
-//! Invariant: a waiter is enqueued only after its write completed, and a batch is drained
-//! before its flush starts, so every write of a batch is covered by that batch's flush.
-//! Waiters that arrive while a flush runs form the next batch: under load N concurrent
-//! callers share one fsync instead of paying N. [`Store::flush_count`] counts the flushes
-//! performed (exported as a metric and asserted on in tests).
+//! [`Store::wait_durable`] enqueues a waiter and awaits it. The **flusher thread** (a plain
+//! OS thread, so it works from any tokio runtime and never blocks a worker) sleeps until a
+//! waiter arrives, then takes *every* pending frame and waiter, appends the frames with one
+//! `write` and makes them durable with one `fdatasync`, and answers the whole batch. Waiters
+//! that arrive meanwhile form the next batch: N concurrent callers share one fsync. There is
+//! no timer and no batching delay. [`Store::flush_count`] counts the batches (a metric; tests
+//! assert on it).
 //!
-//! There is no timer and no batching delay: a batch forms naturally while the previous fsync
-//! runs, so a lone caller pays one fsync and a crowd shares them.
+//! Invariant: a call's frame is queued before `write_call` returns, so before its caller's
+//! waiter; frames and waiters are taken together under one lock and committed in order under
+//! the journal's I/O lock. Every waiter is therefore answered only after a commit that
+//! covers every frame queued before it.
 //!
-//! If the flush fails, every waiter of the batch gets the error and `record_call` returns
-//! `Err`: the caller must not answer the call as a success. A `record_call` future dropped
-//! after its transaction (client gone) leaves its event in the store: evidence may hold a call
-//! that was never answered, but never lacks one that was. `tests/it/store.rs`
+//! **Checkpoint.** When the journal passes [`JOURNAL_LIMIT`], and on every synchronous write
+//! ([`Store::flush_now`]: revisions, attempts, `put_state`, `clear_state`) and at close, the
+//! flusher makes sled durable (`Db::flush`) and empties the journal (truncate + fsync):
+//! every frame in it had reached sled before, so nothing is lost. [`Store::open`] replays the
+//! journal into sled (frames are idempotent writes in order), stops at the first torn or
+//! corrupt frame (a tail that was never acknowledged — it is logged), checkpoints, and only
+//! then serves.
+//!
+//! A failed append or fsync (disk full, I/O error) answers every waiter of the batch with the
+//! error, so `wait_durable` returns `Err` and the caller must not answer the call as a
+//! success; the journal is cut back to its last committed length before the next batch, so
+//! a later batch never lands behind a torn frame. A call whose future is dropped after
+//! `write_call` (client gone) leaves its event in the store: evidence may hold a call that was
+//! never answered, but never lacks one that was. `tests/it/store.rs`
 //! (`acknowledged_calls_survive_kill_9`) kills a recording process with SIGKILL and checks
 //! that every acknowledged sequence is in the reopened store.
 //!
-//! The rarer synchronous writes ([`Store::sync_revision`] when it appends, [`Store::put_attempt`],
-//! [`Store::put_state`], [`Store::clear_state`]) flush before returning, so every `Store` method
-//! returns only once its write is durable. [`Store::flush`] waits for a group flush covering
-//! every write made before it was called (used at shutdown).
+//! Durability is `fdatasync` for the journal; sled's own flush (checkpoints, revisions,
+//! attempts) uses `sync_file_range`, which survives a process or OS crash but does not flush
+//! a device's volatile write cache.
 //!
-//! Dropping the last `Store` handle stops the flusher thread after it has answered every
-//! queued waiter, and releases sled's exclusive lock on the data dir.
+//! Dropping the last `Store` handle stops the flusher after it has answered every queued
+//! waiter, checkpoints, and releases sled's exclusive lock on the data dir.
 //!
 //! sled allows one process per data dir: `understudy evidence` against a data dir that a
 //! running `serve` holds fails with [`StoreError::Locked`], whose message points to the
 //! admin API instead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
@@ -87,10 +101,20 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 
 use crate::evidence::ToolEvent;
 
-/// Page cache of the sled database (sled's default is 1 GB).
-const CACHE_CAPACITY: u64 = 64 * 1024 * 1024;
+/// Page cache of the sled database (sled's default is 1 GB). Evidence is read back rarely
+/// (verdicts, the evidence endpoint), so a small cache keeps a long run's memory flat.
+const CACHE_CAPACITY: u64 = 16 * 1024 * 1024;
 /// Sub-directory of the data dir that holds the sled database.
 const SLED_DIR: &str = "sled";
+/// The write-ahead journal of calls, in the data dir.
+const JOURNAL_FILE: &str = "journal";
+/// Past this many bytes the flusher checkpoints (sled flush + a new journal epoch).
+pub const JOURNAL_LIMIT: u64 = 16 * 1024 * 1024;
+/// The journal grows in steps of this many bytes of zeros.
+const JOURNAL_CHUNK: u64 = 4 * 1024 * 1024;
+/// `understudy journal v1` magic, then the epoch (u64 LE).
+const JOURNAL_HEADER: u64 = 16;
+const JOURNAL_MAGIC: &[u8; 8] = b"USJRNL01";
 
 /// A store failure. Messages name the data dir where it helps.
 #[derive(Debug, thiserror::Error)]
@@ -157,8 +181,8 @@ pub struct AttemptRecord {
     pub cleanup: Option<Value>,
 }
 
-/// What `record_call` writes atomically: the event (its `sequence` is assigned by the store)
-/// and, when the call changed it, the integration's whole new state.
+/// What `write_call` writes: the event (its `sequence` is assigned by the store) and, when
+/// the call changed it, the integration's whole new state.
 #[derive(Debug, Clone)]
 pub struct CallRecord {
     pub event: ToolEvent,
@@ -173,69 +197,318 @@ pub struct Store {
 
 struct Inner {
     data_dir: PathBuf,
-    db: sled::Db,
     revisions: sled::Tree,
     attempts: sled::Tree,
     tokens: sled::Tree,
     state: sled::Tree,
     events: sled::Tree,
     meta: sled::Tree,
-    /// Queue of the flusher thread; `None` only while dropping.
-    flush_tx: Option<mpsc::Sender<Waiter>>,
+    /// Per attempt: the last sequence written, behind the attempt's own mutex.
+    lanes: RwLock<HashMap<String, Arc<Mutex<u64>>>>,
+    journal: Arc<Journal>,
     flusher: Option<JoinHandle<()>>,
-    shared: Arc<FlushShared>,
 }
 
-/// A caller waiting for a flush that covers its write.
+/// A caller waiting for a commit that covers its write.
 type Waiter = tokio::sync::oneshot::Sender<Result<(), String>>;
 
-/// State shared with the flusher thread.
-struct FlushShared {
+/// The journal and its group commit, shared with the flusher thread.
+struct Journal {
+    db: sled::Db,
+    /// Frames and waiters not yet taken by a commit.
+    pending: Mutex<Pending>,
+    /// Wakes the flusher when a waiter arrives or the store closes.
+    wake: Condvar,
+    /// The file; held through a whole commit, so commits never interleave.
+    io: Mutex<JournalFile>,
     flushes: AtomicU64,
-    /// Test hook: while `true` the flusher waits before flushing (see `pause_flushes`).
+    /// Test hook: while `true` the flusher waits before committing (see `pause_flushes`).
     paused: Mutex<bool>,
     resumed: Condvar,
 }
 
+#[derive(Default)]
+struct Pending {
+    frames: Vec<u8>,
+    waiters: Vec<Waiter>,
+    closed: bool,
+}
+
+struct JournalFile {
+    file: File,
+    /// Frames carry the checksum of `epoch ++ payload`: frames of an earlier epoch (the
+    /// journal is reused after each checkpoint) end the log instead of being replayed.
+    epoch: u64,
+    /// Where the next frame goes: the end of the committed frames.
+    len: u64,
+    /// The file's size: zeros past the last frame, written ahead (see `reserve`).
+    capacity: u64,
+    /// A failed write may have left bytes in `len..dirty`: zero them before the next one.
+    dirty: u64,
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Closing the queue ends the flusher once it has answered every queued waiter;
-        // joining it releases its handle on the database (and so sled's file lock).
-        self.flush_tx = None;
-        self.shared.resume();
+        // Closing ends the flusher once it has answered every queued waiter; the final
+        // checkpoint leaves sled durable and the journal empty; joining the thread and dropping
+        // the journal release their handles on the database (and so sled's file lock).
+        lock(&self.journal.pending).closed = true;
+        self.journal.wake.notify_all();
+        self.journal.resume();
         if let Some(t) = self.flusher.take() {
             let _ = t.join();
+        }
+        let (result, waiters) = self.journal.commit(true);
+        answer(waiters, &result);
+        if let Err(e) = result {
+            tracing::error!("closing the store in {}: {e}", self.data_dir.display());
         }
     }
 }
 
-impl FlushShared {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn answer(waiters: Vec<Waiter>, result: &Result<(), String>) {
+    for w in waiters {
+        // A waiter whose future was dropped (client gone) is simply skipped.
+        let _ = w.send(result.clone());
+    }
+}
+
+impl Journal {
     fn resume(&self) {
-        let mut p = self.paused.lock().unwrap_or_else(|e| e.into_inner());
-        *p = false;
+        *lock(&self.paused) = false;
         self.resumed.notify_all();
     }
+
     fn wait_while_paused(&self) {
-        let mut p = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = lock(&self.paused);
         while *p {
             p = self.resumed.wait(p).unwrap_or_else(|e| e.into_inner());
         }
     }
+
+    /// Queues one call's frame (before its caller can wait for it).
+    fn push(&self, payload: &[u8]) {
+        let mut p = lock(&self.pending);
+        p.frames
+            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        p.frames.extend_from_slice(&[0; 4]); // the checksum, filled in by the commit
+        p.frames.extend_from_slice(payload);
+    }
+
+    fn enqueue(&self, w: Waiter) -> Result<(), StoreError> {
+        let mut p = lock(&self.pending);
+        if p.closed {
+            return Err(StoreError::Backend("the store is closing".into()));
+        }
+        p.waiters.push(w);
+        drop(p);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// One group commit: takes every pending frame and waiter, appends and fsyncs the frames;
+    /// with `checkpoint` (or past [`JOURNAL_LIMIT`]) also makes sled durable and empties the
+    /// journal. Returns the result the taken waiters must get.
+    fn commit(&self, checkpoint: bool) -> (Result<(), String>, Vec<Waiter>) {
+        let mut io = lock(&self.io);
+        let (mut frames, waiters) = {
+            let mut p = lock(&self.pending);
+            (
+                std::mem::take(&mut p.frames),
+                std::mem::take(&mut p.waiters),
+            )
+        };
+        let mut result = io.append(&mut frames);
+        if result.is_ok() && (checkpoint || io.len > JOURNAL_LIMIT) {
+            result = self
+                .db
+                .flush()
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+                .and_then(|()| io.reset());
+        }
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        (result, waiters)
+    }
 }
 
-/// The flusher thread: one `Db::flush` per batch of waiters (see the module doc).
-fn flusher_loop(db: sled::Db, rx: mpsc::Receiver<Waiter>, shared: Arc<FlushShared>) {
-    while let Ok(first) = rx.recv() {
-        shared.wait_while_paused();
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
-        let result = db.flush().map(|_| ()).map_err(|e| e.to_string());
-        shared.flushes.fetch_add(1, Ordering::Relaxed);
-        for w in batch {
-            // A waiter whose future was dropped (client gone) is simply skipped.
-            let _ = w.send(result.clone());
+impl JournalFile {
+    /// Seals `frames` (queued as `length | 0000 | payload`) with this epoch's checksums,
+    /// writes them at `len` and makes them durable with one `fdatasync`. The bytes land in
+    /// space already written with zeros, so the fsync flushes data only, not the file's
+    /// size or extents (on ext4 that is ~10x cheaper than an appending write).
+    fn append(&mut self, frames: &mut [u8]) -> Result<(), String> {
+        use std::os::unix::fs::FileExt;
+        if self.dirty > self.len {
+            let zeros = vec![0; (self.dirty - self.len) as usize];
+            self.file
+                .write_all_at(&zeros, self.len)
+                .and_then(|()| self.file.sync_data())
+                .map_err(|e| format!("cannot clear a failed journal write: {}", io_message(&e)))?;
+            self.dirty = 0;
         }
+        if frames.is_empty() {
+            return Ok(());
+        }
+        seal_frames(frames, self.epoch);
+        let end = self.len + frames.len() as u64;
+        self.reserve(end)
+            .map_err(|e| format!("cannot grow the journal: {}", io_message(&e)))?;
+        self.dirty = end;
+        self.file
+            .write_all_at(frames, self.len)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| format!("cannot write the journal: {}", io_message(&e)))?;
+        self.dirty = 0;
+        self.len = end;
+        Ok(())
     }
+
+    /// Makes the file at least `end` bytes long, in [`JOURNAL_CHUNK`] steps of real zeros
+    /// (not a sparse `set_len`, not `fallocate`: writing into those later changes extents
+    /// and makes every fsync a metadata commit).
+    fn reserve(&mut self, end: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if end <= self.capacity {
+            return Ok(());
+        }
+        let target = end.div_ceil(JOURNAL_CHUNK) * JOURNAL_CHUNK;
+        let zeros = vec![0; (target - self.capacity) as usize];
+        self.file.write_all_at(&zeros, self.capacity)?;
+        self.file.sync_all()?;
+        self.capacity = target;
+        Ok(())
+    }
+
+    /// Starts a new epoch: every frame written so far stops counting (sled holds their
+    /// writes durably by now), and the space is reused from the start.
+    fn reset(&mut self) -> Result<(), String> {
+        self.write_header(self.epoch + 1)
+            .map_err(|e| format!("cannot reset the journal: {}", io_message(&e)))?;
+        self.len = JOURNAL_HEADER;
+        self.dirty = 0;
+        Ok(())
+    }
+
+    fn write_header(&mut self, epoch: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut h = [0u8; JOURNAL_HEADER as usize];
+        h[..8].copy_from_slice(JOURNAL_MAGIC);
+        h[8..].copy_from_slice(&epoch.to_le_bytes());
+        self.file.write_all_at(&h, 0)?;
+        if self.capacity < JOURNAL_HEADER {
+            self.capacity = JOURNAL_HEADER;
+            self.file.sync_all()?;
+        } else {
+            self.file.sync_data()?;
+        }
+        self.epoch = epoch;
+        Ok(())
+    }
+}
+
+/// Fills in each frame's checksum: CRC-32 of `epoch` (LE) followed by the payload.
+fn seal_frames(frames: &mut [u8], epoch: u64) {
+    let mut at = 0;
+    while at + 8 <= frames.len() {
+        let n = u32::from_le_bytes(frames[at..at + 4].try_into().unwrap()) as usize;
+        let crc = frame_crc(epoch, &frames[at + 8..at + 8 + n]);
+        frames[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+        at += 8 + n;
+    }
+}
+
+fn frame_crc(epoch: u64, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&epoch.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+/// The flusher thread: one commit per batch of waiters (see the module doc).
+fn flusher_loop(journal: Arc<Journal>) {
+    loop {
+        {
+            let mut p = lock(&journal.pending);
+            while p.waiters.is_empty() && !p.closed {
+                p = journal.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            if p.waiters.is_empty() {
+                return; // closed, nobody waiting
+            }
+        }
+        journal.wait_while_paused();
+        let (result, waiters) = journal.commit(false);
+        answer(waiters, &result);
+    }
+}
+
+// ---- journal frames ------------------------------------------------------------------------
+
+const TREE_EVENTS: u8 = 1;
+const TREE_STATE: u8 = 2;
+const TREE_META: u8 = 3;
+
+fn put_op(payload: &mut Vec<u8>, tree: u8, key: &[u8], value: &[u8]) {
+    payload.push(tree);
+    payload.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    payload.extend_from_slice(key);
+    payload.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    payload.extend_from_slice(value);
+}
+
+/// One sled write of a journal frame: tree, key, value.
+type Op<'a> = (u8, &'a [u8], &'a [u8]);
+
+/// The sled writes of one frame's payload; `None` if it does not parse.
+fn parse_ops(mut p: &[u8]) -> Option<Vec<Op<'_>>> {
+    fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        if p.len() < n {
+            return None;
+        }
+        let (a, b) = p.split_at(n);
+        *p = b;
+        Some(a)
+    }
+    fn len(p: &mut &[u8]) -> Option<usize> {
+        Some(u32::from_le_bytes(take(p, 4)?.try_into().ok()?) as usize)
+    }
+    let mut ops = Vec::new();
+    while !p.is_empty() {
+        let tree = take(&mut p, 1)?[0];
+        let n = len(&mut p)?;
+        let key = take(&mut p, n)?;
+        let n = len(&mut p)?;
+        let value = take(&mut p, n)?;
+        ops.push((tree, key, value));
+    }
+    Some(ops)
+}
+
+/// Splits the frames area of a journal (the bytes after the header) into its valid frames of
+/// `epoch`; the second value is the offset where the valid prefix ends. The log ends at the
+/// first frame that is empty (zeros), torn, or fails its checksum (a torn write, or a frame
+/// left from an earlier epoch).
+fn parse_frames(bytes: &[u8], epoch: u64) -> (Vec<&[u8]>, usize) {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while bytes.len() - at >= 8 {
+        let n = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+        let Some(payload) = bytes.get(at + 8..at + 8 + n) else {
+            break;
+        };
+        if n == 0 || frame_crc(epoch, payload) != crc || parse_ops(payload).is_none() {
+            break;
+        }
+        frames.push(payload);
+        at += 8 + n;
+    }
+    (frames, at)
 }
 
 impl Store {
@@ -297,18 +570,27 @@ impl Store {
             }
         };
         let tree = |name: &str| db.open_tree(name).map_err(open_err);
-        let shared = Arc::new(FlushShared {
+        let (events, state, meta) = (tree("events")?, tree("state")?, tree("meta")?);
+        let file = open_journal(data_dir, &db, [&events, &state, &meta]).map_err(|message| {
+            StoreError::Open {
+                path: data_dir.to_path_buf(),
+                message,
+            }
+        })?;
+        let journal = Arc::new(Journal {
+            db: db.clone(),
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            io: Mutex::new(file),
             flushes: AtomicU64::new(0),
             paused: Mutex::new(false),
             resumed: Condvar::new(),
         });
-        let (tx, rx) = mpsc::channel();
         let flusher = {
-            let db = db.clone();
-            let shared = shared.clone();
+            let journal = journal.clone();
             std::thread::Builder::new()
                 .name("understudy-store-flusher".into())
-                .spawn(move || flusher_loop(db, rx, shared))
+                .spawn(move || flusher_loop(journal))
                 .map_err(|e| StoreError::Open {
                     path: data_dir.to_path_buf(),
                     message: format!("cannot start the flusher thread: {e}"),
@@ -320,13 +602,12 @@ impl Store {
                 revisions: tree("revisions")?,
                 attempts: tree("attempts")?,
                 tokens: tree("tokens")?,
-                state: tree("state")?,
-                events: tree("events")?,
-                meta: tree("meta")?,
-                db,
-                flush_tx: Some(tx),
+                state,
+                events,
+                meta,
+                lanes: RwLock::new(HashMap::new()),
+                journal,
                 flusher: Some(flusher),
-                shared,
             }),
         })
     }
@@ -574,55 +855,79 @@ impl Store {
 
     // ---- evidence ------------------------------------------------------------------------
 
-    /// Records one call: assigns the attempt's next sequence, stores the event and (when
-    /// given) the integration's new state in one transaction, then waits for a group flush
-    /// covering the write. Returns the sequence once the call's evidence is durable.
+    /// Records one call: [`Store::write_call`], then [`Store::wait_durable`]. Returns the
+    /// sequence once the call's evidence is durable.
     pub async fn record_call(&self, attempt_id: &str, rec: CallRecord) -> Result<u64, StoreError> {
-        let seq = self.write_call(attempt_id, &rec)?;
-        self.group_flush().await?;
+        let seq = self.write_call(attempt_id, rec)?;
+        self.wait_durable().await?;
         Ok(seq)
     }
 
-    /// The transaction half of `record_call`: the event and the state are written atomically
-    /// but are NOT yet durable. A caller that answers must first await
-    /// [`Store::wait_durable`], whose flush covers every write that returned before it.
+    /// The write half of `record_call`: assigns the attempt's next sequence and writes the
+    /// event and the state (visible to readers at once) and queues their journal frame, but
+    /// the call is NOT yet durable. A caller that answers must first await
+    /// [`Store::wait_durable`], whose commit covers every write that returned before it.
     /// (Lets the server release an attempt's state lock before the fsync, so calls to one
-    /// attempt share flushes too.)
-    pub fn write_call(&self, attempt_id: &str, rec: &CallRecord) -> Result<u64, StoreError> {
+    /// attempt share fsyncs too.)
+    pub fn write_call(&self, attempt_id: &str, mut rec: CallRecord) -> Result<u64, StoreError> {
         check_attempt_id(attempt_id)?;
-        let inner = &self.inner;
-        if !inner.attempts.contains_key(attempt_id.as_bytes())? {
-            return Err(StoreError::Invalid(format!(
-                "cannot record a call for unknown attempt {attempt_id}"
-            )));
-        }
-        let seq_key = meta_key(META_SEQ, attempt_id);
+        let lane = self.lane(attempt_id)?;
+        let mut last = lock(&lane);
+        let seq = *last + 1;
+        rec.event.sequence = seq;
+        let event = encode_json(&rec.event)?;
         let state = match &rec.state {
             Some((integration, map)) => {
                 Some((state_key(attempt_id, integration), encode_json(map)?))
             }
             None => None,
         };
-        (&inner.events, &inner.state, &inner.meta)
-            .transaction(|(events, states, meta)| {
-                let last = match meta.get(&seq_key)? {
-                    Some(v) => {
-                        decode_u64(&v, attempt_id).map_err(ConflictableTransactionError::Abort)?
-                    }
-                    None => 0,
-                };
-                let seq = last + 1;
-                let mut event = rec.event.clone();
-                event.sequence = seq;
-                let bytes = encode_json(&event).map_err(ConflictableTransactionError::Abort)?;
-                meta.insert(seq_key.as_slice(), &seq.to_be_bytes())?;
-                events.insert(event_key(attempt_id, seq), bytes)?;
-                if let Some((k, v)) = &state {
-                    states.insert(k.as_slice(), v.as_slice())?;
-                }
-                Ok(seq)
-            })
-            .map_err(tx_error)
+        let (event_key, seq_key) = (event_key(attempt_id, seq), meta_key(META_SEQ, attempt_id));
+        let inner = &self.inner;
+        // Event before counter (see the module doc); the journal frame lists the same writes.
+        let mut payload =
+            Vec::with_capacity(event.len() + 64 + state.as_ref().map_or(0, |s| s.1.len()));
+        put_op(&mut payload, TREE_EVENTS, &event_key, &event);
+        inner.events.insert(event_key, event)?;
+        if let Some((k, v)) = state {
+            put_op(&mut payload, TREE_STATE, &k, &v);
+            inner.state.insert(k, v)?;
+        }
+        put_op(&mut payload, TREE_META, &seq_key, &seq.to_be_bytes());
+        inner.meta.insert(seq_key, &seq.to_be_bytes())?;
+        inner.journal.push(&payload);
+        *last = seq;
+        Ok(seq)
+    }
+
+    /// The attempt's lane: its mutex and last sequence, created on first use for an attempt
+    /// that exists.
+    fn lane(&self, attempt_id: &str) -> Result<Arc<Mutex<u64>>, StoreError> {
+        let inner = &self.inner;
+        if let Some(l) = inner
+            .lanes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(attempt_id)
+        {
+            return Ok(l.clone());
+        }
+        if !inner.attempts.contains_key(attempt_id.as_bytes())? {
+            return Err(StoreError::Invalid(format!(
+                "cannot record a call for unknown attempt {attempt_id}"
+            )));
+        }
+        let mut lanes = inner.lanes.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = lanes.get(attempt_id) {
+            return Ok(l.clone());
+        }
+        let last = match inner.meta.get(meta_key(META_SEQ, attempt_id))? {
+            Some(v) => decode_u64(&v, attempt_id)?,
+            None => 0,
+        };
+        let l = Arc::new(Mutex::new(last));
+        lanes.insert(attempt_id.to_string(), l.clone());
+        Ok(l)
     }
 
     /// Every event of the attempt, in sequence order.
@@ -656,69 +961,130 @@ impl Store {
 
     // ---- durability ----------------------------------------------------------------------
 
-    /// Waits for a group flush covering every write made before this call (shutdown).
+    /// Waits for a group commit covering every write made before this call (shutdown).
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.group_flush().await
+        self.wait_durable().await
     }
 
-    /// How many group flushes (fsyncs) the flusher thread has performed since open.
+    /// How many group commits (journal fsyncs) have been performed since open.
     pub fn flush_count(&self) -> u64 {
-        self.inner.shared.flushes.load(Ordering::Relaxed)
+        self.inner.journal.flushes.load(Ordering::Relaxed)
     }
 
-    /// Test hook: the flusher holds its next flush until [`Store::resume_flushes`]. Writes
+    /// Test hook: the flusher holds its next commit until [`Store::resume_flushes`]. Writes
     /// continue; `record_call` waits. Lets tests observe batching without timing.
     #[doc(hidden)]
     pub fn pause_flushes(&self) {
-        *self
-            .inner
-            .shared
-            .paused
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = true;
+        *lock(&self.inner.journal.paused) = true;
     }
 
     /// Test hook: releases [`Store::pause_flushes`].
     #[doc(hidden)]
     pub fn resume_flushes(&self) {
-        self.inner.shared.resume();
+        self.inner.journal.resume();
     }
 
-    /// The durability half of `record_call`: returns once a group flush that started after
-    /// this call has completed, so every [`Store::write_call`] that returned before is durable.
+    /// The durability half of `record_call`: returns once a group commit that took every
+    /// frame queued before this call has completed, so every [`Store::write_call`] that
+    /// returned before is durable.
     pub async fn wait_durable(&self) -> Result<(), StoreError> {
-        self.group_flush().await
-    }
-
-    async fn group_flush(&self) -> Result<(), StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let queue = self
-            .inner
-            .flush_tx
-            .as_ref()
-            .ok_or_else(|| StoreError::Backend("the store is closing".into()))?;
-        queue
-            .send(tx)
-            .map_err(|_| StoreError::Backend("the store flusher has stopped".into()))?;
+        self.inner.journal.enqueue(tx)?;
         match rx.await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StoreError::Backend(format!(
-                "flush of data dir {} failed: {e}",
-                self.inner.data_dir.display()
-            ))),
+            Ok(Err(e)) => Err(self.flush_failed(e)),
             Err(_) => Err(StoreError::Backend("the store flusher has stopped".into())),
         }
     }
 
-    /// A synchronous fsync, for the rare writes outside `record_call`.
+    /// A synchronous checkpoint, for the rare writes outside calls: commits the journal,
+    /// makes sled durable and empties the journal.
     pub fn flush_now(&self) -> Result<(), StoreError> {
-        self.inner.db.flush().map(|_| ()).map_err(|e| {
-            StoreError::Backend(format!(
-                "flush of data dir {} failed: {e}",
-                self.inner.data_dir.display()
-            ))
-        })
+        let (result, waiters) = self.inner.journal.commit(true);
+        answer(waiters, &result);
+        result.map_err(|e| self.flush_failed(e))
     }
+
+    fn flush_failed(&self, e: String) -> StoreError {
+        StoreError::Backend(format!(
+            "flush of data dir {} failed: {e}",
+            self.inner.data_dir.display()
+        ))
+    }
+}
+
+/// Opens (creating, mode 0600) the journal, replays its valid frames into sled, makes sled
+/// durable and starts a new epoch. A torn or corrupt tail was never acknowledged: it is
+/// dropped with a warning.
+fn open_journal(
+    data_dir: &Path,
+    db: &sled::Db,
+    trees: [&sled::Tree; 3],
+) -> Result<JournalFile, String> {
+    let path = data_dir.join(JOURNAL_FILE);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let fail = |what: &str, e: std::io::Error| {
+        format!(
+            "cannot {what} the journal {}: {}",
+            path.display(),
+            io_message(&e)
+        )
+    };
+    let mut file = opts.open(&path).map_err(|e| fail("open", e))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| fail("read", e))?;
+    let header = bytes.get(..JOURNAL_HEADER as usize);
+    let epoch = match header {
+        Some(h) if &h[..8] == JOURNAL_MAGIC => u64::from_le_bytes(h[8..].try_into().unwrap()),
+        _ if bytes.iter().all(|b| *b == 0) => 0, // new (or never written)
+        _ => {
+            return Err(format!(
+                "the journal {} is not an understudy journal (bad header); move it away to start without it",
+                path.display()
+            ))
+        }
+    };
+    let area = bytes.get(JOURNAL_HEADER as usize..).unwrap_or_default();
+    let (frames, valid) = parse_frames(area, epoch);
+    for payload in &frames {
+        for (tree, key, value) in parse_ops(payload).unwrap_or_default() {
+            let t = match tree {
+                TREE_EVENTS => trees[0],
+                TREE_STATE => trees[1],
+                TREE_META => trees[2],
+                other => return Err(format!("journal {}: unknown tree {other}", path.display())),
+            };
+            t.insert(key, value).map_err(|e| e.to_string())?;
+        }
+    }
+    let tail = &area[valid..];
+    if tail.len() >= 4 && tail[..4] != [0; 4] {
+        tracing::warn!(
+            "journal {}: the log ends at byte {} (a write that was never acknowledged, or frames of an earlier epoch)",
+            path.display(),
+            JOURNAL_HEADER as usize + valid
+        );
+    }
+    if !frames.is_empty() {
+        db.flush().map_err(|e| e.to_string())?;
+        tracing::info!(
+            "journal {}: replayed {} calls into the store",
+            path.display(),
+            frames.len()
+        );
+    }
+    let mut j = JournalFile {
+        file,
+        epoch,
+        len: JOURNAL_HEADER,
+        capacity: bytes.len() as u64,
+        dirty: 0,
+    };
+    j.write_header(epoch + 1).map_err(|e| fail("reset", e))?;
+    Ok(j)
 }
 
 // ---- keys and codecs -----------------------------------------------------------------------
@@ -933,6 +1299,196 @@ mod tests {
             let s = Store::open(tmp.path()).unwrap();
             drop(s);
         }
+    }
+
+    /// A store with attempts `att` and `other`, and an event to record.
+    fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
+        let store = Store::open(dir).unwrap();
+        let mut a = AttemptRecord {
+            attempt_id: "att".into(),
+            token_hash: "h".into(),
+            secret: String::new(),
+            test_run_id: None,
+            started_at: now_rfc3339(),
+            ended_at: None,
+            expires_at: None,
+            pins: BTreeMap::new(),
+            variants: BTreeMap::new(),
+            is_default: false,
+            cleanup: None,
+        };
+        store.put_attempt(&a).unwrap();
+        a.attempt_id = "other".into();
+        a.token_hash = "h2".into();
+        store.put_attempt(&a).unwrap();
+        let event = ToolEvent {
+            sequence: 0,
+            execution_attempt_id: "att".into(),
+            integration: "crm".into(),
+            operation_id: Some("op".into()),
+            revision: Some(1),
+            variant: None,
+            rule: None,
+            is_write: false,
+            arguments: Value::Null,
+            result: Value::Null,
+            result_status: "ok".into(),
+            http_status: 200,
+            latency_ms: 0.0,
+            delay_ms: 0,
+            idempotency_key_ref: None,
+            trace_id: None,
+            source: "mock".into(),
+            error: None,
+            timestamp: now_rfc3339(),
+        };
+        (store, event)
+    }
+
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut f = (payload.len() as u32).to_le_bytes().to_vec();
+        f.extend_from_slice(&frame_crc(7, payload).to_le_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    fn header_epoch(journal: &[u8]) -> u64 {
+        assert_eq!(&journal[..8], JOURNAL_MAGIC);
+        u64::from_le_bytes(journal[8..16].try_into().unwrap())
+    }
+
+    #[test]
+    fn frames_parse_up_to_a_torn_or_corrupt_tail() {
+        let mut p1 = Vec::new();
+        put_op(&mut p1, TREE_EVENTS, b"k1", b"v1");
+        put_op(&mut p1, TREE_META, b"seq", &1u64.to_be_bytes());
+        let mut p2 = Vec::new();
+        put_op(&mut p2, TREE_STATE, b"k2", b"");
+        let whole = [frame(&p1), frame(&p2)].concat();
+        let (frames, valid) = parse_frames(&whole, 7);
+        assert_eq!(frames, vec![p1.as_slice(), p2.as_slice()]);
+        // Frames of another epoch end the log at once; so do zeros after the last frame.
+        assert_eq!(parse_frames(&whole, 8), (vec![], 0));
+        let padded = [whole.clone(), vec![0; 64]].concat();
+        assert_eq!(parse_frames(&padded, 7).1, whole.len());
+        assert_eq!(valid, whole.len());
+        assert_eq!(
+            parse_ops(&p1).unwrap(),
+            vec![
+                (TREE_EVENTS, &b"k1"[..], &b"v1"[..]),
+                (TREE_META, &b"seq"[..], &1u64.to_be_bytes()[..])
+            ]
+        );
+        // Every cut inside the second frame keeps exactly the first.
+        let first = frame(&p1).len();
+        for cut in first..whole.len() {
+            let (frames, valid) = parse_frames(&whole[..cut], 7);
+            assert_eq!((frames.len(), valid), (1, first), "cut at {cut}");
+        }
+        // A flipped bit in the second frame's payload fails its checksum.
+        let mut bad = whole.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        assert_eq!(parse_frames(&bad, 7).1, first);
+        // A payload whose lengths overrun is refused even with a matching checksum.
+        let lying = frame(&[TREE_EVENTS, 255, 0, 0, 0, b'k']);
+        assert_eq!(parse_frames(&lying, 7), (vec![], 0));
+    }
+
+    #[tokio::test]
+    async fn an_uncheckpointed_journal_is_replayed_at_open_and_a_torn_tail_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let journal_copy;
+        {
+            let (store, event) = store_with_attempt(tmp.path());
+            for i in 0..3 {
+                let mut state = Map::new();
+                state.insert("n".into(), Value::from(i));
+                let mut event = event.clone();
+                event.arguments = serde_json::json!({ "i": i });
+                store
+                    .record_call(
+                        "att",
+                        CallRecord {
+                            event,
+                            state: Some(("crm".into(), state)),
+                        },
+                    )
+                    .await
+                    .unwrap();
+            }
+            // What a crash would leave: the journal as committed, sled possibly behind.
+            journal_copy = std::fs::read(tmp.path().join(JOURNAL_FILE)).unwrap();
+            assert!(
+                !journal_copy.is_empty(),
+                "calls are committed to the journal"
+            );
+        }
+        // Closing checkpointed: the journal's epoch moved on, so it holds no frame to replay.
+        let closed = std::fs::read(tmp.path().join(JOURNAL_FILE)).unwrap();
+        let epoch = header_epoch(&closed);
+        assert!(epoch > header_epoch(&journal_copy));
+        assert_eq!(parse_frames(&closed[16..], epoch).0.len(), 0);
+        // Wipe the calls from sled and put the journal back with a torn frame after it.
+        {
+            let db = sled::open(tmp.path().join(SLED_DIR)).unwrap();
+            for t in ["events", "state", "meta"] {
+                db.open_tree(t).unwrap().clear().unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let mut torn = journal_copy.clone();
+        let (frames, valid) = parse_frames(&torn[16..], header_epoch(&torn));
+        assert_eq!(frames.len(), 3);
+        torn[16 + valid..16 + valid + 7].copy_from_slice(&[200, 0, 0, 0, 1, 2, 3]);
+        std::fs::write(tmp.path().join(JOURNAL_FILE), &torn).unwrap();
+
+        let store = Store::open(tmp.path()).unwrap();
+        let events = store.evidence("att").unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(events[2].arguments["i"], 2);
+        assert_eq!(store.state("att").unwrap()["crm"]["n"], 2);
+        // Numbering continues after the replayed calls; other attempts start at 1.
+        let event = events[0].clone();
+        let rec = CallRecord { event, state: None };
+        assert_eq!(store.record_call("att", rec.clone()).await.unwrap(), 4);
+        assert_eq!(store.record_call("other", rec).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn past_the_limit_the_journal_checkpoints_and_reuses_its_space() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, event) = store_with_attempt(tmp.path());
+        let big = "x".repeat(100 * 1024);
+        let calls = (JOURNAL_LIMIT / (100 * 1024)) * 3 / 2; // ~1.5 times the limit
+        for i in 0..calls {
+            let mut e = event.clone();
+            e.arguments = serde_json::json!({ "i": i, "pad": big });
+            let rec = CallRecord {
+                event: e,
+                state: None,
+            };
+            assert_eq!(store.record_call("att", rec).await.unwrap(), i + 1);
+        }
+        let size = std::fs::metadata(tmp.path().join(JOURNAL_FILE))
+            .unwrap()
+            .len();
+        assert!(
+            size <= JOURNAL_LIMIT + 2 * JOURNAL_CHUNK,
+            "the journal is reused after a checkpoint, not grown: {size} bytes"
+        );
+        let journal = std::fs::read(tmp.path().join(JOURNAL_FILE)).unwrap();
+        assert!(
+            header_epoch(&journal) >= 2,
+            "a checkpoint started a new epoch"
+        );
+        drop(store);
+        let store = Store::open(tmp.path()).unwrap();
+        let events = store.evidence("att").unwrap();
+        assert_eq!(events.len() as u64, calls);
+        assert_eq!(events.last().unwrap().arguments["i"], calls - 1);
     }
 
     #[test]

@@ -1101,7 +1101,7 @@ pub(crate) async fn record_event(
     let guard = attempt.lock.lock().await;
     let written = app
         .store
-        .write_call(&attempt.id, &CallRecord { event, state: None });
+        .write_call(&attempt.id, CallRecord { event, state: None });
     drop(guard);
     let durable = match written {
         Ok(seq) => app.store.wait_durable().await.map(|()| seq),

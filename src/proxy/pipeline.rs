@@ -688,7 +688,7 @@ pub async fn record_evidence(
         state: d.new_state.clone(),
     };
     let op_name = info.operation_id.as_deref().unwrap_or("");
-    let written = app.store.write_call(&attempt.id, &rec);
+    let written = app.store.write_call(&attempt.id, rec);
     if written.is_ok() {
         if let Some((integ, s)) = d.new_state {
             state.state.insert(integ, s);
