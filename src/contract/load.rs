@@ -153,8 +153,8 @@ pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem
         })
         .collect();
     files.sort();
-    for f in files {
-        match load_file(&f, profile) {
+    for r in par_map(files, |f| load_file(&f, profile)) {
+        match r {
             Ok(op) => ops.push(op),
             Err(p) => problems.push(p),
         }
@@ -162,10 +162,52 @@ pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem
     (ops, problems)
 }
 
+/// `items.map(f)` on every core (`std::thread::available_parallelism`), in order: start-up
+/// reads, checks and compiles thousands of independent files. Small inputs stay on the
+/// calling thread.
+pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || items.len() < 64 {
+        return items.into_iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<T>> = Vec::with_capacity(threads);
+    let mut items = items.into_iter();
+    loop {
+        let c: Vec<T> = items.by_ref().take(chunk).collect();
+        if c.is_empty() {
+            break;
+        }
+        chunks.push(c);
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|c| s.spawn(move || c.into_iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn par_map_keeps_the_order_of_its_input() {
+        for n in [0, 1, 63, 64, 65, 1000] {
+            let v: Vec<usize> = (0..n).collect();
+            assert_eq!(
+                par_map(v, |i| i * 2),
+                (0..n).map(|i| i * 2).collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn unknown_keys_are_reported_with_their_path() {

@@ -343,16 +343,20 @@ pub fn load_integration(integ: &IntegrationConfig) -> Result<Vec<Operation>, Vec
     let profile = integ.profile.as_str();
     let (loaded, mut problems) = load::load_dir(&integ.operations, profile);
     // As `check_loaded`, keeping what the checks compiled for `Operation::compile_with`.
-    let mut pre = Vec::with_capacity(loaded.len());
-    for l in &loaded {
+    let checked = load::par_map(loaded.iter().collect(), |l| {
         let mut c = crate::mock::check::Compiled::default();
-        problems.extend(crate::mock::check::check_operation_hashed(
+        let p = crate::mock::check::check_operation_hashed(
             &l.op,
             profile,
             &l.file,
             Some(&l.contract_hash),
             Some(&mut c),
-        ));
+        );
+        (p, c)
+    });
+    let mut pre = Vec::with_capacity(loaded.len());
+    for (p, c) in checked {
+        problems.extend(p);
         pre.push(c);
     }
     problems.extend(crate::mock::check::check_integration(&loaded, profile));
@@ -360,8 +364,11 @@ pub fn load_integration(integ: &IntegrationConfig) -> Result<Vec<Operation>, Vec
         return Err(problems);
     }
     let mut ops = Vec::with_capacity(loaded.len());
-    for (l, c) in loaded.into_iter().zip(pre) {
-        match Operation::compile_with(&integ.name, integ.profile, l, c) {
+    let compiled = load::par_map(loaded.into_iter().zip(pre).collect(), |(l, c)| {
+        Operation::compile_with(&integ.name, integ.profile, l, c)
+    });
+    for r in compiled {
+        match r {
             Ok(op) => ops.push(op),
             Err(p) => problems.extend(p),
         }

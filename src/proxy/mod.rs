@@ -264,6 +264,7 @@ impl App {
         let mode = config.mode;
         let forwarding =
             forward::Forwarding::new(&config, forward).map_err(StartError::Unsupported)?;
+        let started = std::time::Instant::now();
         let mut problems = Vec::new();
         let mut integrations = BTreeMap::new();
         for integ in config.integrations.values() {
@@ -291,6 +292,7 @@ impl App {
         if !problems.is_empty() {
             return Err(StartError::Check(problems));
         }
+        let loaded = started.elapsed();
         let store = Store::open(&config.data_dir)?;
         // The file rule of `reload`: only a file changed since its last sync appends (one
         // flush for all of them).
@@ -298,6 +300,7 @@ impl App {
         for (key, rev) in reload::sync_file_revisions(&store, ops.map(|o| &**o))? {
             tracing::info!(operation = %key, revision = rev, "new revision from file");
         }
+        let synced = started.elapsed();
         let app = App {
             config,
             mode,
@@ -315,6 +318,17 @@ impl App {
             scheme: OnceLock::new(),
         };
         app.start_default_attempt()?;
+        tracing::info!(
+            operations = app
+                .integrations
+                .values()
+                .map(|i| i.operations.len())
+                .sum::<usize>(),
+            load_and_check_ms = loaded.as_millis() as u64,
+            store_sync_ms = (synced - loaded).as_millis() as u64,
+            default_attempt_ms = (started.elapsed() - synced).as_millis() as u64,
+            "start-up"
+        );
         Ok(app)
     }
 
