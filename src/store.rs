@@ -116,6 +116,21 @@ const JOURNAL_CHUNK: u64 = 4 * 1024 * 1024;
 const JOURNAL_HEADER: u64 = 16;
 const JOURNAL_MAGIC: &[u8; 8] = b"USJRNL01";
 
+/// The deepest JSON value (arguments, result, error, state) a call may store. Records are
+/// read back with serde_json, which refuses more than 128 levels; an evidence export wraps
+/// an event's values in three more. [`Store::write_call`] refuses deeper values, so an
+/// acknowledged call can never make an attempt's evidence unreadable.
+pub const MAX_STORED_DEPTH: usize = 100;
+
+/// Whether `v` nests more than `limit` arrays/objects (stops at the first path that does).
+pub fn deeper_than(v: &Value, limit: usize) -> bool {
+    match v {
+        Value::Array(a) => limit == 0 || a.iter().any(|x| deeper_than(x, limit - 1)),
+        Value::Object(m) => limit == 0 || m.values().any(|x| deeper_than(x, limit - 1)),
+        _ => false,
+    }
+}
+
 /// A store failure. Messages name the data dir where it helps.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -871,6 +886,26 @@ impl Store {
     /// attempt share fsyncs too.)
     pub fn write_call(&self, attempt_id: &str, mut rec: CallRecord) -> Result<u64, StoreError> {
         check_attempt_id(attempt_id)?;
+        let e = &rec.event;
+        let state = rec.state.as_ref().map(|(_, m)| m);
+        for (what, v) in [
+            ("arguments", Some(&e.arguments)),
+            ("result", Some(&e.result)),
+        ]
+        .into_iter()
+        .chain([("error", e.error.as_ref())])
+        {
+            if v.is_some_and(|v| deeper_than(v, MAX_STORED_DEPTH)) {
+                return Err(StoreError::Invalid(format!(
+                    "the call's {what} nests more than {MAX_STORED_DEPTH} levels: it could not be read back, so it is not stored"
+                )));
+            }
+        }
+        if state.is_some_and(|m| m.values().any(|v| deeper_than(v, MAX_STORED_DEPTH - 1))) {
+            return Err(StoreError::Invalid(format!(
+                "the call's new state nests more than {MAX_STORED_DEPTH} levels: it could not be read back, so it is not stored"
+            )));
+        }
         let lane = self.lane(attempt_id)?;
         let mut last = lock(&lane);
         let seq = *last + 1;
@@ -1343,6 +1378,42 @@ mod tests {
             timestamp: now_rfc3339(),
         };
         (store, event)
+    }
+
+    #[test]
+    fn depth_is_counted_in_nested_arrays_and_objects() {
+        let mut v = Value::from(1);
+        assert!(!deeper_than(&v, 0));
+        for _ in 0..3 {
+            v = serde_json::json!([{ "a": v }]);
+        }
+        assert!(deeper_than(&v, 5) && !deeper_than(&v, 6));
+    }
+
+    #[tokio::test]
+    async fn a_call_too_deep_to_read_back_is_refused_and_evidence_stays_readable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, mut event) = store_with_attempt(tmp.path());
+        let mut deep = Value::from(1);
+        for _ in 0..MAX_STORED_DEPTH {
+            deep = Value::Array(vec![deep]);
+        }
+        event.result = deep.clone(); // exactly the limit: kept
+        let ok = CallRecord {
+            event: event.clone(),
+            state: None,
+        };
+        assert_eq!(store.record_call("att", ok).await.unwrap(), 1);
+        event.result = Value::Array(vec![deep]);
+        let err = store
+            .record_call("att", CallRecord { event, state: None })
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("result nests more than 100"),
+            "{err}"
+        );
+        assert_eq!(store.evidence("att").unwrap().len(), 1);
     }
 
     fn frame(payload: &[u8]) -> Vec<u8> {

@@ -100,13 +100,15 @@ pub enum ToolOutcome {
 
 /// A body as [`Exchange`] keeps it: `None` when empty, the JSON value when it parses, else the
 /// text as a JSON string when it is UTF-8 (form bodies, plain text), else `None` (binary
-/// bodies are not recorded).
+/// bodies are not recorded, nor JSON nested within 8 levels of what the store keeps,
+/// [`crate::store::MAX_STORED_DEPTH`]: evidence then holds the body's summary).
 pub fn parse_body(bytes: &[u8]) -> Option<Value> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
     if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-        return Some(v);
+        // Deeper than the store keeps: the caller's summary (bytes, content type) instead.
+        return (!crate::store::deeper_than(&v, crate::store::MAX_STORED_DEPTH - 8)).then_some(v);
     }
     std::str::from_utf8(bytes)
         .ok()
@@ -271,6 +273,10 @@ mod tests {
     fn bodies() {
         assert_eq!(parse_body(b""), None);
         assert_eq!(parse_body(b" \n"), None);
+        let deep = format!("{}{}", "[".repeat(93), "]".repeat(93));
+        assert_eq!(parse_body(deep.as_bytes()), None, "too deep to store");
+        let ok = format!("{}{}", "[".repeat(92), "]".repeat(92));
+        assert!(parse_body(ok.as_bytes()).is_some());
         assert_eq!(parse_body(br#"{"a":1}"#), Some(serde_json::json!({"a": 1})));
         assert_eq!(
             parse_body(b"a=1&b=2"),

@@ -1,6 +1,8 @@
 //! Hostile input at the edge (issue "Reliability and security hardening"): request smuggling
 //! shapes, oversized and malformed heads, invalid UTF-8, absurd JSON nesting, huge numbers and
-//! dates for `$number`/`$dateAdd`, path traversal in operation ids, and a slowloris crowd.
+//! dates for `$number`/`$dateAdd`, values nested too deep for the store to read back (a deep
+//! definition rendering a deep input, a deep upstream answer in dry-run), path traversal in
+//! operation ids, and a slowloris crowd.
 //! Every test checks that the bad client gets a clear refusal (or a closed connection) and
 //! that the server keeps serving everybody else. Basic slowloris, 413, `kill -9` and garbage
 //! on a socket are in `serve.rs`; this file does not repeat them.
@@ -375,6 +377,142 @@ async fn deep_but_accepted_bodies_keep_the_evidence_readable() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `{"a": {"a": … leaf …}}`, `levels` objects around `leaf`.
+fn wrap(levels: usize, leaf: Value) -> Value {
+    (0..levels).fold(leaf, |v, _| json!({ "a": v }))
+}
+
+/// The store backstop: records are read back with serde_json, which refuses more than 127
+/// levels. A value deeper than that must never be written as an acknowledged call — the call
+/// is refused, or its evidence reads back. Here a 70-level result renders a 60-level caller
+/// value (each within its own limit: the file parses, the body is under `MAX_BODY_DEPTH`),
+/// so the rendered result is 130+ levels deep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_definition_rendering_a_deep_input_never_makes_evidence_unreadable() {
+    let p = Project::new(&[("api", "rest")]);
+    let mut op = rest_op("echo_deep", "POST", "/deep", None);
+    op["mock"] = json!({
+        "schema_version": 1, "default_variant": "ok",
+        "variants": { "ok": { "result": { "status": 200, "data": wrap(70, json!({ "$input": "x" })) } } },
+        "examples": [ { "variant": "ok", "input": { "x": 1 },
+                        "expected": { "status": 200, "data": wrap(70, json!(1)) } } ]
+    });
+    p.op("api", op);
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let url = format!("{}/deep", a.base("api"));
+    for (i, depth) in [1usize, 40, 60, 62].into_iter().enumerate() {
+        let body = format!("{{\"x\":{}}}", nested(depth));
+        let r = s
+            .call_raw("POST", &url, &body, &[("content-type", "application/json")])
+            .await;
+        let ev = s
+            .call(
+                "GET",
+                &format!("/_understudy/api/attempts/{}/evidence", a.id),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(
+            ev.status,
+            200,
+            "input depth {depth} (call answered {}): the evidence must stay readable: {}",
+            r.status,
+            &ev.text[..ev.text.len().min(400)]
+        );
+        let ev: Value = serde_json::from_str(&ev.text).unwrap_or_else(|e| {
+            panic!("input depth {depth}: the evidence export is not readable JSON: {e}")
+        });
+        let events = ev["tool_events"].as_array().unwrap().len();
+        if r.status == 200 {
+            assert_eq!(
+                events,
+                i + 1,
+                "input depth {depth}: the answered call is recorded"
+            );
+        }
+    }
+    s.stop().await.unwrap();
+}
+
+/// The same backstop for a real upstream's answer in dry-run: a forwarded read whose JSON
+/// body is nested up to what serde_json parses (127 levels) is recorded inside an event a few
+/// levels deeper. The evidence must stay readable whatever the call answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nested_upstream_answer_never_makes_evidence_unreadable() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A loopback upstream answering `GET /deep/<n>` with n nested arrays.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head).into_owned();
+                let n: usize = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|p| p.rsplit('/').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1);
+                let body = nested(n);
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tcp.write_all(resp.as_bytes()).await;
+                let _ = tcp.shutdown().await;
+            });
+        }
+    });
+    let p = Project::new(&[("api", "rest")]);
+    p.write_config(json!({ "mode": "dry-run", "integrations": { "api": {
+        "profile": "rest", "operations": "mocks/api", "upstream": format!("http://{upstream}")
+    } } }));
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    for (i, depth) in [1usize, 60, 100, 120, 124, 125, 126, 127]
+        .into_iter()
+        .enumerate()
+    {
+        let r = s
+            .call("GET", &format!("{}/deep/{depth}", a.base("api")), None, &[])
+            .await;
+        let ev = s
+            .call(
+                "GET",
+                &format!("/_understudy/api/attempts/{}/evidence", a.id),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(
+            ev.status,
+            200,
+            "upstream depth {depth} (call answered {}): the evidence must stay readable: {}",
+            r.status,
+            &ev.text[..ev.text.len().min(400)]
+        );
+        let ev: Value = serde_json::from_str(&ev.text).unwrap_or_else(|e| {
+            panic!("upstream depth {depth}: the evidence export is not readable JSON: {e}")
+        });
+        assert_eq!(
+            ev["tool_events"].as_array().unwrap().len(),
+            i + 1,
+            "upstream depth {depth}"
+        );
+    }
+    s.stop().await.unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------
