@@ -1,7 +1,9 @@
 //! Fault injection: kill -9 of the real binary under a 64-connection load (no acknowledged
-//! call lost, the store reopens, revisions intact), upstreams that reset, stall or answer
-//! garbage in dry-run mode (the harness error `upstream_unavailable`, never a hang), and a
-//! data dir that cannot be created (a clear start error naming the path).
+//! call lost, the store reopens, revisions intact), a disk that fills up under load (the real
+//! binary with a lowered `RLIMIT_FSIZE`: failed writes answer 500 `store_error`, never 200, the
+//! server keeps answering, and no acknowledged call is lost), upstreams that reset, stall or
+//! answer garbage in dry-run mode (the harness error `upstream_unavailable`, never a hang), and
+//! a data dir that cannot be created (a clear start error naming the path).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
@@ -21,22 +23,36 @@ use crate::support::{self, standard_project, Project, Server};
 
 /// Start `understudy serve` on 127.0.0.1:0; returns the child, its base URL and its stdout
 /// (kept open so the server never writes into a closed pipe).
-fn spawn_serve(
+fn spawn_serve(p: &Project) -> (Child, String, Lines) {
+    spawn_serve_with(p, |_| {})
+}
+
+type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+/// What the server wrote to stderr so far.
+type Log = Arc<Mutex<Vec<u8>>>;
+
+/// [`spawn_serve`], letting `prepare` adjust the command first (e.g. a resource limit).
+fn spawn_serve_with(p: &Project, prepare: impl FnOnce(&mut Command)) -> (Child, String, Lines) {
+    let (child, base, lines, _) =
+        try_spawn_serve_with(p, prepare).unwrap_or_else(|e| panic!("{e}"));
+    (child, base, lines)
+}
+
+/// [`spawn_serve_with`], returning the reason when the server exits before its readiness line,
+/// and the server's stderr as it is written.
+fn try_spawn_serve_with(
     p: &Project,
-) -> (
-    Child,
-    String,
-    std::io::Lines<BufReader<std::process::ChildStdout>>,
-) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
-        .args(["serve", "--config"])
+    prepare: impl FnOnce(&mut Command),
+) -> Result<(Child, String, Lines, Log), String> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_understudy"));
+    cmd.args(["serve", "--config"])
         .arg(p.config_path())
         .args(["--listen", "127.0.0.1:0"])
         .env_remove("UNDERSTUDY_ADMIN_TOKEN")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    prepare(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let ready = match lines.next() {
         Some(Ok(l)) => l,
@@ -46,21 +62,30 @@ fn spawn_serve(
             if let Some(mut e) = child.stderr.take() {
                 let _ = e.read_to_string(&mut err);
             }
-            let _ = child.wait();
-            panic!("no readiness line ({other:?}); stderr:\n{err}");
+            let status = child.wait();
+            return Err(format!(
+                "no readiness line ({other:?}, exit {status:?}); stderr:\n{err}"
+            ));
         }
     };
     let base = ready
         .strip_prefix("understudy listening on ")
         .unwrap_or_else(|| panic!("unexpected readiness line {ready:?}"))
         .to_string();
-    // Drain stderr so logging never blocks the server.
+    // Drain stderr so logging never blocks the server; keep it for messages.
     let mut stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
     std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = stderr.read_to_end(&mut sink);
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
     });
-    (child, base, lines)
+    Ok((child, base, lines, log))
 }
 
 async fn get_json(client: &reqwest::Client, url: &str) -> Value {
@@ -203,6 +228,346 @@ fn kill_9_during_a_64_connection_load_loses_no_acknowledged_call() {
         "{revisions_before}"
     );
     assert_eq!(revisions_after["revisions"], revisions_before["revisions"]);
+}
+
+// ---- a disk that fills up under load --------------------------------------------------------
+
+/// A file-size limit for a child process: `RLIMIT_FSIZE` lowered and `SIGXFSZ` ignored, so a
+/// write past the limit fails with `EFBIG` (what a full disk looks like to the writer: the
+/// write fails, nothing else) instead of killing the process. No root needed.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod fsize {
+    use std::ffi::c_int;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    /// `struct rlimit` on 64-bit Linux (`rlim_t` is an unsigned 64-bit integer).
+    #[repr(C)]
+    struct RLimit {
+        cur: u64,
+        max: u64,
+    }
+
+    extern "C" {
+        fn setrlimit(resource: c_int, rlim: *const RLimit) -> c_int;
+        fn signal(signum: c_int, handler: usize) -> usize;
+    }
+
+    const RLIMIT_FSIZE: c_int = 1;
+    const SIGXFSZ: c_int = 25;
+    const SIG_IGN: usize = 1;
+    const SIG_ERR: usize = usize::MAX;
+
+    /// Run `cmd` with regular files limited to `bytes` bytes.
+    pub fn limit(cmd: &mut Command, bytes: u64) {
+        let lim = RLimit {
+            cur: bytes,
+            max: bytes,
+        };
+        // SAFETY: between fork and exec the closure only calls `signal` and `setrlimit`, both
+        // async-signal-safe system-call wrappers; `lim` is moved in and outlives the call.
+        unsafe {
+            cmd.pre_exec(move || {
+                if signal(SIGXFSZ, SIG_IGN) == SIG_ERR || setrlimit(RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// The size of the largest regular file under `dir`.
+fn largest_file(dir: &std::path::Path) -> u64 {
+    let mut max = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        if meta.is_dir() {
+            max = max.max(largest_file(&entry.path()));
+        } else if meta.is_file() {
+            max = max.max(meta.len());
+        }
+    }
+    max
+}
+
+/// Evidence writes start failing in the middle of a 32-connection load: the real binary runs
+/// with every file capped at (largest file after a first start + 1 MiB, doubled until the
+/// server starts and records a first call), so the store's files (sled, the journal) hit `EFBIG` after some hundreds
+/// of calls. Every call must then be
+/// answered 500 `Understudy-Error: store_error` — never 200 — or succeed; the server must keep
+/// answering (no crash, no dropped connection); and after a restart without the limit every
+/// call that was answered 200 must be in the evidence, which must still be readable.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[test]
+fn a_disk_full_under_load_answers_store_error_and_loses_no_acknowledged_call() {
+    const CLIENTS: usize = 32;
+    const MAX_CALLS: i64 = 50_000;
+    /// Enough failures to know the store is past the limit; the load stops there.
+    const STOP_AFTER_FAILURES: usize = 300;
+    const HEADROOM: u64 = 1024 * 1024;
+    let p = standard_project();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // Start once without a limit: the store is created and the revisions synced.
+    let (mut child, _, _out) = spawn_serve(&p);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // The store grows its files by whole segments or chunks: when the server cannot start
+    // under the limit, or cannot record even one call, double the headroom (each failed try
+    // ends at once). The probe calls that succeed count as acknowledged.
+    let after_start = largest_file(&p.data_dir());
+    let mut headroom = HEADROOM;
+    let mut probes_acked = Vec::new();
+    let (child, base, _out, log, limit) = loop {
+        let limit = after_start + headroom;
+        let retry = match try_spawn_serve_with(&p, |cmd| fsize::limit(cmd, limit)) {
+            Ok((mut child, base, out, log)) => {
+                let n = -1 - probes_acked.len() as i64 - (headroom / HEADROOM) as i64 * 1000;
+                let r = rt.block_on(support::send(
+                    &support::client(),
+                    "POST",
+                    &format!("{base}/api/counter"),
+                    Some(&json!({ "n": n })),
+                    &[],
+                ));
+                if r.status == 200 {
+                    probes_acked.push(n);
+                    break (child, base, out, log, limit);
+                }
+                assert_eq!(
+                    r.header("understudy-error"),
+                    Some("store_error"),
+                    "probe: {} {}",
+                    r.status,
+                    r.text
+                );
+                child.kill().unwrap();
+                child.wait().unwrap();
+                format!("the first call failed: {}", r.text)
+            }
+            Err(e) => e,
+        };
+        assert!(
+            headroom < 256 * HEADROOM,
+            "the server never recorded a call under a file-size limit: {retry}"
+        );
+        eprintln!("files capped at {limit} bytes: {retry}");
+        headroom *= 2;
+    };
+    // Every start has its own default attempt: the one of this server holds the load.
+    let attempt_id = rt.block_on(async {
+        let default = get_json(
+            &support::client(),
+            &format!("{base}/_understudy/api/attempts/default"),
+        )
+        .await;
+        default["attempt_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("default attempt id: {default}"))
+            .to_string()
+    });
+    let child = Arc::new(Mutex::new(child));
+
+    #[derive(Default)]
+    struct Outcomes {
+        acked: Vec<i64>,
+        store_errors: Vec<i64>,
+        /// Anything else: (n, status or transport error, body).
+        unexpected: Vec<(i64, String, String)>,
+    }
+    let outcomes = rt.block_on(async {
+        let next = Arc::new(AtomicI64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let out = Arc::new(Mutex::new(Outcomes::default()));
+        let mut tasks = Vec::new();
+        for _ in 0..CLIENTS {
+            let client = support::client();
+            let url = format!("{base}/api/counter");
+            let (next, stop, out) = (next.clone(), stop.clone(), out.clone());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let n = next.fetch_add(1, Ordering::SeqCst);
+                    if n >= MAX_CALLS {
+                        break;
+                    }
+                    let r = match client.post(&url).json(&json!({ "n": n })).send().await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            out.lock().unwrap().unexpected.push((
+                                n,
+                                format!("transport error: {e}"),
+                                String::new(),
+                            ));
+                            continue;
+                        }
+                    };
+                    let status = r.status().as_u16();
+                    let code = r
+                        .headers()
+                        .get("understudy-error")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    let body = r.text().await.unwrap_or_default();
+                    let mut o = out.lock().unwrap();
+                    match (status, code.as_deref()) {
+                        (200, None) => o.acked.push(n),
+                        (500, Some("store_error")) => {
+                            o.store_errors.push(n);
+                            if o.store_errors.len() >= STOP_AFTER_FAILURES {
+                                stop.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        _ => o.unexpected.push((n, format!("{status} {code:?}"), body)),
+                    }
+                }
+            }));
+        }
+        let joined = tokio::time::timeout(Duration::from_secs(300), async {
+            for t in tasks {
+                t.await.expect("client task");
+            }
+        })
+        .await;
+        assert!(joined.is_ok(), "the load finished within 300 s");
+        // Still serving after the failures: the process is alive and a fresh connection gets
+        // an answer (a success or, with the store still failing, a store_error).
+        assert!(
+            child.lock().unwrap().try_wait().unwrap().is_none(),
+            "the server exited under a full disk"
+        );
+        let r = support::send(
+            &support::client(),
+            "POST",
+            &format!("{base}/api/counter"),
+            Some(&json!({ "n": MAX_CALLS + 1 })),
+            &[],
+        )
+        .await;
+        assert!(
+            r.status == 200 || r.header("understudy-error") == Some("store_error"),
+            "after the failures: {} {}",
+            r.status,
+            r.text
+        );
+        // The admin API answers too (the evidence read from the live store, or a clear error).
+        let r = support::send(
+            &support::client(),
+            "GET",
+            &format!("{base}/_understudy/api/attempts/{attempt_id}/evidence"),
+            None,
+            &[],
+        )
+        .await;
+        assert!(
+            r.status == 200 || r.status == 500,
+            "admin API: {} {}",
+            r.status,
+            r.text
+        );
+        if r.status == 200 {
+            let failed: BTreeSet<i64> = out.lock().unwrap().store_errors.iter().copied().collect();
+            let shown = r.json()["tool_events"]
+                .as_array()
+                .map(|evs| {
+                    evs.iter()
+                        .filter(|e| {
+                            e["arguments"]["n"]
+                                .as_i64()
+                                .is_some_and(|n| failed.contains(&n))
+                        })
+                        .count()
+                })
+                .unwrap_or(0);
+            eprintln!(
+                "live evidence under the limit lists {shown} of the calls answered store_error"
+            );
+        }
+        let mut out = Arc::try_unwrap(out).ok().unwrap().into_inner().unwrap();
+        out.acked.extend(probes_acked);
+        out
+    });
+    {
+        let mut c = child.lock().unwrap();
+        c.kill().unwrap(); // SIGKILL: no shutdown flush to rescue anything
+        c.wait().unwrap();
+    }
+    let log = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    eprintln!(
+        "disk full at {limit} bytes per file: {} acknowledged, {} store_error, {} other; \
+         server log (last 2000 bytes):\n{}",
+        outcomes.acked.len(),
+        outcomes.store_errors.len(),
+        outcomes.unexpected.len(),
+        &log[log.len().saturating_sub(2000)..]
+    );
+    assert!(
+        outcomes.unexpected.is_empty(),
+        "every call is answered 200 or 500 store_error; others (first 5): {:?}",
+        &outcomes.unexpected[..outcomes.unexpected.len().min(5)]
+    );
+    assert!(
+        outcomes.store_errors.len() >= STOP_AFTER_FAILURES,
+        "the file-size limit ({limit} bytes) was never reached in {} calls: the test proves nothing",
+        outcomes.acked.len()
+    );
+    assert!(
+        !outcomes.acked.is_empty(),
+        "some calls succeeded before the limit"
+    );
+
+    // Restart without the limit: the store opens and every acknowledged call is there.
+    let (mut child, base, _out) = spawn_serve(&p);
+    let ev = rt.block_on(async {
+        let r = support::send(
+            &support::client(),
+            "GET",
+            &format!("{base}/_understudy/api/attempts/{attempt_id}/evidence"),
+            None,
+            &[],
+        )
+        .await;
+        (r.status, r.text)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(ev.0, 200, "evidence after the disk-full run: {}", ev.1);
+    let ev: Value = serde_json::from_str(&ev.1).unwrap();
+    let recorded: BTreeSet<i64> = ev["tool_events"]
+        .as_array()
+        .expect("tool_events")
+        .iter()
+        .filter_map(|e| e["arguments"]["n"].as_i64())
+        .collect();
+    eprintln!(
+        "after the restart: {} events, verdict {}",
+        recorded.len(),
+        ev["verdict"]
+    );
+    let missing: Vec<i64> = outcomes
+        .acked
+        .iter()
+        .copied()
+        .filter(|n| !recorded.contains(n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} calls answered 200 are missing from the evidence after the disk filled up (first: {:?})",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
 }
 
 // ---- upstream faults in dry-run mode --------------------------------------------------------

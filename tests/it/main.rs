@@ -9,6 +9,7 @@ mod conformance;
 mod dryrun;
 mod faults;
 mod hostile;
+mod hostile_h2;
 mod https;
 mod isolation;
 mod mcp;

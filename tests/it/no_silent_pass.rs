@@ -280,3 +280,101 @@ async fn a_pending_outcome_is_never_a_pass() {
     }
     assert_fails(&p, &a.id, "unknown result_status");
 }
+
+/// Broken correlation (seed 003's third negative test): a later call refers to something an
+/// earlier call of the same run should have produced. `create_order` stores the order id in
+/// the attempt's state; `get_order` answers with `{"$state": "order_id"}`. When the create
+/// never happened in this run — skipped, refused as an input error, or made by another
+/// attempt (a different run id) — the reference cannot be joined to this run: the read is a
+/// harness error `missing_reference` and the attempt fails, never a pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_to_something_this_run_never_produced_fails() {
+    let p = Project::new(&[("api", "rest")]);
+    p.op(
+        "api",
+        json!({
+            "operation_id": "create_order",
+            "match": { "method": "POST", "path": "/orders" },
+            "input_schema": { "type": "object", "required": ["id"],
+                              "properties": { "id": { "type": "string" } } },
+            "output_schema": { "type": "object", "required": ["status"] },
+            "mock": {
+                "schema_version": 1, "default_variant": "ok",
+                "variants": { "ok": {
+                    "result": { "status": 201, "data": { "id": { "$input": "id" } } },
+                    "set_state": { "order_id": { "$input": "id" } }
+                } },
+                "examples": [ { "variant": "ok", "input": { "id": "o-1" },
+                                "expected": { "status": 201, "data": { "id": "o-1" } } } ]
+            }
+        }),
+    );
+    p.op(
+        "api",
+        json!({
+            "operation_id": "get_order",
+            "match": { "method": "GET", "path": "/orders/{id}" },
+            "input_schema": { "type": "object", "required": ["id"] },
+            "output_schema": { "type": "object", "required": ["status"] },
+            "mock": {
+                "schema_version": 1, "default_variant": "ok",
+                "variants": { "ok": {
+                    "result": { "status": 200, "data": { "id": { "$state": "order_id" } } }
+                } },
+                "examples": [ { "variant": "ok", "input": { "id": "o-1" },
+                                "state": { "order_id": "o-1" },
+                                "expected": { "status": 200, "data": { "id": "o-1" } } } ]
+            }
+        }),
+    );
+    let s = Server::start(&p).await;
+    let create = |a: &crate::support::Attempt, body: serde_json::Value| {
+        let url = format!("{}/orders", a.base("api"));
+        let s = &s;
+        async move { s.call("POST", &url, Some(&body), &[]).await.status }
+    };
+    let get = |a: &crate::support::Attempt| {
+        let url = format!("{}/orders/o-1", a.base("api"));
+        let s = &s;
+        async move { s.call("GET", &url, None, &[]).await }
+    };
+
+    // Control: the create, then the read that refers to it.
+    let joined = s.attempt(json!({ "test_run_id": "run-1" })).await;
+    assert_eq!(create(&joined, json!({ "id": "o-1" })).await, 201);
+    let r = get(&joined).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["id"], "o-1");
+
+    // The create was skipped.
+    let skipped = s.attempt(json!({ "test_run_id": "run-2" })).await;
+    // The create was refused (an input error changes no state).
+    let refused = s.attempt(json!({ "test_run_id": "run-3" })).await;
+    assert_eq!(create(&refused, json!({ "id": 42 })).await, 400);
+    // The create happened, but in another run.
+    let producer = s.attempt(json!({ "test_run_id": "run-4" })).await;
+    let other_run = s.attempt(json!({ "test_run_id": "run-5" })).await;
+    assert_eq!(create(&producer, json!({ "id": "o-1" })).await, 201);
+    for (name, a) in [
+        ("skipped", &skipped),
+        ("refused", &refused),
+        ("other run", &other_run),
+    ] {
+        let r = get(a).await;
+        assert_eq!(r.status, 500, "{name}: {}", r.text);
+        assert_eq!(
+            r.header("understudy-error"),
+            Some("missing_reference"),
+            "{name}"
+        );
+        let ev = s.evidence(&a.id).await;
+        assert_eq!(ev["verdict"], "fail", "{name}: {ev}");
+        assert_eq!(ev["harness_errors"][0]["code"], "missing_reference");
+    }
+    s.stop().await.unwrap();
+    assert_passes(&p, &joined.id);
+    assert_passes(&p, &producer.id);
+    for a in [&skipped, &refused, &other_run] {
+        assert_fails(&p, &a.id, "missing_reference");
+    }
+}
