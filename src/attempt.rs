@@ -277,6 +277,10 @@ pub struct Attempt {
     record: RwLock<AttemptRecord>,
     /// The state lock (see the module doc). Hold it across evaluate → record evidence.
     pub lock: tokio::sync::Mutex<AttemptState>,
+    /// Calls of this run answered 500 `store_error` (their evidence could not be made
+    /// durable): the live evidence then reports them and fails the verdict. In memory only —
+    /// the store was failing when they happened.
+    pub store_failures: std::sync::atomic::AtomicU64,
 }
 
 impl Attempt {
@@ -285,15 +289,19 @@ impl Attempt {
             id: record.attempt_id.clone(),
             record: RwLock::new(record),
             lock: tokio::sync::Mutex::new(state),
+            store_failures: Default::default(),
         })
     }
 
     /// A copy of the current record.
     pub fn record(&self) -> AttemptRecord {
-        self.record
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.read_record().clone()
+    }
+
+    /// The current record, borrowed (no copy of its pins: one per operation). Hold it
+    /// briefly and never across an `.await`: it blocks [`Attempt::set_record`].
+    pub fn read_record(&self) -> std::sync::RwLockReadGuard<'_, AttemptRecord> {
+        self.record.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Replace the record (the caller has persisted it).

@@ -14,7 +14,7 @@
 //! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
 //! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) | here |
 //! | (`{id}` = `default`) | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
-//! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8, with `verdict` (the project's `redact` list applied) | here |
+//! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8, with `verdict` (the project's `redact` list applied; `store_failures: n` and verdict `fail` when calls of this run were answered `store_error`) | here |
 //! | `GET /attempts/{id}/state` | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
 //! | `DELETE /attempts/{id}` | end the attempt: state dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
 //!
@@ -493,10 +493,15 @@ async fn evidence(app: &App, id: &str) -> ApiResult {
     let rec = a.record();
     let events = app.store.evidence(id).map_err(store_err)?;
     let state = app.store.state(id).map_err(store_err)?;
-    Ok((
-        StatusCode::OK,
-        crate::evidence::envelope(&rec, &events, &state, &app.config.redact),
-    ))
+    let mut env = crate::evidence::envelope(&rec, &events, &state, &app.config.redact);
+    // Calls answered `store_error` are missing from (or unconfirmed in) the evidence: the
+    // agent saw a failure, so the attempt cannot pass.
+    let failures = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);
+    if failures > 0 {
+        env["store_failures"] = json!(failures);
+        env["verdict"] = json!("fail");
+    }
+    Ok((StatusCode::OK, env))
 }
 
 async fn end_attempt(app: &App, id: &str) -> ApiResult {

@@ -24,6 +24,13 @@
 //! `eq`/`ne` with `value` absent compare with `null`: the file model reads `"value": null` as
 //! absent, so the two cannot be told apart, and `null` is what `"value": null` means.
 //!
+//! # Results without references
+//! A `result` whose compiled template is a constant (no `$input`/`$state` anywhere; literal
+//! `$number`/`$dateAdd` are settled at compile time) becomes a [`StaticResult`]: one shared
+//! `Arc<Value>` for every call that selects it. [`Engine::decide`] hands it out without
+//! copying, and the caller may keep what it derives from it once (checks, wire bytes) in the
+//! result's [`StaticResult::memo`]; [`Engine::evaluate`] returns an owned copy as before.
+//!
 //! # Error paths
 //! Errors carry the JSON path inside the definition, segments joined by `/` and escaped as in
 //! JSON Pointer, without a leading `/`: `variants/found/rules/0/result/data/amount/$number`.
@@ -33,7 +40,9 @@ use crate::mock::expr::{contains_expression, show, Template};
 use crate::mock::model::{Condition, Definition, Op, Source, Variant};
 use crate::mock::path::{pointer_push, DotPath};
 use serde_json::{Map, Value};
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 pub use crate::mock::path::json_equal;
 
@@ -49,6 +58,111 @@ pub struct Outcome {
     pub rule: Option<usize>,
 }
 
+/// What [`Engine::decide`] selected for one call: like [`Outcome`], but the result is either
+/// rendered for this call or a [`StaticResult`] shared by every call, and the variant name is
+/// borrowed from the engine.
+#[derive(Debug)]
+pub struct Decided<'e> {
+    pub result: Rendered<'e>,
+    pub state_patch: Map<String, Value>,
+    pub delay_ms: u64,
+    pub variant: &'e str,
+    /// Index of the rule that matched inside the variant, or `None`.
+    pub rule: Option<usize>,
+}
+
+/// The result of one call.
+#[derive(Debug)]
+pub enum Rendered<'e> {
+    /// A result without references, compiled once and shared.
+    Static(&'e StaticResult),
+    /// A result rendered against this call's input and state.
+    Dynamic(Value),
+}
+
+impl Rendered<'_> {
+    /// The result value.
+    pub fn value(&self) -> &Value {
+        match self {
+            Rendered::Static(s) => s.value(),
+            Rendered::Dynamic(v) => v,
+        }
+    }
+
+    /// The result as an owned value (a copy of a static one).
+    pub fn into_value(self) -> Value {
+        match self {
+            Rendered::Static(s) => Value::clone(s.value()),
+            Rendered::Dynamic(v) => v,
+        }
+    }
+}
+
+/// A `result` without references, settled when the definition is compiled. Every call that
+/// selects it gets this same value.
+pub struct StaticResult {
+    value: Arc<Value>,
+    memo: OnceLock<Box<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for StaticResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticResult")
+            .field("value", &self.value)
+            .field("memoized", &self.memo.get().is_some())
+            .finish()
+    }
+}
+
+impl StaticResult {
+    fn new(value: Value) -> StaticResult {
+        StaticResult {
+            value: Arc::new(value),
+            memo: OnceLock::new(),
+        }
+    }
+
+    pub fn value(&self) -> &Arc<Value> {
+        &self.value
+    }
+
+    /// What the caller derives from this result once (the server: the output check and the
+    /// rendered response), computed by `init` on first use and kept as long as the engine.
+    /// The evaluator never reads it. `None` when a value of another type was kept first.
+    pub fn memo<T: Any + Send + Sync>(&self, init: impl FnOnce(&Value) -> T) -> Option<&T> {
+        self.memo
+            .get_or_init(|| Box::new(init(&self.value)))
+            .downcast_ref::<T>()
+    }
+}
+
+/// A compiled `result`: static (shared) or a template rendered per call.
+#[derive(Debug)]
+enum CompiledResult {
+    Static(StaticResult),
+    Dynamic(Template),
+}
+
+impl CompiledResult {
+    fn compile(v: &Value, at: &str, problems: &mut Vec<HarnessError>) -> CompiledResult {
+        match Template::compile(v, at, problems) {
+            Template::Const(v) => CompiledResult::Static(StaticResult::new(v)),
+            t => CompiledResult::Dynamic(t),
+        }
+    }
+
+    fn render<'e>(
+        &'e self,
+        input: &Value,
+        state: &Map<String, Value>,
+    ) -> Result<Rendered<'e>, CallError> {
+        match self {
+            CompiledResult::Static(s) => Ok(Rendered::Static(s)),
+            CompiledResult::Dynamic(t) => t.render(input, state).map(Rendered::Dynamic),
+        }
+    }
+}
+
 /// A definition compiled once per pinned revision: references, paths and literals parsed,
 /// ready to evaluate many calls. `Send + Sync`.
 #[derive(Debug)]
@@ -59,7 +173,7 @@ pub struct Engine {
 
 #[derive(Debug)]
 struct CompiledVariant {
-    result: Template,
+    result: CompiledResult,
     set_state: Option<StatePatch>,
     delay_ms: u64,
     rules: Box<[CompiledRule]>,
@@ -68,7 +182,7 @@ struct CompiledVariant {
 #[derive(Debug)]
 struct CompiledRule {
     when: Box<[CompiledCondition]>,
-    result: Option<Template>,
+    result: Option<CompiledResult>,
     set_state: Option<StatePatch>,
     delay_ms: Option<u64>,
 }
@@ -115,40 +229,39 @@ fn compile_variants(
 }
 
 fn compile_variant(v: &Variant, at: &str, problems: &mut Vec<HarnessError>) -> CompiledVariant {
-    let result = Template::compile(&v.result, &pointer_push(at, "result"), problems);
+    let result = CompiledResult::compile(&v.result, &pointer_push(at, "result"), problems);
     let set_state = v
         .set_state
         .as_ref()
         .map(|m| compile_patch(m, &pointer_push(at, "set_state"), problems));
     let rules_at = pointer_push(at, "rules");
-    let rules = v
-        .rules
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let at = pointer_push(&rules_at, &i.to_string());
-            let when_at = pointer_push(&at, "when");
-            CompiledRule {
-                when: r
-                    .when
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(j, c)| {
-                        compile_condition(c, &pointer_push(&when_at, &j.to_string()), problems)
-                    })
-                    .collect(),
-                result: r
-                    .result
-                    .as_ref()
-                    .map(|t| Template::compile(t, &pointer_push(&at, "result"), problems)),
-                set_state: r
-                    .set_state
-                    .as_ref()
-                    .map(|m| compile_patch(m, &pointer_push(&at, "set_state"), problems)),
-                delay_ms: r.delay_ms,
-            }
-        })
-        .collect();
+    let rules =
+        v.rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let at = pointer_push(&rules_at, &i.to_string());
+                let when_at = pointer_push(&at, "when");
+                CompiledRule {
+                    when: r
+                        .when
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(j, c)| {
+                            compile_condition(c, &pointer_push(&when_at, &j.to_string()), problems)
+                        })
+                        .collect(),
+                    result: r.result.as_ref().map(|t| {
+                        CompiledResult::compile(t, &pointer_push(&at, "result"), problems)
+                    }),
+                    set_state: r
+                        .set_state
+                        .as_ref()
+                        .map(|m| compile_patch(m, &pointer_push(&at, "set_state"), problems)),
+                    delay_ms: r.delay_ms,
+                }
+            })
+            .collect();
     CompiledVariant {
         result,
         set_state,
@@ -302,13 +415,32 @@ impl Engine {
     /// the attempt's integration. Pure: reads no clock, does no I/O.
     ///
     /// The result renders first, then `set_state` (against the same pre-call state and input);
-    /// any error in either ends the call with no patch.
+    /// any error in either ends the call with no patch. A static result is copied; see
+    /// [`Engine::decide`] to share it instead.
     pub fn evaluate(
         &self,
         variant: Option<&str>,
         input: &Value,
         state: &Map<String, Value>,
     ) -> Result<Outcome, CallError> {
+        let d = self.decide(variant, input, state)?;
+        Ok(Outcome {
+            result: d.result.into_value(),
+            state_patch: d.state_patch,
+            delay_ms: d.delay_ms,
+            variant: d.variant.to_string(),
+            rule: d.rule,
+        })
+    }
+
+    /// [`Engine::evaluate`] without copying a static result: the same selection, rendering
+    /// and errors, with a [`StaticResult`] handed out by reference.
+    pub fn decide<'e>(
+        &'e self,
+        variant: Option<&str>,
+        input: &Value,
+        state: &Map<String, Value>,
+    ) -> Result<Decided<'e>, CallError> {
         let name = variant.unwrap_or(&self.def.default_variant);
         let Some((name, v)) = self.variants.get_key_value(name) else {
             return Err(self.unknown_variant(name));
@@ -329,11 +461,11 @@ impl Engine {
             Some(p) => p.render(input, state)?,
             None => Map::new(),
         };
-        Ok(Outcome {
+        Ok(Decided {
             result,
             state_patch,
             delay_ms: rule.and_then(|r| r.delay_ms).unwrap_or(v.delay_ms),
-            variant: name.clone(),
+            variant: name,
             rule: matched,
         })
     }
@@ -688,5 +820,68 @@ mod compile_tests {
     fn engine_is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<Engine>();
+    }
+}
+
+#[cfg(test)]
+mod static_tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn def() -> Engine {
+        engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": {"status": 200, "data": {"n": {"$number": "4.50"}, "d": {"$dateAdd": {"value": "2024-02-28", "days": 1}}}},
+            "rules": [{"when": [{"source": "input", "path": "x", "op": "exists"}],
+                       "result": {"status": 200, "data": {"x": {"$input": "x"}}}}]}}}),
+        )
+    }
+
+    #[test]
+    fn reference_free_results_are_shared_and_literals_settled() {
+        let e = def();
+        let a = e.decide(None, &json!({}), &Map::new()).unwrap();
+        let b = e.decide(None, &json!({}), &Map::new()).unwrap();
+        let (Rendered::Static(a), Rendered::Static(b)) = (a.result, b.result) else {
+            panic!("expected a static result");
+        };
+        assert!(Arc::ptr_eq(a.value(), b.value()));
+        assert_eq!(
+            **a.value(),
+            json!({"status": 200, "data": {"n": 4.5, "d": "2024-02-29T00:00:00Z"}})
+        );
+        let o = e.evaluate(None, &json!({}), &Map::new()).unwrap();
+        assert_eq!(&o.result, &**a.value());
+    }
+
+    #[test]
+    fn results_with_references_render_per_call() {
+        let e = def();
+        let d = e.decide(None, &json!({"x": 1}), &Map::new()).unwrap();
+        assert_eq!(d.rule, Some(0));
+        assert_eq!(d.variant, "v");
+        assert!(
+            matches!(&d.result, Rendered::Dynamic(v) if *v == json!({"status": 200, "data": {"x": 1}}))
+        );
+    }
+
+    #[test]
+    fn memo_is_computed_once_per_result() {
+        let e = def();
+        let calls = AtomicUsize::new(0);
+        for _ in 0..3 {
+            let d = e.decide(None, &json!({}), &Map::new()).unwrap();
+            let Rendered::Static(s) = d.result else {
+                panic!("expected a static result");
+            };
+            let len = s.memo(|v| {
+                calls.fetch_add(1, Ordering::Relaxed);
+                v.to_string().len()
+            });
+            assert_eq!(len.copied(), Some(s.value().to_string().len()));
+            assert_eq!(s.memo(|_| "another type"), None);
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
     }
 }

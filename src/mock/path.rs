@@ -142,6 +142,26 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Equal as written: the two values serialize to the same JSON text. Unlike [`json_equal`],
+/// `1` and `1.0` differ, and so do `0.0` and `-0.0` (which `==` on `Value` confuses).
+pub fn json_identical(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y && x.as_f64().map(f64::is_sign_negative) == y.as_f64().map(f64::is_sign_negative)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_identical(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((k, v), (l, w))| k == l && json_identical(v, w))
+        }
+        _ => a == b,
+    }
+}
+
 /// Numbers by value, exactly: two integers compare as integers; an integer and a float are
 /// equal only when the float is integral and spells that very integer (no rounding through
 /// f64, so `9007199254740993` does not equal `9007199254740992.0`).
@@ -321,5 +341,37 @@ mod pointer_tests {
     fn escapes_like_json_pointer() {
         assert_eq!(pointer_push("", "variants"), "variants");
         assert_eq!(pointer_push("variants", "a/b~c"), "variants/a~1b~0c");
+    }
+}
+
+#[cfg(test)]
+mod identical_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn identical_means_the_same_json_text() {
+        for (a, b) in [
+            (
+                json!({"a": [1, "x", null], "b": {"c": true}}),
+                json!({"b": {"c": true}, "a": [1, "x", null]}),
+            ),
+            (json!(1.5), json!(1.5)),
+            (json!(-3), json!(-3)),
+        ] {
+            assert!(json_identical(&a, &b), "{a} {b}");
+            assert_eq!(a.to_string(), b.to_string());
+        }
+        for (a, b) in [
+            (json!(1), json!(1.0)),
+            (json!(0.0), json!(-0.0)),
+            (json!({"a": 1}), json!({"b": 1})),
+            (json!({"a": 1}), json!({"a": 1, "b": 2})),
+            (json!([1]), json!([1, 1])),
+            (json!("1"), json!(1)),
+        ] {
+            assert!(!json_identical(&a, &b), "{a} {b}");
+            assert_ne!(a.to_string(), b.to_string());
+        }
     }
 }

@@ -1126,6 +1126,9 @@ pub(crate) async fn record_event(
         }
         Err(e) => {
             tracing::error!(attempt = %attempt.id, error = %e, "cannot record the call's evidence");
+            attempt
+                .store_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             app.metrics
                 .observe(&info.integration, op_name, "store_error", latency_ms);
             Err(NativeResponse {

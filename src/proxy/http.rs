@@ -292,13 +292,13 @@ pub fn to_http(r: NativeResponse) -> HttpResponse {
             b = b.header(name, value);
         }
     }
-    let body = match &r.body {
-        Some(serde_json::Value::String(text)) if raw_text => Bytes::from(text.clone()),
+    let body = match r.body {
+        Some(serde_json::Value::String(text)) if raw_text => Bytes::from(text),
         Some(v) => {
             if !has_type {
                 b = b.header(hyper::header::CONTENT_TYPE, "application/json");
             }
-            Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+            Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
         }
         None => Bytes::new(),
     };

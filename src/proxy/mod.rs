@@ -88,6 +88,8 @@ pub struct Integration {
     pub operations: Vec<Arc<Operation>>,
     /// The profile's built-in templates that no operation file overrides (same id).
     pub builtins: Vec<Arc<BuiltinOp>>,
+    /// `operations` indexed for routing ([`route::RouteIndex`]); rebuilt with them.
+    pub routes: Arc<route::RouteIndex>,
 }
 
 impl Integration {
@@ -281,6 +283,7 @@ impl App {
                         Integration {
                             config: integ.clone(),
                             profile,
+                            routes: Arc::new(route::RouteIndex::new(&ops)),
                             operations: ops,
                             builtins,
                         },

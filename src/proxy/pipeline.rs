@@ -29,10 +29,12 @@ use super::route::{self, Matched, Refusal, Target};
 use super::{App, Integration};
 use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease};
 use crate::contract::template::RequestView;
-use crate::contract::{IdempotencySpec, Operation};
+use crate::contract::{IdempotencySpec, Operation, ResultForm};
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
 use crate::evidence::ToolEvent;
 use crate::mock::check::{envelope_problem, schema_errors};
+use crate::mock::eval::{Rendered, StaticResult};
+use crate::mock::path::json_identical;
 use crate::mock::Engine;
 use crate::profile::{self, NativeResponse, Profile};
 use crate::store::{AttemptRecord, CallRecord};
@@ -194,11 +196,16 @@ pub async fn handle(app: &App, req: Request) -> NativeResponse {
         integration: req.segments.get(consumed).cloned().unwrap_or_default(),
         operation_id: None,
         is_write: false,
-        arguments: req.describe(),
+        // Set by `prepare` once the input is built (always an object); otherwise the raw
+        // request's description below.
+        arguments: Value::Null,
         idempotency_key_ref: None,
         trace_id: trace_id(&req),
     };
     let prepared = prepare(app, &attempt, consumed, &req, &mut info);
+    if info.arguments.is_null() {
+        info.arguments = req.describe();
+    }
     let mut guard = attempt.lock.lock().await;
     let decision = match prepared {
         Ok(p) => {
@@ -246,7 +253,8 @@ pub fn prepare(
     req: &Request,
     info: &mut CallInfo,
 ) -> Result<Prepared, Decision> {
-    let record = attempt.record();
+    // Borrowed, not copied: the pins name every operation. Released when this returns.
+    let record = attempt.read_record();
     check_lease(app, &record)?;
     // Stage 1c: the integration.
     let Some(integ) = req
@@ -305,7 +313,7 @@ pub fn prepare(
         headers: &req.headers,
     };
     info.is_write = profile.is_write(&method, rel, body.as_ref().ok().and_then(Option::as_ref));
-    let matched = route::operation(integ, &view, &req.line())
+    let matched = route::operation_with(integ, Some(&integ.routes), &view, req)
         .map_err(|m| Decision::harness(HarnessError::new(HarnessCode::UnmatchedRequest, m)))?;
     info.operation_id = Some(matched.target.operation_id().to_string());
     let explicit_write = match &matched.target {
@@ -553,7 +561,6 @@ pub fn idempotency_key(
 /// 422 (SPEC 5.4). Otherwise the pinned engine runs against the integration's pre-call state;
 /// then stages 5 and 6 run, and the decision carries the new state for stage 7 to commit.
 pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
-    let integration = p.op.integration.clone();
     if let Some(k) = &p.idempotency {
         if let Some(first) = state.idempotency.get(k) {
             if first.arguments == p.input {
@@ -581,55 +588,124 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
             return Decision::input_on(&p.wire, e);
         }
     }
-    let pre = state.state.get(&integration).cloned().unwrap_or_default();
-    let outcome = match p.engine.evaluate(p.variant.as_deref(), &p.input, &pre) {
+    let empty = Map::new();
+    let pre = state.state.get(&p.op.integration).unwrap_or(&empty);
+    let outcome = match p.engine.decide(p.variant.as_deref(), &p.input, pre) {
         Ok(o) => o,
         Err(e) => return Decision::from_error(&p.wire, e),
     };
-    // Stage 5.
-    if let Err(e) = validate_output(&p.op, &outcome.result, &outcome.variant, outcome.rule) {
-        let mut d = Decision::harness(e);
-        d.variant = Some(outcome.variant);
-        d.rule = outcome.rule;
-        return d;
-    }
-    // Stage 6.
-    let response = match p.wire.render(&outcome.result) {
-        Ok(r) => r,
-        Err(e) => return Decision::harness(e),
+    // Stages 5 and 6: once per static result (see `settled`), else for this call.
+    let settled = match &outcome.result {
+        Rendered::Static(s) => settled(p, s, outcome.variant, outcome.rule),
+        Rendered::Dynamic(_) => None,
     };
-    let new_state = (!outcome.state_patch.is_empty()).then(|| {
-        let mut s = pre;
-        for (k, v) in &outcome.state_patch {
-            s.insert(k.clone(), v.clone());
-        }
-        (integration, s)
-    });
+    let response = match settled {
+        Some(r) => r.clone(),
+        None => match check_and_render(p, outcome.result.value(), outcome.variant, outcome.rule) {
+            Ok(r) => r,
+            Err(d) => return d,
+        },
+    };
+    let new_state = patched_state(pre, outcome.state_patch).map(|s| (p.op.integration.clone(), s));
+    let result = outcome.result.into_value();
+    let variant = outcome.variant.to_string();
     let remember = p.idempotency.clone().map(|k| {
         (
             k,
             IdempotentEntry {
                 arguments: p.input.clone(),
-                result: outcome.result.clone(),
+                result: result.clone(),
                 http_status: response.status,
                 revision: Some(p.revision),
-                variant: Some(outcome.variant.clone()),
+                variant: Some(variant.clone()),
                 rule: outcome.rule,
             },
         )
     });
     Decision {
         response,
-        result: outcome.result,
+        result,
         result_status: "ok",
         error: None,
         revision: Some(p.revision),
-        variant: Some(outcome.variant),
+        variant: Some(variant),
         rule: outcome.rule,
         delay_ms: outcome.delay_ms,
         new_state,
         remember,
     }
+}
+
+/// Stages 5 and 6 of one result: the output check, then the native response. `Err` is the
+/// decided end of the call.
+#[allow(clippy::result_large_err)]
+fn check_and_render(
+    p: &Prepared,
+    result: &Value,
+    variant: &str,
+    rule: Option<usize>,
+) -> Result<NativeResponse, Decision> {
+    // Stage 5.
+    if let Err(e) = validate_output(&p.op, result, variant, rule) {
+        let mut d = Decision::harness(e);
+        d.variant = Some(variant.to_string());
+        d.rule = rule;
+        return Err(d);
+    }
+    // Stage 6.
+    p.wire.render(result).map_err(Decision::harness)
+}
+
+/// Stages 5 and 6 of a static result, done on its first call and kept in the compiled
+/// revision ([`StaticResult::memo`]): what they decide depends only on the result and on
+/// what is fixed per contract — the output schema and the operation id (both in the contract
+/// hash, which every call of a pinned revision shares), the result form and the wire. A
+/// result that fails them is not kept: such calls run the stages every time (the harness
+/// error names the rule that selected the result, which can differ per call).
+fn settled<'s>(
+    p: &Prepared,
+    s: &'s StaticResult,
+    variant: &str,
+    rule: Option<usize>,
+) -> Option<&'s NativeResponse> {
+    let mcp = matches!(p.wire, Wire::Mcp);
+    let m = s.memo(|v| Settled {
+        contract_hash: p.op.contract_hash.clone(),
+        result_form: p.op.op.result_form,
+        mcp,
+        response: check_and_render(p, v, variant, rule).ok(),
+    })?;
+    // Another contract or form (a reloaded file whose mock did not change) is not what
+    // was settled: run the stages for it.
+    (m.contract_hash == p.op.contract_hash && m.result_form == p.op.op.result_form && m.mcp == mcp)
+        .then_some(m.response.as_ref())
+        .flatten()
+}
+
+/// What [`settled`] keeps for a static result.
+struct Settled {
+    contract_hash: String,
+    result_form: Option<ResultForm>,
+    mcp: bool,
+    /// `None` when the result fails stage 5 or 6.
+    response: Option<NativeResponse>,
+}
+
+/// The integration's whole new state after `patch`, or `None` when the patch changes
+/// nothing — every key already holds the identical value — so the store writes no state.
+fn patched_state(
+    pre: &Map<String, Value>,
+    patch: Map<String, Value>,
+) -> Option<Map<String, Value>> {
+    if patch
+        .iter()
+        .all(|(k, v)| pre.get(k).is_some_and(|old| json_identical(old, v)))
+    {
+        return None;
+    }
+    let mut s = pre.clone();
+    s.extend(patch);
+    Some(s)
 }
 
 /// Stage 5 — the rendered result against the output schema and the profile's envelope rule;
@@ -680,9 +756,12 @@ pub async fn record_evidence(
     mut state: tokio::sync::MutexGuard<'_, AttemptState>,
     req: &Request,
     mut info: CallInfo,
-    d: Decision,
+    mut d: Decision,
 ) -> (NativeResponse, u64) {
-    let (event, latency_ms) = tool_event(app, req, &mut info, &d, d.response.status, "mock");
+    // The result moves into the event (no deep copy per call): nothing below reads it.
+    let result = std::mem::take(&mut d.result);
+    let (mut event, latency_ms) = tool_event(app, req, &mut info, &d, d.response.status, "mock");
+    event.result = result;
     let rec = CallRecord {
         event,
         state: d.new_state.clone(),
@@ -724,6 +803,9 @@ pub async fn record_evidence(
         }
         Err(e) => {
             tracing::error!(attempt = %attempt.id, error = %e, "cannot record the call's evidence");
+            attempt
+                .store_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             app.metrics
                 .observe(&info.integration, op_name, "store_error", latency_ms);
             let body = json!({ "understudy_error": {
@@ -905,5 +987,117 @@ mod tests {
             d.result["data"]["understudy_error"]["code"],
             "unmatched_request"
         );
+    }
+
+    #[test]
+    fn a_patch_that_changes_nothing_writes_no_state() {
+        let pre = json!({"a": 1, "b": {"c": [true]}});
+        let pre = pre.as_object().unwrap();
+        let patch = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(patched_state(pre, Map::new()), None);
+        assert_eq!(patched_state(pre, patch(json!({"a": 1}))), None);
+        assert_eq!(
+            patched_state(pre, patch(json!({"b": {"c": [true]}, "a": 1}))),
+            None
+        );
+        // `1.0` is not `1` as written: the stored state changes.
+        assert_eq!(
+            patched_state(pre, patch(json!({"a": 1.0}))),
+            Some(patch(json!({"a": 1.0, "b": {"c": [true]}})))
+        );
+        assert_eq!(
+            patched_state(pre, patch(json!({"a": 1, "n": null}))),
+            Some(patch(json!({"a": 1, "b": {"c": [true]}, "n": null})))
+        );
+    }
+
+    /// An operation of the `rest` profile whose mock is `mock`, compiled as served.
+    fn prepared(mock: Value, output_schema: Value, input: Value) -> Prepared {
+        let file = json!({
+            "operation_id": "op",
+            "match": {"method": "POST", "path": "/op"},
+            "input_schema": {"type": "object"},
+            "output_schema": output_schema,
+            "mock": mock,
+        });
+        let loaded = crate::contract::load::parse_operation(
+            &file,
+            std::path::Path::new("crm/op.json"),
+            "rest",
+        )
+        .unwrap();
+        let op = Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap();
+        Prepared {
+            engine: op.engine.clone().unwrap(),
+            op: Arc::new(op),
+            wire: Wire::Http(Profile::builtin("rest").unwrap()),
+            revision: 1,
+            variant: None,
+            input,
+            idempotency: None,
+        }
+    }
+
+    fn counter_mock() -> Value {
+        json!({"schema_version": 1, "default_variant": "v", "initial_state": {"n": 0},
+            "variants": {"v": {"result": {"status": 200, "data": {"ok": true}},
+                               "set_state": {"n": {"$input": "n"}}}}})
+    }
+
+    #[test]
+    fn evaluate_commits_state_only_when_it_changes() {
+        let mut st = AttemptState::default();
+        st.state
+            .insert("crm".into(), Map::from_iter([("n".into(), json!(0))]));
+        let same = prepared(counter_mock(), json!({}), json!({"n": 0}));
+        let d = evaluate(&mut st, &same);
+        assert_eq!((d.result_status, d.new_state), ("ok", None));
+        let other = prepared(counter_mock(), json!({}), json!({"n": 1}));
+        let d = evaluate(&mut st, &other);
+        assert_eq!(
+            d.new_state,
+            Some(("crm".into(), Map::from_iter([("n".into(), json!(1))])))
+        );
+    }
+
+    #[test]
+    fn static_results_are_settled_once_and_answer_as_rendered() {
+        let p = prepared(counter_mock(), json!({}), json!({"n": 0}));
+        let mut st = AttemptState::default();
+        for _ in 0..2 {
+            let d = evaluate(&mut st, &p);
+            assert_eq!(d.result, json!({"status": 200, "data": {"ok": true}}));
+            assert_eq!(d.response, p.wire.render(&d.result).unwrap());
+        }
+        let rendered = p.engine.decide(None, &p.input, &Map::new()).unwrap();
+        let Rendered::Static(s) = rendered.result else {
+            panic!("expected a static result");
+        };
+        assert!(settled(&p, s, "v", None).is_some());
+    }
+
+    #[test]
+    fn a_static_result_that_breaks_the_output_schema_fails_every_call() {
+        // `check` compares only the examples with the output schema; a rule no example
+        // reaches can hold a literal result that breaks it.
+        let mock = json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "result": {"status": 200, "data": {"ok": "yes"}},
+            "rules": [{"when": [{"source": "input", "path": "r", "op": "exists"}]}]}}});
+        let schema = json!({"type": "object", "properties": {"data": {"properties": {"ok": {"type": "boolean"}}}}});
+        for _ in 0..2 {
+            for (input, at) in [
+                (json!({}), "variants/v/result"),
+                (json!({"r": 1}), "variants/v/rules/0/result"),
+            ] {
+                let p = prepared(mock.clone(), schema.clone(), input);
+                let d = evaluate(&mut AttemptState::default(), &p);
+                assert_eq!(d.result_status, "harness_error");
+                let Some(CallError::Harness(e)) = &d.error else {
+                    panic!("{:?}", d.error);
+                };
+                assert_eq!(e.code, HarnessCode::OutputSchemaViolation);
+                assert_eq!(e.path.as_deref(), Some(at));
+            }
+        }
     }
 }

@@ -378,6 +378,7 @@ pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
         .map(|p| builtins_of(p, &ops))
         .unwrap_or_default();
     let count = ops.len();
+    integ.routes = Arc::new(super::route::RouteIndex::new(&ops));
     integ.operations = ops;
     app.integrations.replace(name, integ);
     write(&app.integrations.problems).remove(name);

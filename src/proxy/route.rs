@@ -13,6 +13,7 @@
 //!    nothing matches, the message names the closest operations and the first thing that
 //!    differed for each.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -20,7 +21,7 @@ use serde_json::{Map, Value};
 use super::request::Request;
 use super::{App, BuiltinOp, Integration};
 use crate::attempt::Attempt;
-use crate::contract::template::{Mismatch, RequestView};
+use crate::contract::template::{CompiledMatch, Mismatch, RequestView};
 use crate::contract::Operation;
 
 /// The header that carries a capability token.
@@ -124,36 +125,67 @@ pub struct Matched {
     pub near_files: Option<String>,
 }
 
-/// Match a request (segments relative to the integration base) against the integration's
-/// operations; `Err` carries the `unmatched_request` message.
+/// Match a request (segments relative to the integration base, in `view`) against the
+/// integration's operations; `Err` carries the `unmatched_request` message, which names
+/// `req`'s request line.
+///
+/// Operation files are tried in two passes: first only those [`may_match`] lets through
+/// (no allocation for the others), and only when none matches, every file again for what
+/// differed — the messages that name the closest operations.
 pub fn operation(
     integ: &Integration,
     view: &RequestView<'_>,
-    line: &str,
+    req: &Request,
 ) -> Result<Matched, String> {
-    let mut misses: Vec<(usize, bool, String, Mismatch)> = Vec::new();
+    operation_with(integ, None, view, req)
+}
+
+/// [`operation`], trying in the first pass only the operation files `index` (built from
+/// `integ.operations`) names as candidates, instead of every file.
+pub fn operation_with(
+    integ: &Integration,
+    index: Option<&RouteIndex>,
+    view: &RequestView<'_>,
+    req: &Request,
+) -> Result<Matched, String> {
     let mut best: Option<((usize, usize), Matched)> = None;
-    for op in &integ.operations {
+    let candidates: Box<dyn Iterator<Item = &Arc<Operation>>> = match index {
+        Some(ix) => Box::new(
+            ix.candidates(view)
+                .into_iter()
+                .filter_map(|i| integ.operations.get(i)),
+        ),
+        None => Box::new(integ.operations.iter()),
+    };
+    for op in candidates {
         let Some(m) = &op.matcher else { continue };
-        match m.matches(view) {
-            Ok(captures) => {
-                let spec = m.specificity();
-                if best.as_ref().is_none_or(|(s, _)| spec > *s) {
-                    best = Some((
-                        spec,
-                        Matched {
-                            target: Target::File(op.clone()),
-                            captures,
-                            near_files: None,
-                        },
-                    ));
-                }
+        if !may_match(m, view) {
+            continue;
+        }
+        if let Ok(captures) = m.matches(view) {
+            let spec = m.specificity();
+            if best.as_ref().is_none_or(|(s, _)| spec > *s) {
+                best = Some((
+                    spec,
+                    Matched {
+                        target: Target::File(op.clone()),
+                        captures,
+                        near_files: None,
+                    },
+                ));
             }
-            Err(miss) => misses.push((miss.score, true, op.id().to_string(), miss)),
         }
     }
     if let Some((_, m)) = best {
         return Ok(m);
+    }
+    // No file matches (the first pass tried every one that can): what differed, per file.
+    let mut misses: Vec<Miss<'_>> = Vec::new();
+    for op in &integ.operations {
+        let Some(m) = &op.matcher else { continue };
+        if let Err(miss) = m.matches(view) {
+            misses.push((miss.score, true, op.id(), miss));
+        }
     }
     for b in &integ.builtins {
         match b.matcher.matches(view) {
@@ -170,7 +202,7 @@ pub fn operation(
                     ));
                 }
             }
-            Err(miss) => misses.push((miss.score, false, b.operation_id.clone(), miss)),
+            Err(miss) => misses.push((miss.score, false, &b.operation_id, miss)),
         }
     }
     if let Some((_, mut m)) = best {
@@ -180,13 +212,142 @@ pub fn operation(
         }
         return Ok(m);
     }
-    Err(unmatched_message(&integ.config.name, line, misses))
+    Err(unmatched_message(&integ.config.name, &req.line(), misses))
 }
 
+/// False only when [`CompiledMatch::matches`] fails for `view`, found without allocating: a
+/// different method, number of path segments or literal path segment (a template segment
+/// is `*`, `{name}` or a literal compared as is with the decoded request segment). Any
+/// segment with `*`, `{` or `}` counts as a wildcard here; query and headers are left to
+/// `matches`.
+pub fn may_match(m: &CompiledMatch, view: &RequestView<'_>) -> bool {
+    if !view.method.eq_ignore_ascii_case(m.method()) {
+        return false;
+    }
+    let mut n = 0;
+    for want in m.path().split('/').filter(|s| !s.is_empty()) {
+        let Some(got) = view.segments.get(n) else {
+            return false;
+        };
+        if !want.contains(['*', '{', '}']) && want != got {
+            return false;
+        }
+        n += 1;
+    }
+    n == view.segments.len()
+}
+
+/// The path segments of a template with `None` for a wildcard (`*`, `{name}`), as
+/// [`may_match`] reads them.
+fn template_literals(m: &CompiledMatch) -> Vec<Option<&str>> {
+    m.path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| (!s.contains(['*', '{', '}'])).then_some(s))
+        .collect()
+}
+
+/// An integration's operation files bucketed for routing, built once per set of
+/// operations: by method and number of path segments, then by the literal at the segment
+/// position that tells most of the bucket apart. [`RouteIndex::candidates`] returns every
+/// operation that [`may_match`] a request, so [`operation_with`] decides exactly as
+/// [`operation`] does, without trying each file.
+#[derive(Debug, Default)]
+pub struct RouteIndex {
+    /// Method (upper case) → number of path segments → bucket.
+    buckets: HashMap<String, HashMap<usize, Bucket>>,
+}
+
+#[derive(Debug, Default)]
+struct Bucket {
+    /// The segment position whose literal selects among `by_literal`.
+    at: Option<usize>,
+    /// Literal at `at` → operation indexes, ascending.
+    by_literal: HashMap<String, Vec<usize>>,
+    /// Operations with a wildcard at `at` (or every one when `at` is `None`), ascending.
+    rest: Vec<usize>,
+}
+
+impl RouteIndex {
+    /// Index `ops` (their positions in the slice are what [`RouteIndex::candidates`]
+    /// returns). Operations without a matcher (MCP) are left out.
+    pub fn new(ops: &[Arc<Operation>]) -> RouteIndex {
+        // (method, number of segments) → (operation index, its template literals).
+        type Members<'a> = Vec<(usize, Vec<Option<&'a str>>)>;
+        let mut grouped: HashMap<(&str, usize), Members<'_>> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            let Some(m) = &op.matcher else { continue };
+            let lits = template_literals(m);
+            grouped
+                .entry((m.method(), lits.len()))
+                .or_default()
+                .push((i, lits));
+        }
+        let mut buckets: HashMap<String, HashMap<usize, Bucket>> = HashMap::new();
+        for ((method, n), members) in grouped {
+            // The position with the most distinct literals (the first on a tie).
+            let at = (0..n)
+                .map(|p| {
+                    let mut seen: Vec<&str> = members.iter().filter_map(|(_, l)| l[p]).collect();
+                    seen.sort_unstable();
+                    seen.dedup();
+                    (seen.len(), std::cmp::Reverse(p))
+                })
+                .max()
+                .filter(|(distinct, _)| *distinct > 1)
+                .map(|(_, std::cmp::Reverse(p))| p);
+            let mut b = Bucket {
+                at,
+                ..Bucket::default()
+            };
+            for (i, lits) in members {
+                match at.and_then(|p| lits[p]) {
+                    Some(lit) => b.by_literal.entry(lit.to_string()).or_default().push(i),
+                    None => b.rest.push(i),
+                }
+            }
+            buckets.entry(method.to_string()).or_default().insert(n, b);
+        }
+        RouteIndex { buckets }
+    }
+
+    /// The indexes, ascending, of every operation that may match `view` (a superset of
+    /// those [`may_match`] accepts).
+    pub fn candidates(&self, view: &RequestView<'_>) -> Vec<usize> {
+        let by_method = if view.method.bytes().any(|b| b.is_ascii_lowercase()) {
+            self.buckets.get(&view.method.to_ascii_uppercase())
+        } else {
+            self.buckets.get(view.method)
+        };
+        let Some(b) = by_method.and_then(|m| m.get(&view.segments.len())) else {
+            return Vec::new();
+        };
+        let selected =
+            b.at.and_then(|p| b.by_literal.get(view.segments[p].as_str()))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+        // Merge the two ascending lists: files are tried in their order, as without index.
+        let (mut out, mut x, mut y) = (Vec::with_capacity(selected.len() + b.rest.len()), 0, 0);
+        while x < selected.len() || y < b.rest.len() {
+            if y == b.rest.len() || (x < selected.len() && selected[x] < b.rest[y]) {
+                out.push(selected[x]);
+                x += 1;
+            } else {
+                out.push(b.rest[y]);
+                y += 1;
+            }
+        }
+        out
+    }
+}
+
+/// An operation that did not match: (score, is an operation file, operation id, why).
+type Miss<'a> = (usize, bool, &'a str, Mismatch);
+
 /// `` `id`: what differed; `id2` (built-in): … `` for the closest few, best first.
-fn closest(mut misses: Vec<(usize, bool, String, Mismatch)>) -> String {
+fn closest(mut misses: Vec<Miss<'_>>) -> String {
     // Highest score first; operation files before built-in templates on equal score.
-    misses.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    misses.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2)));
     misses
         .iter()
         .take(CLOSEST)
@@ -201,11 +362,7 @@ fn closest(mut misses: Vec<(usize, bool, String, Mismatch)>) -> String {
 /// How many closest operations an `unmatched_request` message names.
 const CLOSEST: usize = 3;
 
-fn unmatched_message(
-    integration: &str,
-    line: &str,
-    misses: Vec<(usize, bool, String, Mismatch)>,
-) -> String {
+fn unmatched_message(integration: &str, line: &str, misses: Vec<Miss<'_>>) -> String {
     if misses.is_empty() {
         return format!(
             "no operation of `{integration}` matches {line}: the integration has no operations"
@@ -221,6 +378,151 @@ fn unmatched_message(
 mod tests {
     use super::*;
 
+    fn op(id: &str, method: &str, path: &str) -> Arc<Operation> {
+        let file = serde_json::json!({
+            "operation_id": id,
+            "match": {"method": method, "path": path},
+            "input_schema": {"type": "object"},
+            "output_schema": {},
+        });
+        let loaded = crate::contract::load::parse_operation(
+            &file,
+            std::path::Path::new(&format!("crm/{id}.json")),
+            "rest",
+        )
+        .unwrap();
+        Arc::new(Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap())
+    }
+
+    /// The index names every operation `may_match` accepts, in file order, and leaves out
+    /// most of the others.
+    #[test]
+    fn route_index_candidates_cover_every_possible_match() {
+        let mut ops = vec![
+            op("any", "GET", "/sobjects/*/{id}"),
+            op("post", "POST", "/sobjects/Contact/{id}"),
+            op("root", "GET", "/"),
+            op("short", "GET", "/sobjects/Contact"),
+        ];
+        for i in 0..50 {
+            ops.push(op(
+                &format!("o{i}"),
+                "GET",
+                &format!("/sobjects/Obj{i}/{{id}}"),
+            ));
+        }
+        ops.push(op("late", "GET", "/sobjects/Obj7/{id}"));
+        let ix = RouteIndex::new(&ops);
+        let headers = hyper::http::HeaderMap::new();
+        for (method, path) in [
+            ("GET", "/sobjects/Obj7/1"),
+            ("get", "/sobjects/Obj7/1"),
+            ("GET", "/sobjects/Contact/1"),
+            ("POST", "/sobjects/Contact/1"),
+            ("GET", "/sobjects/Contact"),
+            ("GET", "/"),
+            ("GET", "/sobjects/Nope/1"),
+            ("PUT", "/sobjects/Obj7/1"),
+            ("GET", "/a/b/c/d"),
+        ] {
+            let segments = crate::contract::template::path_segments(path);
+            let view = RequestView {
+                method,
+                segments: &segments,
+                query: &[],
+                headers: &headers,
+            };
+            let possible: Vec<usize> = (0..ops.len())
+                .filter(|&i| may_match(ops[i].matcher.as_ref().unwrap(), &view))
+                .collect();
+            let got = ix.candidates(&view);
+            assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+            assert!(
+                possible.iter().all(|i| got.contains(i)),
+                "{method} {path}: {possible:?} not all in {got:?}"
+            );
+            assert!(got.len() <= possible.len() + 1, "{method} {path}: {got:?}");
+        }
+        let segments = crate::contract::template::path_segments("/sobjects/Obj7/1");
+        let view = RequestView {
+            method: "GET",
+            segments: &segments,
+            query: &[],
+            headers: &headers,
+        };
+        let names: Vec<&str> = ix
+            .candidates(&view)
+            .into_iter()
+            .map(|i| ops[i].id())
+            .collect();
+        assert_eq!(names, ["any", "o7", "late"]);
+    }
+
+    /// `may_match` is only a shortcut: it never turns away a request that `matches` accepts
+    /// (and turns away those that differ in method, segment count or a literal segment).
+    #[test]
+    fn may_match_never_rejects_a_match() {
+        use crate::contract::MatchSpec;
+        let templates = [
+            ("GET", "/services/data/*/sobjects/Contact/{id}", &[][..]),
+            ("get", "/a/{x}/", &[][..]),
+            ("POST", "/", &[][..]),
+            ("GET", "/a%20b/c", &[][..]),
+            ("GET", "//a//*/", &[][..]),
+            ("GET", "/q", &[("q", "SELECT {what}")][..]),
+        ];
+        let requests = [
+            ("GET", "/services/data/v60.0/sobjects/Contact/003"),
+            ("GET", "/services/data/v60.0/sobjects/Account/003"),
+            ("GET", "/services/data/v60.0/sobjects/Contact"),
+            ("GET", "/services/data/v60.0/sobjects/Contact/003/x"),
+            ("POST", "/services/data/v60.0/sobjects/Contact/003"),
+            ("GET", "/a/1"),
+            ("Get", "/a/1/"),
+            ("GET", "/a"),
+            ("POST", "/"),
+            ("POST", ""),
+            ("GET", "/a%20b/c"),
+            ("GET", "/a b/c"),
+            ("GET", "/a/anything"),
+            ("GET", "/q?q=SELECT+Id"),
+            ("GET", "/q?x=1"),
+        ];
+        let headers = hyper::http::HeaderMap::new();
+        let mut agreed = 0;
+        for (method, path, query) in templates {
+            let m = CompiledMatch::compile(&MatchSpec {
+                method: method.into(),
+                path: path.into(),
+                query: query
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                headers: Default::default(),
+            })
+            .unwrap();
+            for (rm, target) in requests {
+                let (p, q) = target.split_once('?').unwrap_or((target, ""));
+                let segments = crate::contract::template::path_segments(p);
+                let query = crate::contract::template::parse_query(q);
+                let view = RequestView {
+                    method: &rm.to_ascii_uppercase(),
+                    segments: &segments,
+                    query: &query,
+                    headers: &headers,
+                };
+                let matched = m.matches(&view).is_ok();
+                let may = may_match(&m, &view);
+                assert!(may || !matched, "{method} {path} vs {rm} {target}");
+                if may == matched {
+                    agreed += 1;
+                }
+            }
+        }
+        // Only the query template makes `matches` stricter than `may_match` here.
+        assert!(agreed >= templates.len() * requests.len() - 2, "{agreed}");
+    }
+
     #[test]
     fn message_orders_by_score_and_caps() {
         let m = |s: usize, w: &str| Mismatch {
@@ -231,15 +533,15 @@ mod tests {
             "crm",
             "GET /crm/x",
             vec![
-                (1, true, "a".into(), m(1, "method: expected POST, got GET")),
+                (1, true, "a", m(1, "method: expected POST, got GET")),
                 (
                     3,
                     false,
-                    "query".into(),
+                    "query",
                     m(3, "path segment 3: expected `query`, got `x`"),
                 ),
-                (3, true, "b".into(), m(3, "query `q`: missing")),
-                (0, true, "c".into(), m(0, "nothing")),
+                (3, true, "b", m(3, "query `q`: missing")),
+                (0, true, "c", m(0, "nothing")),
             ],
         );
         assert_eq!(

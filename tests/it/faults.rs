@@ -494,6 +494,18 @@ fn a_disk_full_under_load_answers_store_error_and_loses_no_acknowledged_call() {
             eprintln!(
                 "live evidence under the limit lists {shown} of the calls answered store_error"
             );
+            // The agent saw failures: the live verdict says so, whatever the events say.
+            let env = r.json();
+            assert_eq!(
+                env["verdict"], "fail",
+                "a run with store_error answers cannot pass"
+            );
+            assert!(
+                env["store_failures"].as_u64().unwrap_or(0) >= failed.len() as u64,
+                "store_failures {} < {} calls answered store_error",
+                env["store_failures"],
+                failed.len()
+            );
         }
         let mut out = Arc::try_unwrap(out).ok().unwrap().into_inner().unwrap();
         out.acked.extend(probes_acked);
