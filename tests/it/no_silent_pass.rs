@@ -110,18 +110,13 @@ async fn a_missing_evidence_event_fails() {
     assert_passes(&p, &a.id);
     // Remove a's event 2 and b's last event (3) behind the server's back.
     {
-        let db = sled::open(p.data_dir().join("sled")).unwrap();
-        let events = db.open_tree("events").unwrap();
+        let store = understudy::store::Store::open(&p.data_dir()).unwrap();
         for (id, seq) in [(&a.id, 2u64), (&b.id, 3u64)] {
-            let mut key = id.as_bytes().to_vec();
-            key.push(0);
-            key.extend_from_slice(&seq.to_be_bytes());
             assert!(
-                events.remove(key).unwrap().is_some(),
+                store.remove_event_for_test(id, seq).unwrap(),
                 "event {id}#{seq} existed"
             );
         }
-        db.flush().unwrap();
     }
     assert_fails(&p, &a.id, "missing evidence");
     // The last event gone: no gap in 1..2, but the attempt's sequence counter still says 3.
