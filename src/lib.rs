@@ -18,7 +18,7 @@
 //! | [`proxy`] | listener, routing, the pipeline stages of SPEC section 5 |
 //! | [`attempt`] | tokens, leases, pins, the per-attempt state lock |
 //! | [`evidence`] | events, the exported envelope, verdict, redaction |
-//! | [`store`] | sled trees, keys and codecs — the only module that touches sled |
+//! | [`store`] | sled trees, per-attempt evidence files, the write-ahead journal and its group commit — the only module that touches the data dir |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
 //! | [`upstream`] | the upstream HTTP(S) client of record/dry-run/passthrough: rustls, header hygiene, streaming |
 //! | [`tls`] | the local test CA, leaf certificates, rustls configs, forward-proxy parsing |
