@@ -285,7 +285,7 @@ fn is_unmocked(d: &Decision) -> bool {
 /// The call matched an operation file the attempt pinned a mock of (so its refusals —
 /// input errors, `stale_contract` — are the mock's to give).
 fn has_mock(attempt: &Attempt, integ: &Integration, info: &CallInfo) -> bool {
-    let record = attempt.record();
+    let record = attempt.read_record(); // borrowed: one pin per operation, not copied per call
     info.operation_id
         .as_deref()
         .and_then(|id| integ.operation(id))
