@@ -568,6 +568,15 @@ fn parse_ops(mut p: &[u8]) -> Option<Vec<Op<'_>>> {
 /// first frame that is empty (zeros), torn, or fails its checksum (a torn write, or a frame
 /// left from an earlier epoch).
 fn parse_frames(bytes: &[u8], epoch: u64) -> (Vec<&[u8]>, usize) {
+    whole_frames(bytes, |p, crc| {
+        frame_crc(epoch, p) == crc && parse_ops(p).is_some()
+    })
+}
+
+/// The frames `length u32 LE | crc32 u32 LE | payload` at the start of `bytes` — the format of
+/// the journal and of the evidence files — up to the first one that is torn, empty, or that
+/// `valid(payload, crc)` refuses; and the offset where they end.
+fn whole_frames(bytes: &[u8], valid: impl Fn(&[u8], u32) -> bool) -> (Vec<&[u8]>, usize) {
     let mut frames = Vec::new();
     let mut at = 0;
     while bytes.len() - at >= 8 {
@@ -576,7 +585,7 @@ fn parse_frames(bytes: &[u8], epoch: u64) -> (Vec<&[u8]>, usize) {
         let Some(payload) = bytes.get(at + 8..at + 8 + n) else {
             break;
         };
-        if n == 0 || frame_crc(epoch, payload) != crc || parse_ops(payload).is_none() {
+        if n == 0 || !valid(payload, crc) {
             break;
         }
         frames.push(payload);
@@ -1352,22 +1361,12 @@ fn append_event(lane: &mut Lane, seq: u64, event: &[u8]) -> std::io::Result<()> 
 
 /// The whole frames of an evidence file as (sequence, event JSON), and where they end.
 fn parse_event_frames(bytes: &[u8]) -> (Vec<(u64, &[u8])>, usize) {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while bytes.len() - at >= 16 {
-        let n = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        let Some(payload) = bytes.get(at + 8..at + 8 + n) else {
-            break;
-        };
-        if n < 8 || crc32fast::hash(payload) != crc {
-            break;
-        }
-        let seq = u64::from_le_bytes(payload[..8].try_into().unwrap());
-        out.push((seq, &payload[8..]));
-        at += 8 + n;
-    }
-    (out, at)
+    let (frames, end) = whole_frames(bytes, |p, crc| p.len() >= 8 && crc32fast::hash(p) == crc);
+    let events = frames
+        .into_iter()
+        .map(|p| (u64::from_le_bytes(p[..8].try_into().unwrap()), &p[8..]))
+        .collect();
+    (events, end)
 }
 
 // ---- keys and codecs -----------------------------------------------------------------------
