@@ -19,7 +19,7 @@ use std::hint::black_box;
 use understudy::attempt::AttemptState;
 use understudy::config::ProfileKind;
 use understudy::contract::template::{path_segments, RequestView};
-use understudy::contract::{load::load_dir, Operation};
+use understudy::operation::{load::load_dir, Operation};
 use understudy::profile::Profile;
 use understudy::proxy::http::to_http;
 use understudy::proxy::pipeline::{evaluate, Prepared, Wire};
@@ -82,7 +82,7 @@ fn many_operations(n: usize) -> Vec<Arc<Operation>> {
                 "input_schema": {"type": "object"},
                 "output_schema": {},
             });
-            let l = understudy::contract::load::parse_operation(
+            let l = understudy::operation::load::parse_operation(
                 &file,
                 Path::new("crm/x.json"),
                 "salesforce",

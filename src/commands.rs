@@ -7,11 +7,12 @@ use crate::cli::{
     OutputFormat, RecordArgs, ServeArgs,
 };
 use crate::config::{Config, Mode, ProfileKind, PROJECT_FILE};
-use crate::contract::load::{load_dir, load_file};
-use crate::contract::{check_loaded, LoadedOperation, Operation, Problem};
+use crate::error::Problem;
 use crate::error::{HarnessCode, HarnessError};
-use crate::mock::check::{execute, ExecResult};
-use crate::mock::generate::generate;
+use crate::operation::call::{execute, ExecResult};
+use crate::operation::generate::generate;
+use crate::operation::load::{load_dir, load_file};
+use crate::operation::{check_loaded, LoadedOperation, Operation};
 use clap::Parser;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -156,11 +157,7 @@ pub fn check(args: &CheckArgs) -> i32 {
                 );
                 return USAGE;
             }
-            Err(e) => problems.push(Problem {
-                file: e.file,
-                path: e.path,
-                message: e.message,
-            }),
+            Err(e) => problems.push(e.problem),
             Ok(cfg) => {
                 for integ in cfg.integrations.values() {
                     let profile = integ.profile.as_str();
@@ -179,11 +176,7 @@ pub fn check(args: &CheckArgs) -> i32 {
                 return USAGE;
             }
             Err(e) => {
-                problems.push(Problem {
-                    file: e.file,
-                    path: e.path,
-                    message: e.message,
-                });
+                problems.push(e.problem);
                 None
             }
         };

@@ -5,6 +5,7 @@
 //! command line are relative to the current directory. Every error names the file, the JSON
 //! path and what was expected.
 
+use crate::error::Problem;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -175,30 +176,18 @@ pub struct IntegrationConfig {
     pub mcp_sse: bool,
 }
 
-/// A project file that cannot be used. Displays as `file: json/path: message`.
+/// A project file that cannot be used: the [`Problem`] (file, JSON path such as
+/// `integrations/crm/profile`, message), and whether the file is missing altogether.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError {
-    pub file: PathBuf,
-    /// `/`-separated JSON path (`integrations/crm/profile`), empty for the whole file.
-    pub path: String,
-    pub message: String,
+    pub problem: Problem,
     /// The file does not exist (a usage error rather than a broken file).
     pub not_found: bool,
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}: {}", self.file.display(), self.message)
-        } else {
-            write!(
-                f,
-                "{}: {}: {}",
-                self.file.display(),
-                self.path,
-                self.message
-            )
-        }
+        self.problem.fmt(f)
     }
 }
 
@@ -233,9 +222,7 @@ impl Config {
     /// Read, parse and validate a project file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: path.to_path_buf(),
-            path: String::new(),
-            message: format!("cannot read the project file: {e}"),
+            problem: Problem::new(path, "", format!("cannot read the project file: {e}")),
             not_found: e.kind() == std::io::ErrorKind::NotFound,
         })?;
         Config::parse(&text, path)
@@ -245,9 +232,7 @@ impl Config {
     /// directory).
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         let err = |path: String, message: String| ConfigError {
-            file: file.to_path_buf(),
-            path,
-            message,
+            problem: Problem::new(file, path, message),
             not_found: false,
         };
         let value: serde_json::Value = serde_json::from_str(text)
@@ -449,40 +434,44 @@ mod tests {
     fn errors_name_file_path_and_expectation() {
         let e = parse(r#"{"integrations":{"crm":{"profile":"salesforce","upstraem":"x"}}}"#)
             .unwrap_err();
-        assert_eq!(e.path, "integrations/crm/upstraem");
-        assert!(e.message.contains("unknown field `upstraem`"), "{e}");
+        assert_eq!(e.problem.path, "integrations/crm/upstraem");
+        assert!(
+            e.problem.message.contains("unknown field `upstraem`"),
+            "{e}"
+        );
         assert!(e
             .to_string()
             .starts_with("/proj/understudy.json: integrations/crm/upstraem: "));
         let e = parse(r#"{"integrations":{"crm":{"profile":"soap"}}}"#).unwrap_err();
-        assert_eq!(e.path, "integrations/crm/profile");
-        assert!(e.message.contains("expected one of"), "{e}");
+        assert_eq!(e.problem.path, "integrations/crm/profile");
+        assert!(e.problem.message.contains("expected one of"), "{e}");
         let e = parse(r#"{"modes":"replay","integrations":{}}"#).unwrap_err();
-        assert!(e.message.contains("unknown field `modes`"));
+        assert!(e.problem.message.contains("unknown field `modes`"));
         let e = parse(r#"{"mode":"replayy","integrations":{"a":{"profile":"rest"}}}"#).unwrap_err();
-        assert_eq!(e.path, "mode");
+        assert_eq!(e.problem.path, "mode");
         let e = parse(r#"{"integrations":{"_x":{"profile":"rest"}}}"#).unwrap_err();
-        assert_eq!(e.path, "integrations/_x");
+        assert_eq!(e.problem.path, "integrations/_x");
         let e = parse(r#"{"integrations":{"CRM":{"profile":"rest"}}}"#).unwrap_err();
-        assert!(e.message.contains("not a valid integration name"));
+        assert!(e.problem.message.contains("not a valid integration name"));
         let e =
             parse(r#"{"integrations":{"a":{"profile":"rest","upstream":"ftp://x"}}}"#).unwrap_err();
-        assert_eq!(e.path, "integrations/a/upstream");
+        assert_eq!(e.problem.path, "integrations/a/upstream");
         let e = parse(r#"{"integrations":{"a":{"profile":"rest","mcp_sse":true}}}"#).unwrap_err();
-        assert_eq!(e.path, "integrations/a/mcp_sse");
+        assert_eq!(e.problem.path, "integrations/a/mcp_sse");
         let e = parse(r#"{"listen":"7777","integrations":{"a":{"profile":"rest"}}}"#).unwrap_err();
-        assert_eq!(e.path, "listen");
+        assert_eq!(e.problem.path, "listen");
         let e = parse(r#"{"integrations":{}}"#).unwrap_err();
-        assert_eq!(e.path, "integrations");
+        assert_eq!(e.problem.path, "integrations");
         let e = parse(r#"{"scrub":{"headers":["a b"]},"integrations":{"a":{"profile":"rest"}}}"#)
             .unwrap_err();
-        assert_eq!(e.path, "scrub/headers/0");
+        assert_eq!(e.problem.path, "scrub/headers/0");
         assert!(parse("[]")
             .unwrap_err()
+            .problem
             .message
             .contains("expected a JSON object"));
         let e = parse("{").unwrap_err();
-        assert!(e.message.contains("not valid JSON"));
+        assert!(e.problem.message.contains("not valid JSON"));
         let e = Config::load(Path::new("/nonexistent/understudy.json")).unwrap_err();
         assert!(e.not_found);
     }

@@ -54,8 +54,8 @@ use serde_json::{json, Value};
 
 use crate::cli::DiscoverArgs;
 use crate::config::{Config, ProfileKind, PROJECT_FILE};
-use crate::contract::load::load_file;
 use crate::contract::{valid_operation_id, OperationFile, ResultForm};
+use crate::operation::load::load_file;
 use crate::profile::mcp::sse::parse_events;
 use crate::upstream::Upstream;
 
@@ -809,7 +809,7 @@ pub fn write_operations(dir: &Path, tools: &[Value]) -> Result<Report, String> {
         let mut problems = Vec::new();
         if let Some(op) = content {
             write_file(&file, &op)?;
-            problems = crate::mock::check::check_operation(&op, profile, &file)
+            problems = crate::operation::check::check_operation(&op, profile, &file)
                 .into_iter()
                 .map(|p| {
                     if p.path.is_empty() {

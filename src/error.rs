@@ -2,9 +2,12 @@
 //!
 //! Every failure of a call says who is at fault: the caller (an [`InputError`], an ordinary
 //! tool error the agent may recover from) or the test setup (a [`HarnessError`] with one of the
-//! codes of SPEC 5.3, which always fails the attempt's verdict).
+//! codes of SPEC 5.3, which always fails the attempt's verdict). A file that cannot be used —
+//! the project file or an operation file — is a [`Problem`]: file, JSON path, message.
 
 use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// The harness error codes of SPEC 5.3. `as_str` gives the wire spelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -145,5 +148,52 @@ impl From<InputError> for CallError {
 impl From<HarnessError> for CallError {
     fn from(e: HarnessError) -> Self {
         CallError::Harness(e)
+    }
+}
+
+/// One thing wrong with a file the user wrote: an operation file or the project file
+/// (`understudy.json`). Prints as `file: json/path: what is wrong, what was expected` (the
+/// path is left out when empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub file: PathBuf,
+    /// `/`-separated JSON path inside the file, e.g. `mock/variants/found/result` or
+    /// `integrations/crm/profile`; empty for the file as a whole.
+    pub path: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(file: &Path, path: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem {
+            file: file.to_path_buf(),
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// `{"file","path","message"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "file": self.file.display().to_string(),
+            "path": self.path,
+            "message": self.message,
+        })
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}: {}: {}",
+                self.file.display(),
+                self.path,
+                self.message
+            )
+        }
     }
 }

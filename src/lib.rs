@@ -35,6 +35,7 @@ pub mod discover;
 pub mod error;
 pub mod evidence;
 pub mod mock;
+pub mod operation;
 pub mod profile;
 pub mod proxy;
 pub mod record;

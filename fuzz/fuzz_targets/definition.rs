@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
     // … and as a whole operation file under each profile (`check`).
     if let Ok(op) = serde_json::from_value::<OperationFile>(v) {
         for profile in ["rest", "salesforce", "mcp"] {
-            let _ = understudy::mock::check::check_operation(
+            let _ = understudy::operation::check::check_operation(
                 &op,
                 profile,
                 std::path::Path::new("fuzz.json"),

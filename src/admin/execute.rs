@@ -2,7 +2,7 @@
 //!
 //! Body: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,
 //! "stream_response"?,"timeout_seconds"?}`. The call runs through the one shared execute
-//! function ([`crate::mock::check::execute_with`]): input schema, the pinned revision's
+//! function ([`crate::operation::call::execute_with`]): input schema, the pinned revision's
 //! engine, output schema and envelope — exactly what `understudy exec` prints, plus
 //! `integration`, `operation_id`, `revision`, `is_write`, `dry_run`, `attempt` and
 //! `source: "tool_test"`.
@@ -52,10 +52,10 @@ use super::{
     Reply, PREFIX,
 };
 use crate::attempt::Lease;
-use crate::contract::Operation;
 use crate::error::{CallError, HarnessCode, HarnessError};
-use crate::mock::check::{execute_with, ExecResult};
 use crate::mock::Engine;
+use crate::operation::call::{execute_with, ExecResult};
+use crate::operation::Operation;
 use crate::proxy::http::HttpResponse;
 use crate::proxy::request::Request;
 use crate::proxy::App;

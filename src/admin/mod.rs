@@ -45,7 +45,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::attempt::{self, Lease};
-use crate::contract::Problem;
+use crate::error::Problem;
 use crate::proxy::http::{json_response, HttpResponse};
 use crate::proxy::reload::IntegrationMap;
 use crate::proxy::request::Request;

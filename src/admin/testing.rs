@@ -37,10 +37,12 @@ use super::{
     ApiError, ApiResult, PREFIX,
 };
 use crate::config::ProfileKind;
-use crate::contract::load::parse_operation;
-use crate::contract::{check_loaded, LoadedOperation, Operation, OperationFile, Problem};
-use crate::mock::check::{check_integration, check_operation};
-use crate::mock::generate::generate;
+use crate::contract::OperationFile;
+use crate::error::Problem;
+use crate::operation::check::{check_integration, check_operation};
+use crate::operation::generate::generate;
+use crate::operation::load::parse_operation;
+use crate::operation::{check_loaded, LoadedOperation, Operation};
 use crate::proxy::request::Request;
 use crate::proxy::{App, Integration};
 use crate::store::RevisionRecord;

@@ -386,7 +386,7 @@ const RESERVED_HEADERS: &[&str] = &[
 
 /// Why an envelope header cannot go on the wire (an invalid name or value), or `None`.
 /// The envelope rule itself (status, data, headers of strings) is
-/// [`crate::mock::check::envelope_problem`], shared with `check`.
+/// [`crate::operation::check::envelope_problem`], shared with `check`.
 pub fn header_problem(name: &str, value: &str) -> Option<String> {
     if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
         return Some(format!(
@@ -408,7 +408,7 @@ pub fn header_problem(name: &str, value: &str) -> Option<String> {
 /// `output_schema_violation`.
 pub fn render_envelope(result: &Value) -> Result<NativeResponse, HarnessError> {
     if let Some(p) =
-        crate::mock::check::envelope_problem(crate::config::ProfileKind::Rest, None, result)
+        crate::operation::check::envelope_problem(crate::config::ProfileKind::Rest, None, result)
     {
         return Err(HarnessError::new(
             HarnessCode::OutputSchemaViolation,

@@ -54,8 +54,9 @@ use super::route;
 use super::{App, Integration};
 use crate::attempt::{self, Attempt};
 use crate::config::ProfileKind;
-use crate::contract::{Operation, ResultForm};
+use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::operation::Operation;
 use crate::profile::mcp::jsonrpc::{self, classify, Message, INTERNAL_ERROR, INVALID_PARAMS};
 use crate::profile::mcp::{
     harness_reply, tool_is_write, McpBackend, McpBody, McpEndpoint, McpResponse, ToolCallOutcome,

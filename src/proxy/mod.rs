@@ -47,9 +47,10 @@ use serde_json::{Map, Value};
 use crate::attempt::{self, Attempt, AttemptState, Attempts, Clock, SystemClock};
 use crate::config::{Config, IntegrationConfig, Mode};
 use crate::contract::template::CompiledMatch;
-use crate::contract::{Operation, Problem};
+use crate::error::Problem;
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::mock::{Definition, Engine};
+use crate::operation::Operation;
 use crate::profile::Profile;
 use crate::store::{Pin, Store, StoreError};
 
@@ -270,7 +271,7 @@ impl App {
         let mut problems = Vec::new();
         let mut integrations = BTreeMap::new();
         for integ in config.integrations.values() {
-            match crate::contract::load_integration(integ) {
+            match crate::operation::load_integration(integ) {
                 Ok(ops) => {
                     let ops: Vec<Arc<Operation>> = ops.into_iter().map(Arc::new).collect();
                     let profile = Profile::builtin(integ.profile.as_str());

@@ -18,7 +18,9 @@
 //! 8. [`delay`] — `delay_ms`, after the lock is released;
 //! 9. respond.
 //!
-//! Stages 2–6 return a [`Decision`] instead of side effects; only stage 7 commits.
+//! Stages 2–6 return a [`Decision`] instead of side effects; only stage 7 commits. Stages 3
+//! and 5 are the call core's (`crate::operation::call`): the same functions, error paths and
+//! wording as `understudy exec` and `POST /tools/execute`.
 
 use std::sync::Arc;
 
@@ -29,13 +31,14 @@ use super::route::{self, Matched, Refusal, Target};
 use super::{App, Integration};
 use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease};
 use crate::contract::template::RequestView;
-use crate::contract::{IdempotencySpec, Operation, ResultForm};
+use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
 use crate::evidence::ToolEvent;
-use crate::mock::check::{envelope_problem, schema_errors};
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
 use crate::mock::Engine;
+use crate::operation::call::{validate_input, validate_output};
+use crate::operation::{IdempotencySource, Operation};
 use crate::profile::{self, NativeResponse, Profile};
 use crate::store::{AttemptRecord, CallRecord};
 
@@ -425,7 +428,7 @@ pub fn prepare_operation(
         .engines
         .get(&app.store, &op, pin)
         .map_err(|e| Decision::from_error(&wire, e).at(Some(pin.revision), None))?;
-    let idempotency = idempotency_key(op.op.idempotency.as_ref(), req, &input).map(|k| {
+    let idempotency = idempotency_key(op.idempotency.as_ref(), req, &input).map(|k| {
         let r = attempt::idempotency_key_ref(&record.secret, &k);
         info.idempotency_key_ref = Some(r.clone());
         (key.clone(), r)
@@ -496,61 +499,28 @@ pub fn build_input(
     Ok(Value::Object(input))
 }
 
-/// Stage 3 — validate the input against the operation's input schema (compiled once per
-/// contract; drafts by `$schema`, `format` asserted). Every error is in `details`; the first
-/// one's instance path becomes the error's path.
-pub fn validate_input(op: &Operation, input: &Value) -> Result<(), InputError> {
-    let errors = schema_errors(&op.input_validator, input);
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let first_path = op
-        .input_validator
-        .iter_errors(input)
-        .next()
-        .map(|e| e.instance_path().to_string())
-        .filter(|p| !p.is_empty());
-    let mut e = InputError::new(format!(
-        "input does not match the input schema of `{}`: {}",
-        op.id(),
-        errors[0]
-    ));
-    e.details = errors;
-    if let Some(p) = first_path {
-        e = e.at(p.trim_start_matches('/').replace('/', "."));
-    }
-    Err(e)
-}
-
 /// The raw idempotency key of a call, when the operation declares where it lives: a header
-/// (an RFC 8941 sf-string's quotes are removed) or a dot path in the input.
+/// (an RFC 8941 sf-string's quotes are removed) or a dot path in the input (compiled with
+/// the operation; a string or a number there is the key).
 pub fn idempotency_key(
-    spec: Option<&IdempotencySpec>,
+    source: Option<&IdempotencySource>,
     req: &Request,
     input: &Value,
 ) -> Option<String> {
-    let spec = spec?;
-    if let Some(h) = &spec.header {
-        let v = req.header(h)?.trim();
-        let v = v
-            .strip_prefix('"')
-            .and_then(|s| s.strip_suffix('"'))
-            .unwrap_or(v);
-        return (!v.is_empty()).then(|| v.to_string());
-    }
-    let path = spec.input.as_deref()?;
-    let mut cur = input;
-    for seg in path.split('.') {
-        cur = match cur {
-            Value::Object(m) => m.get(seg)?,
-            Value::Array(a) => a.get(seg.parse::<usize>().ok()?)?,
-            _ => return None,
-        };
-    }
-    match cur {
-        Value::String(s) if !s.is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
+    match source? {
+        IdempotencySource::Header(h) => {
+            let v = req.header(h)?.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|s| s.strip_suffix('"'))
+                .unwrap_or(v);
+            (!v.is_empty()).then(|| v.to_string())
+        }
+        IdempotencySource::Input(path) => match path.resolve(input).ok()? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        },
     }
 }
 
@@ -646,8 +616,8 @@ fn check_and_render(
     rule: Option<usize>,
 ) -> Result<NativeResponse, Decision> {
     // Stage 5.
-    if let Err(e) = validate_output(&p.op, result, variant, rule) {
-        let mut d = Decision::harness(e);
+    if let Err(v) = validate_output(&p.op, p.engine.definition(), result, variant, rule) {
+        let mut d = Decision::harness(v.error);
         d.variant = Some(variant.to_string());
         d.rule = rule;
         return Err(d);
@@ -706,36 +676,6 @@ fn patched_state(
     let mut s = pre.clone();
     s.extend(patch);
     Some(s)
-}
-
-/// Stage 5 — the rendered result against the output schema and the profile's envelope rule;
-/// a violation is the harness error `output_schema_violation`.
-pub fn validate_output(
-    op: &Operation,
-    result: &Value,
-    variant: &str,
-    rule: Option<usize>,
-) -> Result<(), HarnessError> {
-    let mut problems = schema_errors(&op.output_validator, result);
-    if let Some(p) = envelope_problem(op.profile, op.op.result_form, result) {
-        problems.push(format!("the result {p}"));
-    }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    let at = match rule {
-        Some(i) => format!("variants/{variant}/rules/{i}/result"),
-        None => format!("variants/{variant}/result"),
-    };
-    Err(HarnessError::new(
-        HarnessCode::OutputSchemaViolation,
-        format!(
-            "the result rendered for `{}` does not match its output schema: {}",
-            op.id(),
-            problems.join("; ")
-        ),
-    )
-    .at(at))
 }
 
 /// Stage 6 — the adapter envelope as the native response (SPEC 5.1).
@@ -874,6 +814,7 @@ mod tests {
     use super::*;
     use crate::contract::template::CompiledMatch;
     use crate::contract::MatchSpec;
+    use crate::mock::path::DotPath;
     use hyper::http::HeaderMap;
 
     fn builtin_match(captures: Map<String, Value>) -> Matched {
@@ -933,10 +874,7 @@ mod tests {
 
     #[test]
     fn idempotency_keys() {
-        let by_header = IdempotencySpec {
-            header: Some("Idempotency-Key".into()),
-            input: None,
-        };
+        let by_header = IdempotencySource::Header("Idempotency-Key".into());
         let r = req_with(&[("idempotency-key", "\"8e03978e\"")]);
         assert_eq!(
             idempotency_key(Some(&by_header), &r, &json!({})).as_deref(),
@@ -951,10 +889,7 @@ mod tests {
             idempotency_key(Some(&by_header), &req_with(&[]), &json!({})),
             None
         );
-        let by_input = IdempotencySpec {
-            header: None,
-            input: Some("order.key".into()),
-        };
+        let by_input = IdempotencySource::Input(DotPath::parse("order.key").unwrap());
         let input = json!({"order": {"key": "k-1"}});
         assert_eq!(
             idempotency_key(Some(&by_input), &r, &input).as_deref(),
@@ -1020,7 +955,7 @@ mod tests {
             "output_schema": output_schema,
             "mock": mock,
         });
-        let loaded = crate::contract::load::parse_operation(
+        let loaded = crate::operation::load::parse_operation(
             &file,
             std::path::Path::new("crm/op.json"),
             "rest",
@@ -1085,9 +1020,11 @@ mod tests {
             "rules": [{"when": [{"source": "input", "path": "r", "op": "exists"}]}]}}});
         let schema = json!({"type": "object", "properties": {"data": {"properties": {"ok": {"type": "boolean"}}}}});
         for _ in 0..2 {
+            // Rule 0 has no `result` of its own: what it renders is the variant's, and the
+            // error says so (it once named `rules/0/result`, a place that does not exist).
             for (input, at) in [
                 (json!({}), "variants/v/result"),
-                (json!({"r": 1}), "variants/v/rules/0/result"),
+                (json!({"r": 1}), "variants/v/result"),
             ] {
                 let p = prepared(mock.clone(), schema.clone(), input);
                 let d = evaluate(&mut AttemptState::default(), &p);

@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 use super::App;
 use crate::config::Mode;
 use crate::contract::hash::sha256_hex;
-use crate::contract::LoadedOperation;
+use crate::operation::LoadedOperation;
 use crate::record::{self, Exchange};
 
 /// At most this many exchanges are kept per integration.

@@ -26,7 +26,7 @@
 //! same-size rewrite inside the file system's timestamp granularity). An integration whose
 //! file set or any file's content changed since the last poll is reloaded
 //! ([`reload_integration`]):
-//! 1. load, every `check`, compile ([`crate::contract::load_integration`]), exactly as at
+//! 1. load, every `check`, compile ([`crate::operation::load_integration`]), exactly as at
 //!    start;
 //! 2. on problems: each is logged (`warn`) and kept for `GET /tools/{integration}/testing`
 //!    (`problems`); nothing else changes — the previous operations and revisions keep
@@ -53,7 +53,8 @@ use std::time::{Duration, SystemTime};
 
 use super::{builtins_of, App, Integration};
 use crate::contract::hash::sha256_hex;
-use crate::contract::{Operation, Problem};
+use crate::error::Problem;
+use crate::operation::Operation;
 use crate::store::{RevisionRecord, Store, StoreError};
 
 /// How often the operations directories are polled.
@@ -341,7 +342,7 @@ pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
     let Some(config) = app.integrations.get(name).map(|i| i.config.clone()) else {
         return out;
     };
-    let ops = match crate::contract::load_integration(&config) {
+    let ops = match crate::operation::load_integration(&config) {
         Ok(ops) => ops.into_iter().map(Arc::new).collect::<Vec<_>>(),
         Err(problems) => {
             refuse(app, name, problems, &mut out);

@@ -22,7 +22,7 @@ use super::request::Request;
 use super::{App, BuiltinOp, Integration};
 use crate::attempt::Attempt;
 use crate::contract::template::{CompiledMatch, Mismatch, RequestView};
-use crate::contract::Operation;
+use crate::operation::Operation;
 
 /// The header that carries a capability token.
 pub const ATTEMPT_HEADER: &str = "understudy-attempt";
@@ -385,7 +385,7 @@ mod tests {
             "input_schema": {"type": "object"},
             "output_schema": {},
         });
-        let loaded = crate::contract::load::parse_operation(
+        let loaded = crate::operation::load::parse_operation(
             &file,
             std::path::Path::new(&format!("crm/{id}.json")),
             "rest",

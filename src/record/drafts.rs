@@ -69,10 +69,11 @@ use super::{Call, DraftFile, DraftSet, Exchange, HttpCall, ToolCall, ToolOutcome
 use crate::config::{ProfileKind, Scrub};
 use crate::contract::hash::canonical_json;
 use crate::contract::template::{collapse_whitespace, path_segments, CompiledMatch, RequestView};
-use crate::contract::{LoadedOperation, MatchSpec, OperationFile, ResultForm};
-use crate::mock::check::{check_integration, check_operation};
+use crate::contract::{MatchSpec, OperationFile, ResultForm};
 use crate::mock::model::{limits, Condition, Definition, Example, Op, Rule, Source, Variant};
 use crate::mock::path::json_equal;
+use crate::operation::check::{check_integration, check_operation};
+use crate::operation::LoadedOperation;
 use crate::profile::Profile;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};

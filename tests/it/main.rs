@@ -15,6 +15,7 @@ mod isolation;
 mod mcp;
 mod no_silent_pass;
 mod record;
+mod regression;
 mod serve;
 mod store;
 mod testing_api;

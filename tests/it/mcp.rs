@@ -1333,7 +1333,7 @@ async fn discover_writes_operations_and_marks_changed_mocks_stale() {
     assert!(!dir.join("Bad.Name.json").exists());
 
     // The user writes a mock for `lookup`, checked against the current contract.
-    let hash = understudy::contract::load::load_file(&dir.join("lookup.json"), "mcp")
+    let hash = understudy::operation::load::load_file(&dir.join("lookup.json"), "mcp")
         .unwrap()
         .contract_hash;
     let mut with_mock = lookup.clone();

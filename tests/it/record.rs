@@ -27,9 +27,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use understudy::config::{ProfileKind, Scrub};
 use understudy::contract::template::parse_query;
-use understudy::contract::{LoadedOperation, Operation};
 use understudy::error::HarnessCode;
-use understudy::mock::check::{check_operation, execute};
+use understudy::operation::call::execute;
+use understudy::operation::check::check_operation;
+use understudy::operation::{LoadedOperation, Operation};
 use understudy::record::{
     self, drafts, exchange_input, write_drafts, Call, DraftSet, Exchange, HttpCall, ToolCall,
     ToolOutcome,
@@ -632,7 +633,7 @@ fn matched_operations_keep_their_contract_and_are_never_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("get_account.json");
     std::fs::write(&path, serde_json::to_string_pretty(&contract).unwrap()).unwrap();
-    let loaded = understudy::contract::load::load_file(&path, "salesforce").unwrap();
+    let loaded = understudy::operation::load::load_file(&path, "salesforce").unwrap();
     let acc = sf_id("0015000000Gv7qJ");
     let mut ex = sf(
         1,

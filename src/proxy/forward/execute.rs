@@ -49,9 +49,11 @@ use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Map, Value};
 
 use crate::config::ProfileKind;
-use crate::contract::{Operation, ResultForm};
-use crate::mock::check::{envelope_problem, execute_with, schema_errors};
-use crate::proxy::pipeline::validate_input;
+use crate::contract::ResultForm;
+use crate::operation::call::{execute_with, validate_input};
+use crate::operation::check::{envelope_problem, schema_errors};
+use crate::operation::Operation;
+
 use crate::proxy::App;
 use crate::record;
 use crate::store::Pin;

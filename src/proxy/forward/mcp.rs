@@ -48,8 +48,9 @@ use super::{
 };
 use crate::attempt::{self, Attempt};
 use crate::config::Mode;
-use crate::contract::{Operation, ResultForm};
+use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
+use crate::operation::Operation;
 use crate::profile::mcp::jsonrpc::{self, INVALID_REQUEST};
 use crate::profile::mcp::tools::{render_outcome, CallAnswer};
 use crate::profile::mcp::{

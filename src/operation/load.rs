@@ -1,59 +1,13 @@
 //! Loading operation files: one file ([`load_file`]), an inline JSON value ([`parse_operation`],
 //! for the admin API) or a whole operations directory ([`load_dir`]). Loading only parses;
-//! the checks of SPEC 3.4 are [`crate::mock::check`]. Problems carry the file and the JSON path.
+//! the checks of SPEC 3.4 are [`crate::operation::check`]. Problems carry the file and the
+//! JSON path.
 
 use crate::config::slash_path;
 use crate::contract::OperationFile;
-use serde::Serialize;
+use crate::error::Problem;
 use serde_json::Value;
-use std::fmt;
 use std::path::{Path, PathBuf};
-
-/// One thing wrong with an operation file (or a project file). Prints as
-/// `file: json/path: what is wrong, what was expected` (the path is left out when empty).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    pub file: PathBuf,
-    /// `/`-separated JSON path inside the file, e.g. `mock/variants/found/result`; empty for
-    /// the file as a whole.
-    pub path: String,
-    pub message: String,
-}
-
-impl Problem {
-    pub fn new(file: &Path, path: impl Into<String>, message: impl Into<String>) -> Problem {
-        Problem {
-            file: file.to_path_buf(),
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-
-    /// `{"file","path","message"}`.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "file": self.file.display().to_string(),
-            "path": self.path,
-            "message": self.message,
-        })
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}: {}", self.file.display(), self.message)
-        } else {
-            write!(
-                f,
-                "{}: {}: {}",
-                self.file.display(),
-                self.path,
-                self.message
-            )
-        }
-    }
-}
 
 /// A parsed operation file and its current contract hash (for the profile it was loaded as).
 #[derive(Debug, Clone, PartialEq)]

@@ -16,10 +16,10 @@
 
 use crate::config::ProfileKind;
 use crate::contract::{OperationFile, ResultForm};
-use crate::mock::check::check_operation;
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;
 use crate::mock::path::pointer_push;
+use crate::operation::check::check_operation;
 use serde_json::{json, Map, Number, Value};
 use std::path::Path;
 

@@ -1,31 +1,29 @@
-//! `understudy check` (SPEC 3.4) and the one "execute one call" function.
+//! `understudy check` (SPEC 3.4).
 //!
 //! - [`check_operation`]: every check of one operation file — identity, profile rules,
 //!   match template, schemas, and the mock definition (limits, variants, examples evaluated and
 //!   compared, output schema, native envelope, fixture literals, stale contract hash).
 //! - [`check_integration`]: the cross-file checks of one integration (`initial_state` conflicts,
 //!   match ties, duplicate operation ids).
-//! - [`execute`] / [`execute_with`]: validate the input, evaluate, validate the output — the
-//!   shared core of `understudy exec` and `POST /tools/execute` ([`ExecResult::to_json`] is
-//!   the object of SPEC section 9).
+//! - [`schema_errors`] and [`envelope_problem`]: the two output rules, shared with the call
+//!   core ([`super::call`]).
 //!
 //! Every [`Problem`] prints as `file: json/path: what is wrong, what was expected`.
 
 use crate::config::ProfileKind;
 use crate::contract::{
-    compile_schema, json_stem, valid_operation_id, CompiledMatch, LoadedOperation, Operation,
-    OperationFile, ResultForm,
+    compile_schema, json_stem, valid_operation_id, CompiledMatch, OperationFile, ResultForm,
 };
-use crate::error::{CallError, HarnessCode, HarnessError, InputError};
+use crate::error::CallError;
 use crate::mock::eval::{compile_problems, json_equal, Engine};
 use crate::mock::model::{limits, Definition};
-use crate::mock::path::pointer_push;
-use serde_json::{json, Map, Value};
+use crate::mock::path::{pointer_push, DotPath};
+use crate::operation::LoadedOperation;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
-pub use crate::contract::Problem;
+pub use crate::error::Problem;
 
 /// Every SPEC 3.4 check of one operation file, as loaded for `profile`. `file` names the
 /// problems; when it ends in `.json` its stem must equal `operation_id` (inline operations of
@@ -35,7 +33,7 @@ pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Pr
 }
 
 /// What [`check_operation_hashed`] compiled while checking (the schemas' validators, the
-/// `match` and the mock's engine), for [`Operation::compile_with`] to reuse instead of compiling them again.
+/// `match` and the mock's engine), for [`super::Operation::compile_with`] to reuse instead of compiling them again.
 #[derive(Default)]
 pub struct Compiled {
     pub input: Option<jsonschema::Validator>,
@@ -134,7 +132,7 @@ pub fn check_operation_hashed(
                 }
             }
             (None, Some(p)) => {
-                if p.is_empty() || p.split('.').any(str::is_empty) {
+                if DotPath::parse(p).is_err() {
                     push(
                         "idempotency/input",
                         format!("`{p}` is not a dot path into the input, expected e.g. `request_id` or `meta.key`"),
@@ -836,221 +834,10 @@ pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem>
     out
 }
 
-/// The outcome of one isolated call ([`execute`]): the object of SPEC section 9 with
-/// [`ExecResult::to_json`], plus what the caller needs to commit (`state_patch`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ExecResult {
-    /// The rendered result; `None` when the call ended in an error.
-    pub result: Option<Value>,
-    /// The variant used (or that would have been used).
-    pub variant: Option<String>,
-    pub rule: Option<usize>,
-    /// The state the call read.
-    pub state_before: Map<String, Value>,
-    /// What the call writes (empty on error). The server commits it; `exec` only reports it.
-    pub state_patch: Map<String, Value>,
-    /// `state_before` with `state_patch` applied key by key.
-    pub state_after: Map<String, Value>,
-    pub delay_ms: u64,
-    /// Time spent validating and evaluating (never includes `delay_ms`).
-    pub duration_ms: f64,
-    pub input_valid: bool,
-    /// `None` when no result was rendered (input error, evaluation error).
-    pub output_valid: Option<bool>,
-    /// Input schema errors, output schema errors and envelope problems, each with its path.
-    pub validation_errors: Vec<String>,
-    pub error: Option<CallError>,
-}
-
-impl ExecResult {
-    /// `{"result","variant","rule","state_after","delay_ms","duration_ms","validation_results":{"input_valid","output_valid","validation_errors"},"error","error_kind"}`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "result": self.result,
-            "variant": self.variant,
-            "rule": self.rule,
-            "state_after": self.state_after,
-            "delay_ms": self.delay_ms,
-            "duration_ms": self.duration_ms,
-            "validation_results": {
-                "input_valid": self.input_valid,
-                "output_valid": self.output_valid,
-                "validation_errors": self.validation_errors,
-            },
-            "error": self.error.as_ref().map(CallError::to_json),
-            "error_kind": self.error.as_ref().map(CallError::kind),
-        })
-    }
-
-    /// A call that ended before evaluation (stale contract, broken definition…).
-    pub fn failed(
-        error: CallError,
-        variant: Option<String>,
-        state: Map<String, Value>,
-    ) -> ExecResult {
-        ExecResult {
-            result: None,
-            variant,
-            rule: None,
-            state_after: state.clone(),
-            state_before: state,
-            state_patch: Map::new(),
-            delay_ms: 0,
-            duration_ms: 0.0,
-            input_valid: true,
-            output_valid: None,
-            validation_errors: Vec::new(),
-            error: Some(error),
-        }
-    }
-
-    /// `understudy exec`'s exit code: 0 ok, 3 input error, 4 harness error.
-    pub fn exit_code(&self) -> i32 {
-        match &self.error {
-            None => 0,
-            Some(CallError::Input(_)) => 3,
-            Some(CallError::Harness(_)) => 4,
-        }
-    }
-}
-
-/// Run one call of `op` with the file's own mock (see [`execute_with`]).
-pub fn execute(
-    op: &Operation,
-    input: &Value,
-    variant: Option<&str>,
-    state: Option<&Map<String, Value>>,
-) -> ExecResult {
-    execute_with(op, op.engine.as_deref(), input, variant, state)
-}
-
-/// Run one call in isolation: validate `input` against the input schema (an input error
-/// otherwise), evaluate `engine` (`None` → harness `no_mock`) with `variant` (None → the
-/// default) against `state` (None → the definition's initial state), then validate the
-/// rendered result against the output schema and the profile's envelope rule (harness
-/// `output_schema_violation` otherwise). Pure: commits nothing and never sleeps.
-pub fn execute_with(
-    op: &Operation,
-    engine: Option<&Engine>,
-    input: &Value,
-    variant: Option<&str>,
-    state: Option<&Map<String, Value>>,
-) -> ExecResult {
-    let started = Instant::now();
-    let state_before = match (state, engine) {
-        (Some(s), _) => s.clone(),
-        (None, Some(e)) => e.initial_state(),
-        (None, None) => Map::new(),
-    };
-    let mut r = ExecResult {
-        result: None,
-        variant: variant
-            .map(str::to_string)
-            .or_else(|| engine.map(|e| e.definition().default_variant.clone())),
-        rule: None,
-        state_after: state_before.clone(),
-        state_before,
-        state_patch: Map::new(),
-        delay_ms: 0,
-        duration_ms: 0.0,
-        input_valid: true,
-        output_valid: None,
-        validation_errors: Vec::new(),
-        error: None,
-    };
-    let finish = |mut r: ExecResult| {
-        r.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-        r
-    };
-    let Some(engine) = engine else {
-        r.error = Some(
-            HarnessError::new(
-                HarnessCode::NoMock,
-                format!(
-                    "operation `{}` of `{}` has no mock",
-                    op.id(),
-                    op.integration
-                ),
-            )
-            .into(),
-        );
-        return finish(r);
-    };
-    let first_path = op
-        .input_validator
-        .iter_errors(input)
-        .next()
-        .map(|e| e.instance_path().to_string());
-    let errors = schema_errors(&op.input_validator, input);
-    if !errors.is_empty() {
-        r.input_valid = false;
-        let mut e = InputError::new(format!(
-            "input does not match the input schema: {}",
-            errors[0]
-        ));
-        e.details = errors.clone();
-        if let Some(p) = first_path.filter(|p| !p.is_empty()) {
-            e = e.at(p.trim_start_matches('/').replace('/', "."));
-        }
-        r.validation_errors = errors;
-        r.error = Some(e.into());
-        return finish(r);
-    }
-    let outcome = match engine.evaluate(variant, input, &r.state_before) {
-        Ok(o) => o,
-        Err(e) => {
-            r.error = Some(e);
-            return finish(r);
-        }
-    };
-    r.variant = Some(outcome.variant.clone());
-    r.rule = outcome.rule;
-    let mut problems = schema_errors(&op.output_validator, &outcome.result);
-    if let Some(p) = envelope_problem(op.profile, op.op.result_form, &outcome.result) {
-        problems.push(format!("the result {p}"));
-    }
-    let result_at = match outcome.rule {
-        Some(i)
-            if engine.definition().variants[&outcome.variant].rules[i]
-                .result
-                .is_some() =>
-        {
-            format!(
-                "{}/rules/{i}/result",
-                pointer_push("variants", &outcome.variant)
-            )
-        }
-        _ => format!("{}/result", pointer_push("variants", &outcome.variant)),
-    };
-    if !problems.is_empty() {
-        r.output_valid = Some(false);
-        r.error = Some(
-            HarnessError::new(
-                HarnessCode::OutputSchemaViolation,
-                format!(
-                    "the rendered result does not match the output schema: {}",
-                    problems.join("; ")
-                ),
-            )
-            .at(result_at)
-            .into(),
-        );
-        r.validation_errors = problems;
-        return finish(r);
-    }
-    r.output_valid = Some(true);
-    r.delay_ms = outcome.delay_ms;
-    for (k, v) in &outcome.state_patch {
-        r.state_after.insert(k.clone(), v.clone());
-    }
-    r.state_patch = outcome.state_patch;
-    r.result = Some(outcome.result);
-    finish(r)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn op(v: Value) -> OperationFile {
         serde_json::from_value(v).unwrap()
@@ -1307,51 +1094,5 @@ mod tests {
             "{p:?}"
         );
         assert!(check_integration(&ops, "mcp").len() == 1);
-    }
-
-    #[test]
-    fn execute_reports_each_outcome() {
-        let compile = |o: OperationFile| {
-            let l = LoadedOperation {
-                file: "x.json".into(),
-                contract_hash: o.contract_hash("rest"),
-                op: o,
-            };
-            Operation::compile("crm", ProfileKind::Rest, l).unwrap()
-        };
-        let o = compile(base("rest", good_mock()));
-        let r = execute(&o, &json!({"id": "5"}), None, None);
-        assert_eq!(r.exit_code(), 0, "{:?}", r.to_json());
-        assert_eq!(r.result, Some(json!({"status": 200, "data": {"id": "5"}})));
-        assert_eq!(
-            r.to_json()["validation_results"]["output_valid"],
-            json!(true)
-        );
-        let r = execute(&o, &json!({}), None, None);
-        assert_eq!(r.exit_code(), 3);
-        assert_eq!(r.to_json()["error_kind"], "input_error");
-        assert_eq!(
-            r.to_json()["validation_results"]["input_valid"],
-            json!(false)
-        );
-        let r = execute(&o, &json!({"id": "5"}), Some("nope"), None);
-        assert_eq!(r.exit_code(), 4);
-        assert_eq!(r.to_json()["error"]["code"], "unknown_variant");
-        let mut m = good_mock();
-        m["variants"]["found"]["result"] = json!({"status": "200"});
-        let mut f = base("rest", m);
-        f.mock.as_mut().unwrap()["examples"] = json!([]);
-        let r = execute(&compile(f), &json!({"id": "5"}), None, None);
-        assert_eq!(
-            r.to_json()["error"]["code"],
-            "output_schema_violation",
-            "{:?}",
-            r.to_json()
-        );
-        assert_eq!(r.to_json()["error"]["path"], "variants/found/result");
-        let mut f = base("rest", good_mock());
-        f.mock = None;
-        let r = execute(&compile(f), &json!({"id": "5"}), None, None);
-        assert_eq!(r.to_json()["error"]["code"], "no_mock");
     }
 }
