@@ -3,24 +3,66 @@
 //! `composite` and `composite/batch` are writes when any subrequest is not a GET, errors are
 //! `[{"message","errorCode","fields"}]`, the built-in operation templates (sobject
 //! get/create/update/upsert/delete/describe, query, query more, queryAll, composite). This
-//! file embeds it and makes well-formed fake record ids.
+//! file embeds it and makes well-formed fake record ids — the only code that does ([`record_id`]).
 
 /// `profiles/salesforce.json`, embedded in the binary.
 pub const PROFILE_JSON: &str = include_str!("../../profiles/salesforce.json");
 
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/// A fake 18-character Salesforce id: the key prefix `a00`, 12 random base-62 characters
-/// and the 3-character case-safe checksum real ids carry, so client libraries that validate
-/// ids accept it.
+/// A fake 18-character Salesforce id with a random body (see [`record_id`]), key prefix `a00`.
 pub fn fake_id() -> String {
-    let mut bytes = [0u8; 12];
-    crate::attempt::fill_random(&mut bytes);
-    let mut id15 = String::from("a00");
-    for b in bytes {
-        id15.push(BASE62[(b as usize) % BASE62.len()] as char);
+    let mut body = [0u8; 12];
+    crate::attempt::fill_random(&mut body);
+    record_id("a00", &body)
+}
+
+/// The one maker of Salesforce record ids, random ([`fake_id`]) or deterministic (a
+/// simulated write's id, derived from the attempt): the 3-character key `prefix`, 12
+/// base-62 characters taken from `body`, and the 3-character case-safe checksum real ids
+/// carry, so client libraries that validate ids accept it.
+pub fn record_id(prefix: &str, body: &[u8; 12]) -> String {
+    let mut id15 = String::with_capacity(18);
+    id15.push_str(prefix);
+    for b in body {
+        id15.push(BASE62[(*b as usize) % BASE62.len()] as char);
     }
     to_18(&id15)
+}
+
+/// Salesforce key prefixes of common sObjects (the first 3 characters of their ids).
+const KEY_PREFIXES: &[(&str, &str)] = &[
+    ("account", "001"),
+    ("note", "002"),
+    ("contact", "003"),
+    ("user", "005"),
+    ("opportunity", "006"),
+    ("lead", "00Q"),
+    ("task", "00T"),
+    ("event", "00U"),
+    ("attachment", "00P"),
+    ("product2", "01t"),
+    ("pricebook2", "01s"),
+    ("case", "500"),
+    ("campaign", "701"),
+    ("contract", "800"),
+    ("order", "801"),
+];
+
+/// The key prefix of the sObject a request path names (`…/sobjects/Contact/…` → `003`);
+/// `a00` (a custom object) when it names none or one not in the table.
+pub fn key_prefix_of_path(segments: &[String]) -> &'static str {
+    let sobject = segments
+        .iter()
+        .position(|s| s.eq_ignore_ascii_case("sobjects"))
+        .and_then(|i| segments.get(i + 1))
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    KEY_PREFIXES
+        .iter()
+        .find(|(name, _)| *name == sobject)
+        .map(|(_, p)| *p)
+        .unwrap_or("a00")
 }
 
 /// The 18-character form of a 15-character id (case-safe checksum suffix).

@@ -1144,27 +1144,6 @@ pub(crate) async fn record_event(
     }
 }
 
-/// Salesforce key prefixes of common sObjects (the first 3 characters of their ids).
-const KEY_PREFIXES: &[(&str, &str)] = &[
-    ("account", "001"),
-    ("note", "002"),
-    ("contact", "003"),
-    ("user", "005"),
-    ("opportunity", "006"),
-    ("lead", "00Q"),
-    ("task", "00T"),
-    ("event", "00U"),
-    ("attachment", "00P"),
-    ("product2", "01t"),
-    ("pricebook2", "01s"),
-    ("case", "500"),
-    ("campaign", "701"),
-    ("contract", "800"),
-    ("order", "801"),
-];
-
-const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
 /// The deterministic fake id of the `n`-th simulated write of an attempt (module doc).
 /// `segments`: the request's path relative to the integration (for the sObject name).
 pub fn fake_id(
@@ -1182,22 +1161,12 @@ pub fn fake_id(
         Sha256::digest(format!("understudy-simulate\0{run}\0{integration}\0{n}").as_bytes());
     let h: &[u8] = digest.as_slice();
     if profile.name() == "salesforce" {
-        let sobject = segments
-            .iter()
-            .position(|s| s.eq_ignore_ascii_case("sobjects"))
-            .and_then(|i| segments.get(i + 1))
-            .map(|s| s.to_ascii_lowercase())
-            .unwrap_or_default();
-        let prefix = KEY_PREFIXES
-            .iter()
-            .find(|(name, _)| *name == sobject)
-            .map(|(_, p)| *p)
-            .unwrap_or("a00");
-        let mut id15 = String::from(prefix);
-        for b in &h[..12] {
-            id15.push(BASE62[(*b as usize) % BASE62.len()] as char);
-        }
-        return crate::profile::salesforce::to_18(&id15);
+        let mut body = [0u8; 12];
+        body.copy_from_slice(&h[..12]);
+        return crate::profile::salesforce::record_id(
+            crate::profile::salesforce::key_prefix_of_path(segments),
+            &body,
+        );
     }
     let mut b = [0u8; 16];
     b.copy_from_slice(&h[..16]);
