@@ -6,7 +6,10 @@
 //! - **Secrets**: each attempt has 32 random bytes that key the HMAC-SHA256 of idempotency key
 //!   refs ([`idempotency_key_ref`]), so raw idempotency keys never leave the proxy.
 //! - **Leases**: `expires_at` (RFC 3339); the [`Clock`] is injectable so tests advance time
-//!   instead of sleeping.
+//!   instead of sleeping. A call after the lease is `lease_expired` ([`lease_error`]).
+//! - **Pins**: a pinned revision answers only while it was checked against the operation's
+//!   current contract, else `stale_contract` ([`stale_pin`]). These two rules are written
+//!   here once, for the proxy and for `POST /tools/execute`.
 //! - **State lock**: one [`tokio::sync::Mutex`] per attempt ([`Attempt::lock`]) guards the
 //!   state of *all* the attempt's integrations and its idempotency table. A call evaluates,
 //!   validates, renders and records its evidence (with the new state) while holding it, so
@@ -23,8 +26,9 @@ use hmac::{KeyInit, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::error::{HarnessCode, HarnessError};
 use crate::evidence::ToolEvent;
-use crate::store::{AttemptRecord, Store, StoreError};
+use crate::store::{AttemptRecord, Pin, Store, StoreError};
 
 // ---------------------------------------------------------------------------------------------
 // Randomness, ids, hashes
@@ -331,6 +335,48 @@ pub fn lease_of(r: &AttemptRecord, now: DateTime<Utc>) -> Lease {
         Some(exp) if now >= exp => Lease::Expired,
         _ => Lease::Active,
     }
+}
+
+/// The lease rule: a call to an attempt whose lease is over (expired or ended) as of `now` is
+/// the harness error `lease_expired`, saying when; `None` while the lease is active.
+pub fn lease_error(r: &AttemptRecord, now: DateTime<Utc>) -> Option<HarnessError> {
+    let message = match lease_of(r, now) {
+        Lease::Active => return None,
+        Lease::Expired => format!(
+            "the lease of attempt {} expired at {}",
+            r.attempt_id,
+            r.expires_at.as_deref().unwrap_or("?")
+        ),
+        Lease::Ended => format!(
+            "attempt {} was ended at {}",
+            r.attempt_id,
+            r.ended_at.as_deref().unwrap_or("?")
+        ),
+    };
+    Some(HarnessError::new(HarnessCode::LeaseExpired, message))
+}
+
+/// The pin rule: `pin` (of the operation `key`, pinned by `attempt_id` when it comes from an
+/// attempt) is usable only when it was checked against `contract_hash`, the operation's
+/// contract now; otherwise the harness error `stale_contract` naming both hashes.
+pub fn stale_pin(
+    attempt_id: Option<&str>,
+    key: &str,
+    pin: &Pin,
+    contract_hash: &str,
+) -> Option<HarnessError> {
+    if pin.contract_hash == contract_hash {
+        return None;
+    }
+    Some(HarnessError::new(
+        HarnessCode::StaleContract,
+        format!(
+            "{} revision {} of `{key}`, checked against contract {}, but the operation's contract is now {contract_hash}",
+            attempt_id.map_or("the pinned".to_string(), |a| format!("attempt {a} pinned")),
+            pin.revision,
+            pin.contract_hash,
+        ),
+    ))
 }
 
 /// The in-memory registry of attempts, backed by the store.

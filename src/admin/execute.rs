@@ -11,7 +11,8 @@
 //!   set it was created with (`crate::proxy::reload`); without, the latest revision (a stale
 //!   one — checked against another contract — answers the harness error `stale_contract`; no
 //!   revision at all answers `no_mock`). An attempt whose lease is over answers
-//!   `lease_expired`.
+//!   `lease_expired`. The lease and pin rules are the attempt module's
+//!   ([`crate::attempt::lease_error`], [`crate::attempt::stale_pin`]), as for a proxied call.
 //! - **Which state**: `state` when given (a JSON object: the integration's state); else the
 //!   attempt's current state of the integration; else the definition's `initial_state`.
 //! - **Isolation**: nothing is committed — the answer's `state_after` shows what the call
@@ -51,7 +52,6 @@ use super::{
     lookup, parse_body, store_err, unknown_integration, unknown_operation, ApiError, ApiResult,
     Reply, PREFIX,
 };
-use crate::attempt::Lease;
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::mock::Engine;
 use crate::operation::call::{execute_with, ExecResult};
@@ -183,19 +183,12 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
         ),
         (None, None) => None,
     };
-    let resolved = match (&attempt, &record) {
-        (Some(a), Some(r)) if a.lease(app.clock.now()) != Lease::Active => {
-            Err(HarnessError::new(
-                HarnessCode::LeaseExpired,
-                format!(
-                    "attempt {} is {}: its lease is over",
-                    r.attempt_id,
-                    a.lease(app.clock.now()).as_str()
-                ),
-            )
-            .into())
-        }
-        (_, Some(r)) => match r.pins.get(&key) {
+    let lease = record
+        .as_ref()
+        .and_then(|r| crate::attempt::lease_error(r, app.clock.now()));
+    let resolved = match (lease, &record) {
+        (Some(e), _) => Err(e.into()),
+        (None, Some(r)) => match r.pins.get(&key) {
             Some(pin) => engine_for(app, &op, pin, Some(&r.attempt_id)),
             None => Err(HarnessError::new(
                 HarnessCode::NoMock,
@@ -206,7 +199,7 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
             )
             .into()),
         },
-        _ => latest_engine(app, &op, integ.name())?,
+        (None, None) => latest_engine(app, &op, integ.name())?,
     };
     let (revision, r) = match resolved {
         Ok((revision, engine)) => (
@@ -269,19 +262,8 @@ fn engine_for(
     pin: &Pin,
     attempt: Option<&str>,
 ) -> Result<(u64, std::sync::Arc<Engine>), CallError> {
-    if pin.contract_hash != op.contract_hash {
-        return Err(HarnessError::new(
-            HarnessCode::StaleContract,
-            format!(
-                "{} revision {} of `{}`, checked against contract {}, but the operation's contract is now {}",
-                attempt.map_or("the pinned".to_string(), |a| format!("attempt {a} pinned")),
-                pin.revision,
-                op.key(),
-                pin.contract_hash,
-                op.contract_hash
-            ),
-        )
-        .into());
+    if let Some(e) = crate::attempt::stale_pin(attempt, &op.key(), pin, &op.contract_hash) {
+        return Err(e.into());
     }
     app.engines
         .get(&app.store, op, pin)

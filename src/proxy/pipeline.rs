@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 use super::request::Request;
 use super::route::{self, Matched, Refusal, Target};
 use super::{App, Integration};
-use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease};
+use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry};
 use crate::contract::template::RequestView;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
@@ -369,24 +369,9 @@ pub fn prepare(
 /// harness error `lease_expired`.
 #[allow(clippy::result_large_err)]
 pub fn check_lease(app: &App, record: &AttemptRecord) -> Result<(), Decision> {
-    match attempt::lease_of(record, app.clock.now()) {
-        Lease::Active => Ok(()),
-        Lease::Expired => Err(Decision::harness(HarnessError::new(
-            HarnessCode::LeaseExpired,
-            format!(
-                "the lease of attempt {} expired at {}",
-                record.attempt_id,
-                record.expires_at.as_deref().unwrap_or("?")
-            ),
-        ))),
-        Lease::Ended => Err(Decision::harness(HarnessError::new(
-            HarnessCode::LeaseExpired,
-            format!(
-                "attempt {} was ended at {}",
-                record.attempt_id,
-                record.ended_at.as_deref().unwrap_or("?")
-            ),
-        ))),
+    match attempt::lease_error(record, app.clock.now()) {
+        None => Ok(()),
+        Some(e) => Err(Decision::harness(e)),
     }
 }
 
@@ -414,15 +399,8 @@ pub fn prepare_operation(
             no_pin_message(app, integ, &op, &record.attempt_id),
         )));
     };
-    if pin.contract_hash != op.contract_hash {
-        return Err(Decision::harness(HarnessError::new(
-            HarnessCode::StaleContract,
-            format!(
-                "attempt {} pinned revision {} of `{key}`, checked against contract {}, but the operation's contract is now {}",
-                record.attempt_id, pin.revision, pin.contract_hash, op.contract_hash
-            ),
-        ))
-        .at(Some(pin.revision), None));
+    if let Some(e) = attempt::stale_pin(Some(&record.attempt_id), &key, pin, &op.contract_hash) {
+        return Err(Decision::harness(e).at(Some(pin.revision), None));
     }
     let engine = app
         .engines
