@@ -122,3 +122,35 @@ async fn idempotency_dot_path_reads_leading_zero_and_plus_segments_as_member_nam
     }
     s.stop().await.unwrap();
 }
+
+// What broke: the MCP era rule was written twice. The replay endpoint (`profile/mcp`) reads
+// a `_meta` protocol version that names a session-era version as session era (some clients
+// attach `_meta` to every request), and needs the `MCP-Protocol-Version` header to name a
+// 2026-or-later version; forwarded tool calls (`proxy/forward/mcp.rs`) called any `_meta`
+// version stateless, and ignored a date-shaped future version in the header. One rule now,
+// `profile::mcp::is_stateless_era`, used by both.
+#[test]
+fn mcp_era_rule_is_one_rule_for_replay_and_forwarded_calls() {
+    use hyper::http::{HeaderMap, HeaderValue};
+    use understudy::profile::mcp::is_stateless_era;
+    let params = |v: &str| {
+        json!({"name": "lookup", "_meta": {"io.modelcontextprotocol/protocolVersion": v}})
+            .as_object()
+            .cloned()
+            .unwrap()
+    };
+    let none = HeaderMap::new();
+    // A session-era client that attaches `_meta` everywhere stays in the session era.
+    let session = params("2025-06-18");
+    assert!(!is_stateless_era(Some("tools/call"), Some(&session), &none));
+    let modern = params("2026-07-28");
+    assert!(is_stateless_era(Some("tools/call"), Some(&modern), &none));
+    // A header naming a later, date-shaped version is stateless era too.
+    let mut h = HeaderMap::new();
+    h.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static("2027-01-01"),
+    );
+    assert!(is_stateless_era(Some("tools/call"), None, &h));
+    assert!(!is_stateless_era(Some("initialize"), Some(&modern), &h));
+}

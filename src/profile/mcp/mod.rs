@@ -59,7 +59,8 @@
 //! The era of a POST: an `initialize` request is session era whatever it names; a message whose
 //! `params._meta` carries `io.modelcontextprotocol/protocolVersion`, a `server/discover`, or an
 //! `MCP-Protocol-Version` header naming a 2026-or-later version is stateless era; anything
-//! else is session era (PROTOCOLS 1.0, the 2026-07-28 "dual-era server" rules).
+//! else is session era (PROTOCOLS 1.0, the 2026-07-28 "dual-era server" rules). This rule is
+//! [`is_stateless_era`], the one copy: forwarded tool calls (`proxy::forward::mcp`) use it too.
 //!
 //! Session era (2025-03-26, 2025-06-18, 2025-11-25):
 //! - `initialize` negotiates (the requested version if supported, else the newest session-era
@@ -362,6 +363,30 @@ fn unsupported_header_version(v: &str) -> String {
 }
 
 /// The `_meta` object of a message's params.
+/// THE era rule (PROTOCOLS 1.0), for the replay endpoint and for forwarded tool calls alike:
+/// an `initialize` request (`method`) is session era whatever it names, `server/discover` is
+/// stateless; otherwise a `_meta` protocol version in `params` makes the message stateless
+/// unless it names a session-era version (some clients attach `_meta` to every request), and
+/// so does exactly one `MCP-Protocol-Version` header naming a 2026-or-later version. Anything
+/// else is session era.
+pub fn is_stateless_era(
+    method: Option<&str>,
+    params: Option<&Map<String, Value>>,
+    headers: &HeaderMap,
+) -> bool {
+    match method {
+        Some("initialize") => return false,
+        Some("server/discover") => return true,
+        _ => {}
+    }
+    if let Some(v) = meta(params).and_then(|m| m.get(META_PROTOCOL_VERSION)) {
+        if !v.as_str().is_some_and(|v| profile().is_session_version(v)) {
+            return true;
+        }
+    }
+    matches!(one(headers, HEADER_PROTOCOL_VERSION), One::Value(v) if profile().is_modern_version(v))
+}
+
 fn meta(params: Option<&Map<String, Value>>) -> Option<&Map<String, Value>> {
     params?.get("_meta")?.as_object()
 }
@@ -544,22 +569,11 @@ impl McpEndpoint {
     }
 
     fn is_stateless(&self, msg: &Message, headers: &HeaderMap) -> bool {
-        if let Message::Request { method, .. } = msg {
-            if method == "initialize" {
-                return false;
-            }
-            if method == "server/discover" {
-                return true;
-            }
-        }
-        // A `_meta` protocol version makes the request modern unless it names a session-era
-        // version (some clients attach `_meta` to every request).
-        if let Some(v) = meta(msg.params()).and_then(|m| m.get(META_PROTOCOL_VERSION)) {
-            if !v.as_str().is_some_and(|v| profile().is_session_version(v)) {
-                return true;
-            }
-        }
-        matches!(one(headers, HEADER_PROTOCOL_VERSION), One::Value(v) if profile().is_modern_version(v))
+        let method = match msg {
+            Message::Request { method, .. } => Some(method.as_str()),
+            _ => None,
+        };
+        is_stateless_era(method, msg.params(), headers)
     }
 
     /// The live session a session-era message names, and the protocol version it speaks.

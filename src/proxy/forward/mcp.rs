@@ -55,7 +55,7 @@ use crate::profile::mcp::jsonrpc::{self, INVALID_REQUEST};
 use crate::profile::mcp::tools::{render_outcome, CallAnswer};
 use crate::profile::mcp::{
     blocked_result, harness_reply, simulated_result, sse, tool_is_write, McpBody, McpResponse,
-    ToolCallOutcome, META_PROTOCOL_VERSION, META_SERVER_INFO,
+    ToolCallOutcome, META_SERVER_INFO,
 };
 use crate::profile::NativeResponse;
 use crate::proxy::http::{full, to_http, HttpResponse};
@@ -127,19 +127,6 @@ fn write_flag(op: &Operation) -> bool {
     op.op
         .write
         .unwrap_or_else(|| tool_is_write(op.op.annotations.as_ref()))
-}
-
-/// Whether the call speaks the 2026-07-28 (stateless) era.
-fn is_stateless(headers: &HeaderMap, params: &Map<String, Value>) -> bool {
-    let by_meta = params
-        .get("_meta")
-        .and_then(Value::as_object)
-        .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
-    let by_header = headers
-        .get(crate::profile::mcp::HEADER_PROTOCOL_VERSION)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| crate::profile::mcp::profile::profile().is_stateless_version(v.trim()));
-    by_meta || by_header
 }
 
 /// Forward a message that is not a tool call; learn the real tools' write flags from a
@@ -314,7 +301,8 @@ async fn tools_call(
         .get("arguments")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    let stateless = is_stateless(&req.headers, &params);
+    let stateless =
+        crate::profile::mcp::is_stateless_era(Some("tools/call"), Some(&params), &req.headers);
     let op = integ.operation(&name).cloned();
     let uses_mocks = matches!(app.mode, Mode::DryRun | Mode::RecordMissing);
     if let Some(op) = &op {
