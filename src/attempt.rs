@@ -23,8 +23,8 @@ use hmac::{KeyInit, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::evidence::ToolEvent;
-use crate::store::{AttemptRecord, Store, StoreError};
+use crate::records::{AttemptRecord, ToolEvent};
+use crate::store::{Store, StoreError};
 
 // ---------------------------------------------------------------------------------------------
 // Randomness, ids, hashes
@@ -456,7 +456,7 @@ pub fn new_record(
     token: Option<&str>,
     ttl_s: Option<u64>,
     test_run_id: Option<String>,
-    pins: BTreeMap<String, crate::store::Pin>,
+    pins: BTreeMap<String, crate::records::Pin>,
     variants: BTreeMap<String, String>,
     is_default: bool,
 ) -> AttemptRecord {

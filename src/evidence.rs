@@ -1,5 +1,6 @@
-//! Evidence (SPEC section 8): the [`ToolEvent`] recorded for every call, the exported
-//! envelope, the verdict and redaction, and the `understudy evidence` command.
+//! Evidence (SPEC section 8): the exported envelope of the [`ToolEvent`]s recorded for every
+//! call (the type lives in [`crate::records`]), the verdict and redaction, and the
+//! `understudy evidence` command.
 //!
 //! The store keeps exactly one [`ToolEvent`] per call, whatever its outcome. Everything else
 //! in the envelope is derived here, at export time:
@@ -48,10 +49,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::store::{AttemptRecord, Store, StoreError};
+use crate::records::{AttemptRecord, ToolEvent};
+use crate::store::{Store, StoreError};
 
 /// The `schema_version` of the exported envelope.
 pub const SCHEMA_VERSION: &str = "understudy.evidence.v1";
@@ -67,35 +68,6 @@ pub const RESULT_STATUSES: [&str; 7] = [
     "forwarded",
     "replayed",
 ];
-
-/// One call as the attempt saw it. One record per call, whatever its outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolEvent {
-    /// 1, 2, 3… per attempt; assigned by the store.
-    pub sequence: u64,
-    pub execution_attempt_id: String,
-    pub integration: String,
-    pub operation_id: Option<String>,
-    pub revision: Option<u64>,
-    pub variant: Option<String>,
-    pub rule: Option<usize>,
-    pub is_write: bool,
-    pub arguments: Value,
-    pub result: Value,
-    /// `ok`, `input_error`, `harness_error`, `blocked`, `simulated`, `forwarded`, `replayed`.
-    pub result_status: String,
-    pub http_status: u16,
-    pub latency_ms: f64,
-    pub delay_ms: u64,
-    pub idempotency_key_ref: Option<String>,
-    pub trace_id: Option<String>,
-    /// `mock`, `upstream` or `tool_test`.
-    pub source: String,
-    /// `{"code","message","path"}` for input and harness errors.
-    pub error: Option<Value>,
-    /// RFC 3339.
-    pub timestamp: String,
-}
 
 /// The SPEC 8 envelope of one attempt, with its verdict. `redact` names the object members
 /// to hide (see the module doc).
@@ -454,7 +426,7 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Pin;
+    use crate::records::Pin;
 
     fn attempt() -> AttemptRecord {
         AttemptRecord {

@@ -38,6 +38,7 @@ pub mod mock;
 pub mod profile;
 pub mod proxy;
 pub mod record;
+pub mod records;
 pub mod store;
 pub mod tls;
 pub mod upstream;

@@ -43,7 +43,7 @@ use crate::mock::check::{check_integration, check_operation};
 use crate::mock::generate::generate;
 use crate::proxy::request::Request;
 use crate::proxy::{App, Integration};
-use crate::store::RevisionRecord;
+use crate::records::RevisionRecord;
 
 /// `{"revision","contract_hash","definition_hash","saved_at","source"}`.
 fn revision_summary(r: &RevisionRecord) -> Value {

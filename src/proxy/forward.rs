@@ -115,7 +115,8 @@ use crate::config::{Config, Mode, UnmatchedWrites};
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::profile::{NativeResponse, Profile};
 use crate::record::{self, Call, Exchange, HttpCall};
-use crate::store::{AttemptRecord, CallRecord};
+use crate::records::AttemptRecord;
+use crate::store::CallRecord;
 use crate::upstream::{self, Upstream};
 
 /// Bodies up to this size are kept in evidence; larger ones are summarized.

@@ -51,7 +51,8 @@ use crate::contract::{Operation, Problem};
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::mock::{Definition, Engine};
 use crate::profile::Profile;
-use crate::store::{Pin, Store, StoreError};
+use crate::records::Pin;
+use crate::store::{Store, StoreError};
 
 pub use http::Limits;
 pub use transport::Transport;
@@ -399,7 +400,7 @@ impl App {
     /// `initial_state` per integration) and register it.
     pub fn create_attempt(
         &self,
-        rec: crate::store::AttemptRecord,
+        rec: crate::records::AttemptRecord,
     ) -> Result<Arc<Attempt>, StoreError> {
         let mut state: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
         for integ in self.integrations.values() {

@@ -31,13 +31,14 @@ use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease};
 use crate::contract::template::RequestView;
 use crate::contract::{IdempotencySpec, Operation, ResultForm};
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
-use crate::evidence::ToolEvent;
 use crate::mock::check::{envelope_problem, schema_errors};
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
 use crate::mock::Engine;
 use crate::profile::{self, NativeResponse, Profile};
-use crate::store::{AttemptRecord, CallRecord};
+use crate::records::AttemptRecord;
+use crate::records::ToolEvent;
+use crate::store::CallRecord;
 
 /// What is known about a call for its evidence, filled in as stages run.
 #[derive(Debug, Clone)]

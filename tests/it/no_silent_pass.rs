@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use understudy::attempt::{Clock, ManualClock, SystemClock};
-use understudy::evidence::ToolEvent;
+use understudy::records::ToolEvent;
 use understudy::store::{CallRecord, Store};
 
 use crate::support::{standard_project, Project, Server};

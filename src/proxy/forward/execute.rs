@@ -54,7 +54,7 @@ use crate::mock::check::{envelope_problem, execute_with, schema_errors};
 use crate::proxy::pipeline::validate_input;
 use crate::proxy::App;
 use crate::record;
-use crate::store::Pin;
+use crate::records::Pin;
 use crate::upstream::UpstreamErrorKind;
 
 /// At most this many differences are listed.

@@ -64,7 +64,7 @@ use crate::proxy::pipeline::{self, CallInfo, Decision, Wire};
 use crate::proxy::request::Request;
 use crate::proxy::{route, App, Integration};
 use crate::record::{Call, Exchange, ToolCall, ToolOutcome};
-use crate::store::AttemptRecord;
+use crate::records::AttemptRecord;
 
 /// Answer one request to an MCP endpoint outside `replay` (module doc).
 pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
