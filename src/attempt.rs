@@ -23,7 +23,7 @@ use hmac::{KeyInit, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::records::{AttemptRecord, ToolEvent};
+use crate::records::{AttemptRecord, ResultStatus, ToolEvent};
 use crate::store::{Store, StoreError};
 
 // ---------------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ impl AttemptState {
     ) -> AttemptState {
         let mut idempotency = HashMap::new();
         for e in events {
-            if e.result_status != "ok" {
+            if e.result_status != ResultStatus::Ok {
                 continue;
             }
             if let (Some(r), Some(op)) = (&e.idempotency_key_ref, &e.operation_id) {

@@ -51,24 +51,13 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use crate::records::{AttemptRecord, ToolEvent};
+use crate::records::{AttemptRecord, EventSource, ResultStatus, ToolEvent};
 use crate::store::{Store, StoreError};
 
 /// The `schema_version` of the exported envelope.
 pub const SCHEMA_VERSION: &str = "understudy.evidence.v1";
 /// What a redacted value becomes.
 pub const REDACTED: &str = "[redacted]";
-/// Every `result_status` of SPEC 8.
-pub const RESULT_STATUSES: [&str; 7] = [
-    "ok",
-    "input_error",
-    "harness_error",
-    "blocked",
-    "simulated",
-    "forwarded",
-    "replayed",
-];
-
 /// The SPEC 8 envelope of one attempt, with its verdict. `redact` names the object members
 /// to hide (see the module doc).
 pub fn envelope(
@@ -96,15 +85,15 @@ pub fn envelope(
         }
         tool_events.push(ev);
         let error = e.error.as_ref().map(r).unwrap_or(Value::Null);
-        match e.result_status.as_str() {
-            "input_error" => input_errors.push(json!({
+        match e.result_status {
+            ResultStatus::InputError => input_errors.push(json!({
                 "sequence": e.sequence,
                 "integration": e.integration,
                 "operation_id": e.operation_id,
                 "arguments": r(&e.arguments),
                 "error": error,
             })),
-            "harness_error" => harness_errors.push(json!({
+            ResultStatus::HarnessError => harness_errors.push(json!({
                 "sequence": e.sequence,
                 "integration": e.integration,
                 "operation_id": e.operation_id,
@@ -161,10 +150,10 @@ pub fn envelope(
 /// `blocked`, `simulated` or `tagged` when the call is a side effect that was held back or
 /// marked as test traffic.
 fn side_effect_action(e: &ToolEvent) -> Option<&'static str> {
-    match e.result_status.as_str() {
-        "blocked" => Some("blocked"),
-        "simulated" => Some("simulated"),
-        _ if e.source == "tool_test" => Some("tagged"),
+    match e.result_status {
+        ResultStatus::Blocked => Some("blocked"),
+        ResultStatus::Simulated => Some("simulated"),
+        _ if e.source == EventSource::ToolTest => Some("tagged"),
         _ => None,
     }
 }
@@ -186,7 +175,7 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
 
     // 1. harness errors, 6. unknown statuses
     for e in &sorted {
-        if e.result_status == "harness_error" {
+        if e.result_status == ResultStatus::HarnessError {
             let field = |k: &str| {
                 e.error
                     .as_ref()
@@ -201,10 +190,10 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
                 field("code"),
                 field("message")
             ));
-        } else if !RESULT_STATUSES.contains(&e.result_status.as_str()) {
+        } else if let ResultStatus::Unknown(status) = &e.result_status {
             reasons.push(format!(
-                "unknown result_status `{}` at sequence {}: the outcome of that call is unknown",
-                e.result_status, e.sequence
+                "unknown result_status `{status}` at sequence {}: the outcome of that call is unknown",
+                e.sequence
             ));
         }
     }
@@ -218,7 +207,7 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
             Some(exp) => {
                 for e in &sorted {
                     match parse_time(&e.timestamp) {
-                        Some(t) if t > exp && e.result_status != "harness_error" => {
+                        Some(t) if t > exp && e.result_status != ResultStatus::HarnessError => {
                             reasons.push(format!(
                                 "call at sequence {} ({}) arrived after the lease expired at {}",
                                 e.sequence, e.timestamp, expires
@@ -258,7 +247,7 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
         let Some(key) = e.idempotency_key_ref.as_deref() else {
             continue;
         };
-        if !e.is_write || !matches!(e.result_status.as_str(), "ok" | "forwarded") {
+        if !e.is_write || !matches!(e.result_status, ResultStatus::Ok | ResultStatus::Forwarded) {
             continue;
         }
         if let Some(first) = applied.get(key) {

@@ -4,6 +4,10 @@
 //!
 //! Field names are the SPEC's: they are the stored form and the exported form at once, so a
 //! rename here is a format change.
+//!
+//! The words of an event are typed ([`ResultStatus`], [`EventSource`], serde snake_case) but
+//! reading stays tolerant: a word outside the list (written by another version, or by hand)
+//! deserializes as `Unknown` *with its text*, so the verdict can still name it and fail.
 
 use std::collections::BTreeMap;
 
@@ -66,17 +70,151 @@ pub struct ToolEvent {
     pub is_write: bool,
     pub arguments: Value,
     pub result: Value,
-    /// `ok`, `input_error`, `harness_error`, `blocked`, `simulated`, `forwarded`, `replayed`.
-    pub result_status: String,
+    pub result_status: ResultStatus,
     pub http_status: u16,
     pub latency_ms: f64,
     pub delay_ms: u64,
     pub idempotency_key_ref: Option<String>,
     pub trace_id: Option<String>,
-    /// `mock`, `upstream` or `tool_test`.
-    pub source: String,
+    pub source: EventSource,
     /// `{"code","message","path"}` for input and harness errors.
     pub error: Option<Value>,
     /// RFC 3339.
     pub timestamp: String,
+}
+
+/// The `result_status` of an event (SPEC 8).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    Ok,
+    InputError,
+    HarnessError,
+    Blocked,
+    Simulated,
+    Forwarded,
+    Replayed,
+    /// A status outside SPEC 8's list, kept as read: the verdict fails on it.
+    #[serde(untagged)]
+    Unknown(String),
+}
+
+impl ResultStatus {
+    /// Every status of SPEC 8.
+    pub const KNOWN: [ResultStatus; 7] = [
+        ResultStatus::Ok,
+        ResultStatus::InputError,
+        ResultStatus::HarnessError,
+        ResultStatus::Blocked,
+        ResultStatus::Simulated,
+        ResultStatus::Forwarded,
+        ResultStatus::Replayed,
+    ];
+
+    /// The word as stored (`input_error`, …; an unknown status as it was read).
+    pub fn as_str(&self) -> &str {
+        match self {
+            ResultStatus::Ok => "ok",
+            ResultStatus::InputError => "input_error",
+            ResultStatus::HarnessError => "harness_error",
+            ResultStatus::Blocked => "blocked",
+            ResultStatus::Simulated => "simulated",
+            ResultStatus::Forwarded => "forwarded",
+            ResultStatus::Replayed => "replayed",
+            ResultStatus::Unknown(s) => s,
+        }
+    }
+}
+
+/// Reads a word as stored: a status of SPEC 8, else [`ResultStatus::Unknown`] with its text.
+impl From<&str> for ResultStatus {
+    fn from(s: &str) -> Self {
+        ResultStatus::KNOWN
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .unwrap_or_else(|| ResultStatus::Unknown(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for ResultStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who produced an event's result: the mock, the real system, or the real system with the
+/// call tagged as test traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSource {
+    Mock,
+    Upstream,
+    ToolTest,
+    /// A source outside the list, kept as read.
+    #[serde(untagged)]
+    Unknown(String),
+}
+
+impl EventSource {
+    /// The word as stored (`mock`, `upstream`, `tool_test`; an unknown one as it was read).
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventSource::Mock => "mock",
+            EventSource::Upstream => "upstream",
+            EventSource::ToolTest => "tool_test",
+            EventSource::Unknown(s) => s,
+        }
+    }
+}
+
+/// Reads a word as stored: a known source, else [`EventSource::Unknown`] with its text.
+impl From<&str> for EventSource {
+    fn from(s: &str) -> Self {
+        [
+            EventSource::Mock,
+            EventSource::Upstream,
+            EventSource::ToolTest,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+        .unwrap_or_else(|| EventSource::Unknown(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for EventSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip_as_snake_case_and_unknown_ones_keep_their_text() {
+        for s in ResultStatus::KNOWN {
+            let json = serde_json::to_value(&s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<ResultStatus>(json).unwrap(), s);
+        }
+        let pending: ResultStatus = serde_json::from_str("\"pending\"").unwrap();
+        assert_eq!(pending, ResultStatus::Unknown("pending".into()));
+        assert_eq!(serde_json::to_string(&pending).unwrap(), "\"pending\"");
+        for (s, word) in [
+            (EventSource::Mock, "mock"),
+            (EventSource::Upstream, "upstream"),
+            (EventSource::ToolTest, "tool_test"),
+        ] {
+            assert_eq!(serde_json::to_value(&s).unwrap(), word);
+            assert_eq!(
+                serde_json::from_value::<EventSource>(word.into()).unwrap(),
+                s
+            );
+        }
+        assert_eq!(ResultStatus::from("replayed"), ResultStatus::Replayed);
+        assert_eq!(EventSource::from("tool_test"), EventSource::ToolTest);
+        let odd: EventSource = serde_json::from_str("\"replay\"").unwrap();
+        assert_eq!(odd.as_str(), "replay");
+    }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use understudy::attempt::{Clock, ManualClock, SystemClock};
-use understudy::records::ToolEvent;
+use understudy::records::{ResultStatus, ToolEvent};
 use understudy::store::{CallRecord, Store};
 
 use crate::support::{standard_project, Project, Server};
@@ -162,7 +162,7 @@ async fn a_duplicate_side_effect_fails() {
     {
         let store = Store::open(&p.data_dir()).unwrap();
         let events = store.evidence(&a.id).unwrap();
-        assert_eq!(events[1].result_status, "replayed");
+        assert_eq!(events[1].result_status, ResultStatus::Replayed);
         let mut dup: ToolEvent = events[0].clone();
         dup.execution_attempt_id = "forged-second-execution".into();
         store

@@ -64,7 +64,7 @@ use crate::proxy::pipeline::{self, CallInfo, Decision, Wire};
 use crate::proxy::request::Request;
 use crate::proxy::{route, App, Integration};
 use crate::record::{Call, Exchange, ToolCall, ToolOutcome};
-use crate::records::AttemptRecord;
+use crate::records::{AttemptRecord, EventSource, ResultStatus};
 
 /// Answer one request to an MCP endpoint outside `replay` (module doc).
 pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
@@ -166,7 +166,9 @@ async fn forward_plain(
                 trace_id: pipeline::trace_id(&req),
             };
             let d = for_mcp(Decision::harness(e.clone()));
-            if let Err(r) = record_event(&app, &attempt, &req, info, &d, 200, "upstream").await {
+            if let Err(r) =
+                record_event(&app, &attempt, &req, info, &d, 200, EventSource::Upstream).await
+            {
                 return to_http(r);
             }
             return mcp_response(harness_reply(&req.body, &e));
@@ -366,7 +368,7 @@ async fn tools_call(
             call.answer(
                 info,
                 result,
-                "blocked",
+                ResultStatus::Blocked,
                 ToolCallOutcome::InputError(InputError::new(msg)),
                 form,
             )
@@ -380,7 +382,7 @@ async fn tools_call(
             call.answer(
                 info,
                 result.clone(),
-                "simulated",
+                ResultStatus::Simulated,
                 ToolCallOutcome::Ok(result),
                 form,
             )
@@ -399,12 +401,17 @@ async fn tools_call(
             } else {
                 req.body.clone()
             };
-            let source = if tag { "tool_test" } else { "upstream" };
+            let source = if tag {
+                EventSource::ToolTest
+            } else {
+                EventSource::Upstream
+            };
             let resp = match send_upstream(&app, integ, &req, &rest, tag, body).await {
                 Ok(r) => r,
                 Err(e) => {
                     let d = for_mcp(Decision::harness(e.clone()));
-                    if let Err(r) = record_event(&app, &attempt, &req, info, &d, 200, source).await
+                    if let Err(r) =
+                        record_event(&app, &attempt, &req, info, &d, 200, source.clone()).await
                     {
                         return to_http(r);
                     }
@@ -417,7 +424,7 @@ async fn tools_call(
                 app: app.clone(),
                 attempt: attempt.clone(),
                 req: req.clone(),
-                source,
+                source: source.clone(),
                 capture,
                 status: parts.status.as_u16(),
                 headers: parts.headers.clone(),
@@ -545,7 +552,7 @@ impl LocalCall<'_> {
         &self,
         info: CallInfo,
         result: Value,
-        status: &'static str,
+        status: ResultStatus,
         outcome: ToolCallOutcome,
         form: ResultForm,
     ) -> HttpResponse {
@@ -558,7 +565,16 @@ impl LocalCall<'_> {
             status,
         );
         d.result = result;
-        if let Err(r) = record_event(self.app, self.attempt, self.req, info, &d, 200, "mock").await
+        if let Err(r) = record_event(
+            self.app,
+            self.attempt,
+            self.req,
+            info,
+            &d,
+            200,
+            EventSource::Mock,
+        )
+        .await
         {
             return to_http(r);
         }
@@ -625,7 +641,7 @@ struct ToolDone {
     app: Arc<App>,
     attempt: Arc<Attempt>,
     req: Request,
-    source: &'static str,
+    source: EventSource,
     capture: Option<Capture>,
     status: u16,
     headers: HeaderMap,
@@ -668,7 +684,7 @@ impl Finisher for ToolDone {
                 info,
                 &d,
                 self.status,
-                self.source,
+                self.source.clone(),
             )
             .await?;
             if let (Some(c), Some(outcome)) = (&self.capture, outcome) {
