@@ -18,13 +18,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use hmac::{KeyInit, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::records::{AttemptRecord, ResultStatus, ToolEvent};
 use crate::store::{Store, StoreError};
+use crate::util::time::rfc3339;
 
 // ---------------------------------------------------------------------------------------------
 // Randomness, ids, hashes
@@ -183,11 +184,6 @@ impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// RFC 3339 in UTC with milliseconds and `Z`.
-pub fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {

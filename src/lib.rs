@@ -42,3 +42,4 @@ pub mod records;
 pub mod store;
 pub mod tls;
 pub mod upstream;
+pub mod util;

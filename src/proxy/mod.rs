@@ -342,7 +342,7 @@ impl App {
         for mut old in self.store.attempts()? {
             if old.is_default && old.ended_at.is_none() {
                 let remaining = self.store.clear_state(&old.attempt_id)?;
-                old.ended_at = Some(attempt::rfc3339(now));
+                old.ended_at = Some(crate::util::time::rfc3339(now));
                 old.cleanup = Some(cleanup_report(remaining));
                 self.store.put_attempt(&old)?;
             }

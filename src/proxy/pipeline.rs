@@ -869,7 +869,7 @@ pub(crate) fn tool_event(
         trace_id: info.trace_id.take(),
         source,
         error: d.error.as_ref().map(CallError::to_json),
-        timestamp: attempt::rfc3339(app.clock.now()),
+        timestamp: crate::util::time::rfc3339(app.clock.now()),
     };
     (event, latency_ms)
 }

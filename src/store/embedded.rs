@@ -21,8 +21,9 @@ use super::keys::{
     attempt_prefix, decode_u64, event_key, meta_key, revision_key, revision_prefix, state_key,
     META_REV, META_SEQ,
 };
-use super::{io_message, lock, now_rfc3339, CallRecord, StoreError};
+use super::{io_message, lock, CallRecord, StoreError};
 use crate::records::{AttemptRecord, RevisionRecord, ToolEvent};
+use crate::util::time::now_rfc3339;
 
 /// Page cache of the sled database (sled's default is 1 GB). Evidence is read back rarely
 /// (verdicts, the evidence endpoint), so a small cache keeps a long run's memory flat.

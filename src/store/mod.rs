@@ -139,23 +139,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 
 use crate::records::{AttemptRecord, RevisionRecord, ToolEvent};
+use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
 use keys::{check_attempt_id, check_key};
-
-/// The deepest JSON value (arguments, result, error, state) a call may store. Records are
-/// read back with serde_json, which refuses more than 128 levels; an evidence export wraps
-/// an event's values in three more. [`Store::write_call`] refuses deeper values, so an
-/// acknowledged call can never make an attempt's evidence unreadable.
-pub const MAX_STORED_DEPTH: usize = 100;
-
-/// Whether `v` nests more than `limit` arrays/objects (stops at the first path that does).
-pub fn deeper_than(v: &Value, limit: usize) -> bool {
-    match v {
-        Value::Array(a) => limit == 0 || a.iter().any(|x| deeper_than(x, limit - 1)),
-        Value::Object(m) => limit == 0 || m.values().any(|x| deeper_than(x, limit - 1)),
-        _ => false,
-    }
-}
 
 /// A store failure. Messages name the data dir where it helps.
 #[derive(Debug, thiserror::Error)]
@@ -428,10 +414,4 @@ fn io_message(e: &std::io::Error) -> String {
         std::io::ErrorKind::ReadOnlyFilesystem => format!("{e} (the data dir must be writable)"),
         _ => e.to_string(),
     }
-}
-
-/// The current time as RFC 3339 UTC with milliseconds (`2026-01-02T03:04:05.678Z`).
-pub fn now_rfc3339() -> String {
-    chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -235,7 +235,7 @@ async fn an_expired_lease_fails() {
         let store = Store::open(&p.data_dir()).unwrap();
         let mut ev = store.evidence(&late.id).unwrap()[0].clone();
         ev.execution_attempt_id = "forged-late-call".into();
-        ev.timestamp = understudy::attempt::rfc3339(clock.now());
+        ev.timestamp = understudy::util::time::rfc3339(clock.now());
         store
             .record_call(
                 &late.id,
