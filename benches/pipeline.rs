@@ -48,7 +48,7 @@ fn prepared(id: &str, input: Value) -> Prepared {
 /// One call as `pipeline::handle` runs it, minus routing and the store.
 fn call(state: &mut AttemptState, p: &Prepared) -> (Value, understudy::proxy::http::HttpResponse) {
     let d = evaluate(state, p);
-    assert_eq!(d.result_status, "ok");
+    assert_eq!(d.result_status, understudy::records::ResultStatus::Ok);
     if let Some((integ, s)) = d.new_state {
         state.state.insert(integ, s);
     }

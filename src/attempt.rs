@@ -21,14 +21,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use hmac::{KeyInit, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{HarnessCode, HarnessError};
-use crate::evidence::ToolEvent;
-use crate::store::{AttemptRecord, Pin, Store, StoreError};
+use crate::records::{AttemptRecord, Pin, ResultStatus, ToolEvent};
+use crate::store::{Store, StoreError};
+use crate::util::time::rfc3339;
 
 // ---------------------------------------------------------------------------------------------
 // Randomness, ids, hashes
@@ -189,11 +190,6 @@ impl Clock for ManualClock {
     }
 }
 
-/// RFC 3339 in UTC with milliseconds and `Z`.
-pub fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .ok()
@@ -254,7 +250,7 @@ impl AttemptState {
     ) -> AttemptState {
         let mut idempotency = HashMap::new();
         for e in events {
-            if e.result_status != "ok" {
+            if e.result_status != ResultStatus::Ok {
                 continue;
             }
             if let (Some(r), Some(op)) = (&e.idempotency_key_ref, &e.operation_id) {
@@ -502,7 +498,7 @@ pub fn new_record(
     token: Option<&str>,
     ttl_s: Option<u64>,
     test_run_id: Option<String>,
-    pins: BTreeMap<String, crate::store::Pin>,
+    pins: BTreeMap<String, crate::records::Pin>,
     variants: BTreeMap<String, String>,
     is_default: bool,
 ) -> AttemptRecord {

@@ -883,13 +883,8 @@ fn write_file(file: &Path, op: &OperationFile) -> Result<(), String> {
     let mut text = serde_json::to_string_pretty(op)
         .map_err(|e| format!("{}: cannot serialize: {e}", file.display()))?;
     text.push('\n');
-    let tmp = file.with_extension("json.tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, file))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("{}: cannot write: {e}", file.display())
-        })
+    crate::util::fs::write_atomic(file, text.as_bytes())
+        .map_err(|e| format!("{}: cannot write: {e}", file.display()))
 }
 
 /// The operation ids of the `*.json` files in `dir`.

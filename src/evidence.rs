@@ -1,5 +1,6 @@
-//! Evidence (SPEC section 8): the [`ToolEvent`] recorded for every call, the exported
-//! envelope, the verdict and redaction, and the `understudy evidence` command.
+//! Evidence (SPEC section 8): the exported envelope of the [`ToolEvent`]s recorded for every
+//! call (the type lives in [`crate::records`]), the verdict and redaction, and the
+//! `understudy evidence` command.
 //!
 //! The store keeps exactly one [`ToolEvent`] per call, whatever its outcome. Everything else
 //! in the envelope is derived here, at export time:
@@ -48,55 +49,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::store::{AttemptRecord, Store, StoreError};
+use crate::records::{AttemptRecord, EventSource, ResultStatus, ToolEvent};
+use crate::store::{Store, StoreError};
 
 /// The `schema_version` of the exported envelope.
 pub const SCHEMA_VERSION: &str = "understudy.evidence.v1";
 /// What a redacted value becomes.
 pub const REDACTED: &str = "[redacted]";
-/// Every `result_status` of SPEC 8.
-pub const RESULT_STATUSES: [&str; 7] = [
-    "ok",
-    "input_error",
-    "harness_error",
-    "blocked",
-    "simulated",
-    "forwarded",
-    "replayed",
-];
-
-/// One call as the attempt saw it. One record per call, whatever its outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolEvent {
-    /// 1, 2, 3… per attempt; assigned by the store.
-    pub sequence: u64,
-    pub execution_attempt_id: String,
-    pub integration: String,
-    pub operation_id: Option<String>,
-    pub revision: Option<u64>,
-    pub variant: Option<String>,
-    pub rule: Option<usize>,
-    pub is_write: bool,
-    pub arguments: Value,
-    pub result: Value,
-    /// `ok`, `input_error`, `harness_error`, `blocked`, `simulated`, `forwarded`, `replayed`.
-    pub result_status: String,
-    pub http_status: u16,
-    pub latency_ms: f64,
-    pub delay_ms: u64,
-    pub idempotency_key_ref: Option<String>,
-    pub trace_id: Option<String>,
-    /// `mock`, `upstream` or `tool_test`.
-    pub source: String,
-    /// `{"code","message","path"}` for input and harness errors.
-    pub error: Option<Value>,
-    /// RFC 3339.
-    pub timestamp: String,
-}
-
 /// The SPEC 8 envelope of one attempt, with its verdict. `redact` names the object members
 /// to hide (see the module doc).
 pub fn envelope(
@@ -124,15 +85,15 @@ pub fn envelope(
         }
         tool_events.push(ev);
         let error = e.error.as_ref().map(r).unwrap_or(Value::Null);
-        match e.result_status.as_str() {
-            "input_error" => input_errors.push(json!({
+        match e.result_status {
+            ResultStatus::InputError => input_errors.push(json!({
                 "sequence": e.sequence,
                 "integration": e.integration,
                 "operation_id": e.operation_id,
                 "arguments": r(&e.arguments),
                 "error": error,
             })),
-            "harness_error" => harness_errors.push(json!({
+            ResultStatus::HarnessError => harness_errors.push(json!({
                 "sequence": e.sequence,
                 "integration": e.integration,
                 "operation_id": e.operation_id,
@@ -189,10 +150,10 @@ pub fn envelope(
 /// `blocked`, `simulated` or `tagged` when the call is a side effect that was held back or
 /// marked as test traffic.
 fn side_effect_action(e: &ToolEvent) -> Option<&'static str> {
-    match e.result_status.as_str() {
-        "blocked" => Some("blocked"),
-        "simulated" => Some("simulated"),
-        _ if e.source == "tool_test" => Some("tagged"),
+    match e.result_status {
+        ResultStatus::Blocked => Some("blocked"),
+        ResultStatus::Simulated => Some("simulated"),
+        _ if e.source == EventSource::ToolTest => Some("tagged"),
         _ => None,
     }
 }
@@ -214,7 +175,7 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
 
     // 1. harness errors, 6. unknown statuses
     for e in &sorted {
-        if e.result_status == "harness_error" {
+        if e.result_status == ResultStatus::HarnessError {
             let field = |k: &str| {
                 e.error
                     .as_ref()
@@ -229,10 +190,10 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
                 field("code"),
                 field("message")
             ));
-        } else if !RESULT_STATUSES.contains(&e.result_status.as_str()) {
+        } else if let ResultStatus::Unknown(status) = &e.result_status {
             reasons.push(format!(
-                "unknown result_status `{}` at sequence {}: the outcome of that call is unknown",
-                e.result_status, e.sequence
+                "unknown result_status `{status}` at sequence {}: the outcome of that call is unknown",
+                e.sequence
             ));
         }
     }
@@ -246,7 +207,7 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
             Some(exp) => {
                 for e in &sorted {
                     match parse_time(&e.timestamp) {
-                        Some(t) if t > exp && e.result_status != "harness_error" => {
+                        Some(t) if t > exp && e.result_status != ResultStatus::HarnessError => {
                             reasons.push(format!(
                                 "call at sequence {} ({}) arrived after the lease expired at {}",
                                 e.sequence, e.timestamp, expires
@@ -286,7 +247,7 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
         let Some(key) = e.idempotency_key_ref.as_deref() else {
             continue;
         };
-        if !e.is_write || !matches!(e.result_status.as_str(), "ok" | "forwarded") {
+        if !e.is_write || !matches!(e.result_status, ResultStatus::Ok | ResultStatus::Forwarded) {
             continue;
         }
         if let Some(first) = applied.get(key) {
@@ -454,7 +415,7 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Pin;
+    use crate::records::Pin;
 
     fn attempt() -> AttemptRecord {
         AttemptRecord {

@@ -39,6 +39,8 @@ pub mod operation;
 pub mod profile;
 pub mod proxy;
 pub mod record;
+pub mod records;
 pub mod store;
 pub mod tls;
 pub mod upstream;
+pub mod util;

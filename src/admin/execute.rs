@@ -59,7 +59,7 @@ use crate::operation::Operation;
 use crate::proxy::http::HttpResponse;
 use crate::proxy::request::Request;
 use crate::proxy::App;
-use crate::store::Pin;
+use crate::records::Pin;
 
 /// The longest `timeout_seconds` (and its default): the delay limit of SPEC 3.4.
 pub const MAX_TIMEOUT_S: f64 = 30.0;

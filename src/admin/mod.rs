@@ -518,7 +518,7 @@ async fn end_attempt(app: &App, id: &str) -> ApiResult {
     let mut rec = a.record();
     if a.lease(app.clock.now()) != Lease::Ended {
         let remaining = app.store.clear_state(id).map_err(store_err)?;
-        rec.ended_at = Some(attempt::rfc3339(app.clock.now()));
+        rec.ended_at = Some(crate::util::time::rfc3339(app.clock.now()));
         rec.cleanup = Some(cleanup_report(remaining));
         app.store.put_attempt(&rec).map_err(store_err)?;
         app.store.flush().await.map_err(store_err)?;

@@ -45,7 +45,7 @@ use crate::operation::load::parse_operation;
 use crate::operation::{check_loaded, LoadedOperation, Operation};
 use crate::proxy::request::Request;
 use crate::proxy::{App, Integration};
-use crate::store::RevisionRecord;
+use crate::records::RevisionRecord;
 
 /// `{"revision","contract_hash","definition_hash","saved_at","source"}`.
 fn revision_summary(r: &RevisionRecord) -> Value {

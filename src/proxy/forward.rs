@@ -115,7 +115,8 @@ use crate::config::{Config, Mode, UnmatchedWrites};
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::profile::{NativeResponse, Profile};
 use crate::record::{self, Call, Exchange, HttpCall};
-use crate::store::{AttemptRecord, CallRecord};
+use crate::records::{AttemptRecord, EventSource, ResultStatus};
+use crate::store::CallRecord;
 use crate::upstream::{self, Upstream};
 
 /// Bodies up to this size are kept in evidence; larger ones are summarized.
@@ -354,7 +355,7 @@ async fn http_call(app: Arc<App>, req: Request) -> HttpResponse {
             let msg = blocked_message(&app, integ.name(), &what);
             tracing::info!(integration = %integ.name(), operation = info.operation_id.as_deref().unwrap_or(""), "write blocked: {what}");
             let response = profile.blocked_write(&msg);
-            let d = local_decision(response, "blocked");
+            let d = local_decision(response, ResultStatus::Blocked);
             answer_local(&app, &attempt, &req, info, d).await
         }
         Action::Simulate => {
@@ -368,7 +369,7 @@ async fn http_call(app: Arc<App>, req: Request) -> HttpResponse {
                 .map(|env| profile.render(&env).map(|r| (env, r)))
             {
                 Some(Ok((env, response))) => {
-                    let mut d = local_decision(response, "simulated");
+                    let mut d = local_decision(response, ResultStatus::Simulated);
                     d.result = env;
                     answer_local(&app, &attempt, &req, info, d).await
                 }
@@ -377,7 +378,7 @@ async fn http_call(app: Arc<App>, req: Request) -> HttpResponse {
                         "understudy blocked this write: {what} has no mock and the `{}` profile has no synthetic answer for it (unmatched_writes `simulate`)",
                         profile.name()
                     );
-                    let d = local_decision(profile.blocked_write(&msg), "blocked");
+                    let d = local_decision(profile.blocked_write(&msg), ResultStatus::Blocked);
                     answer_local(&app, &attempt, &req, info, d).await
                 }
             }
@@ -400,7 +401,7 @@ async fn http_call(app: Arc<App>, req: Request) -> HttpResponse {
 }
 
 /// A decision answered by understudy itself (blocked or simulated write).
-pub(crate) fn local_decision(response: NativeResponse, status: &'static str) -> Decision {
+pub(crate) fn local_decision(response: NativeResponse, status: ResultStatus) -> Decision {
     Decision {
         result: response.to_envelope(),
         response,
@@ -425,7 +426,7 @@ async fn answer_local(
 ) -> HttpResponse {
     let status = d.response.status;
     let response = d.response.clone();
-    match record_event(app, attempt, req, info, &d, status, "mock").await {
+    match record_event(app, attempt, req, info, &d, status, EventSource::Mock).await {
         Ok(_) => to_http(response),
         Err(r) => to_http(r),
     }
@@ -514,7 +515,11 @@ async fn forward_http(
     tag: bool,
     capture: Option<Capture>,
 ) -> HttpResponse {
-    let source = if tag { "tool_test" } else { "upstream" };
+    let source = if tag {
+        EventSource::ToolTest
+    } else {
+        EventSource::Upstream
+    };
     scrub_arguments(&app, &req, &mut info.arguments);
     let upstream_resp = match send_upstream(&app, integ, &req, &rest, tag, req.body.clone()).await {
         Ok(r) => r,
@@ -523,7 +528,8 @@ async fn forward_http(
             let d = Decision::harness(e);
             let status = d.response.status;
             let resp = d.response.clone();
-            return match record_event(&app, &attempt, &req, info, &d, status, source).await {
+            return match record_event(&app, &attempt, &req, info, &d, status, source.clone()).await
+            {
                 Ok(_) => to_http(resp),
                 Err(r) => to_http(r),
             };
@@ -537,7 +543,7 @@ async fn forward_http(
         app: app.clone(),
         attempt,
         req,
-        source,
+        source: source.clone(),
         capture,
         status,
         headers: headers.clone(),
@@ -564,8 +570,16 @@ async fn forward_http(
                 );
                 let d = Decision::harness(h);
                 let resp = d.response.clone();
-                return match record_event(&ctx.app, &ctx.attempt, &ctx.req, info, &d, 500, source)
-                    .await
+                return match record_event(
+                    &ctx.app,
+                    &ctx.attempt,
+                    &ctx.req,
+                    info,
+                    &d,
+                    500,
+                    ctx.source.clone(),
+                )
+                .await
                 {
                     Ok(_) => to_http(resp),
                     Err(r) => to_http(r),
@@ -578,13 +592,13 @@ async fn forward_http(
     *out.headers_mut() = headers;
     out.headers_mut().insert(
         SOURCE_HEADER,
-        HeaderValue::from_static(source_value(source)),
+        HeaderValue::from_static(source_value(&source)),
     );
     out
 }
 
-fn source_value(source: &str) -> &'static str {
-    if source == "tool_test" {
+fn source_value(source: &EventSource) -> &'static str {
+    if *source == EventSource::ToolTest {
         "tool_test"
     } else {
         "upstream"
@@ -844,7 +858,7 @@ struct HttpDone {
     app: Arc<App>,
     attempt: Arc<Attempt>,
     req: Request,
-    source: &'static str,
+    source: EventSource,
     capture: Option<Capture>,
     status: u16,
     headers: HeaderMap,
@@ -867,7 +881,7 @@ impl Finisher for HttpDone {
                 info,
                 &d,
                 self.status,
-                self.source,
+                self.source.clone(),
             )
             .await?;
             if let Some(c) = &self.capture {
@@ -892,7 +906,7 @@ pub(crate) fn forwarded_decision(result: Value) -> Decision {
             body: None,
         },
         result,
-        result_status: "forwarded",
+        result_status: ResultStatus::Forwarded,
         error: None,
         revision: None,
         variant: None,
@@ -1092,10 +1106,11 @@ pub(crate) async fn record_event(
     mut info: CallInfo,
     d: &Decision,
     http_status: u16,
-    source: &str,
+    source: EventSource,
 ) -> Result<u64, NativeResponse> {
     scrub_value(app, req, &mut info.arguments);
-    let (event, latency_ms) = pipeline::tool_event(app, req, &mut info, d, http_status, source);
+    let (event, latency_ms) =
+        pipeline::tool_event(app, req, &mut info, d, http_status, source.clone());
     let op_name = info.operation_id.as_deref().unwrap_or("");
     // As the replay pipeline: written under the state lock, durable after it is released.
     let guard = attempt.lock.lock().await;
@@ -1109,8 +1124,12 @@ pub(crate) async fn record_event(
     };
     match durable {
         Ok(seq) => {
-            app.metrics
-                .observe(&info.integration, op_name, d.result_status, latency_ms);
+            app.metrics.observe(
+                &info.integration,
+                op_name,
+                d.result_status.as_str(),
+                latency_ms,
+            );
             match &d.error {
                 Some(CallError::Harness(e)) => tracing::warn!(
                     attempt = %attempt.id, sequence = seq, integration = %info.integration,
@@ -1118,8 +1137,8 @@ pub(crate) async fn record_event(
                 ),
                 _ => tracing::debug!(
                     attempt = %attempt.id, sequence = seq, integration = %info.integration,
-                    operation = op_name, status = http_status, result_status = d.result_status,
-                    source, "call"
+                    operation = op_name, status = http_status, result_status = d.result_status.as_str(),
+                    source = source.as_str(), "call"
                 ),
             }
             Ok(seq)

@@ -63,7 +63,7 @@ use crate::profile::mcp::{
     ToolInfo,
 };
 use crate::profile::NativeResponse;
-use crate::store::AttemptRecord;
+use crate::records::AttemptRecord;
 
 /// The MCP endpoints of the running server, one per (attempt id, integration).
 #[derive(Debug, Default)]

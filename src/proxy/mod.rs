@@ -52,7 +52,8 @@ use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::mock::{Definition, Engine};
 use crate::operation::Operation;
 use crate::profile::Profile;
-use crate::store::{Pin, Store, StoreError};
+use crate::records::Pin;
+use crate::store::{Store, StoreError};
 
 pub use http::Limits;
 pub use transport::Transport;
@@ -342,7 +343,7 @@ impl App {
         for mut old in self.store.attempts()? {
             if old.is_default && old.ended_at.is_none() {
                 let remaining = self.store.clear_state(&old.attempt_id)?;
-                old.ended_at = Some(attempt::rfc3339(now));
+                old.ended_at = Some(crate::util::time::rfc3339(now));
                 old.cleanup = Some(cleanup_report(remaining));
                 self.store.put_attempt(&old)?;
             }
@@ -400,7 +401,7 @@ impl App {
     /// `initial_state` per integration) and register it.
     pub fn create_attempt(
         &self,
-        rec: crate::store::AttemptRecord,
+        rec: crate::records::AttemptRecord,
     ) -> Result<Arc<Attempt>, StoreError> {
         let mut state: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
         for integ in self.integrations.values() {

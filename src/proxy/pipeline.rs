@@ -33,14 +33,15 @@ use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry};
 use crate::contract::template::RequestView;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
-use crate::evidence::ToolEvent;
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
 use crate::mock::Engine;
 use crate::operation::call::{validate_input, validate_output};
 use crate::operation::{IdempotencySource, Operation};
 use crate::profile::{self, NativeResponse, Profile};
-use crate::store::{AttemptRecord, CallRecord};
+use crate::records::AttemptRecord;
+use crate::records::{EventSource, ResultStatus, ToolEvent};
+use crate::store::CallRecord;
 
 /// What is known about a call for its evidence, filled in as stages run.
 #[derive(Debug, Clone)]
@@ -85,7 +86,7 @@ pub struct Decision {
     /// The envelope recorded as the event's `result`.
     pub result: Value,
     /// `ok`, `input_error`, `harness_error`, `replayed`.
-    pub result_status: &'static str,
+    pub result_status: ResultStatus,
     pub error: Option<CallError>,
     pub revision: Option<u64>,
     pub variant: Option<String>,
@@ -104,7 +105,7 @@ impl Decision {
         Decision {
             result: response.to_envelope(),
             response,
-            result_status: "harness_error",
+            result_status: ResultStatus::HarnessError,
             error: Some(CallError::Harness(e)),
             revision: None,
             variant: None,
@@ -121,7 +122,7 @@ impl Decision {
         Decision {
             result: response.to_envelope(),
             response,
-            result_status: "input_error",
+            result_status: ResultStatus::InputError,
             error: Some(CallError::Input(e)),
             revision: None,
             variant: None,
@@ -144,7 +145,7 @@ impl Decision {
                     body: Some(result.clone()),
                 },
                 result,
-                result_status: "input_error",
+                result_status: ResultStatus::InputError,
                 error: Some(CallError::Input(e)),
                 revision: None,
                 variant: None,
@@ -516,7 +517,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                     Ok(response) => Decision {
                         response,
                         result: first.result.clone(),
-                        result_status: "replayed",
+                        result_status: ResultStatus::Replayed,
                         error: None,
                         revision: first.revision,
                         variant: first.variant.clone(),
@@ -573,7 +574,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
     Decision {
         response,
         result,
-        result_status: "ok",
+        result_status: ResultStatus::Ok,
         error: None,
         revision: Some(p.revision),
         variant: Some(variant),
@@ -678,7 +679,14 @@ pub async fn record_evidence(
 ) -> (NativeResponse, u64) {
     // The result moves into the event (no deep copy per call): nothing below reads it.
     let result = std::mem::take(&mut d.result);
-    let (mut event, latency_ms) = tool_event(app, req, &mut info, &d, d.response.status, "mock");
+    let (mut event, latency_ms) = tool_event(
+        app,
+        req,
+        &mut info,
+        &d,
+        d.response.status,
+        EventSource::Mock,
+    );
     event.result = result;
     let rec = CallRecord {
         event,
@@ -701,8 +709,12 @@ pub async fn record_evidence(
     };
     match durable {
         Ok(seq) => {
-            app.metrics
-                .observe(&info.integration, op_name, d.result_status, latency_ms);
+            app.metrics.observe(
+                &info.integration,
+                op_name,
+                d.result_status.as_str(),
+                latency_ms,
+            );
             match &d.error {
                 Some(CallError::Harness(e)) => tracing::warn!(
                     attempt = %attempt.id, sequence = seq, integration = %info.integration,
@@ -714,7 +726,7 @@ pub async fn record_evidence(
                 ),
                 None => tracing::debug!(
                     attempt = %attempt.id, sequence = seq, integration = %info.integration,
-                    operation = op_name, status = d.response.status, result_status = d.result_status, "call"
+                    operation = op_name, status = d.response.status, result_status = d.result_status.as_str(), "call"
                 ),
             }
             (d.response, d.delay_ms)
@@ -753,7 +765,7 @@ pub(crate) fn tool_event(
     info: &mut CallInfo,
     d: &Decision,
     http_status: u16,
-    source: &str,
+    source: EventSource,
 ) -> (ToolEvent, f64) {
     let latency_ms = req.received.elapsed().as_secs_f64() * 1000.0;
     let event = ToolEvent {
@@ -767,15 +779,15 @@ pub(crate) fn tool_event(
         is_write: info.is_write,
         arguments: std::mem::take(&mut info.arguments),
         result: d.result.clone(),
-        result_status: d.result_status.to_string(),
+        result_status: d.result_status.clone(),
         http_status,
         latency_ms,
         delay_ms: d.delay_ms,
         idempotency_key_ref: info.idempotency_key_ref.take(),
         trace_id: info.trace_id.take(),
-        source: source.to_string(),
+        source,
         error: d.error.as_ref().map(CallError::to_json),
-        timestamp: attempt::rfc3339(app.clock.now()),
+        timestamp: crate::util::time::rfc3339(app.clock.now()),
     };
     (event, latency_ms)
 }
@@ -894,7 +906,7 @@ mod tests {
     fn harness_decision_shape() {
         let d = Decision::harness(HarnessError::new(HarnessCode::UnmatchedRequest, "m"));
         assert_eq!(d.response.status, 500);
-        assert_eq!(d.result_status, "harness_error");
+        assert_eq!(d.result_status, ResultStatus::HarnessError);
         assert_eq!(d.result["status"], 500);
         assert_eq!(
             d.result["data"]["understudy_error"]["code"],
@@ -964,7 +976,7 @@ mod tests {
             .insert("crm".into(), Map::from_iter([("n".into(), json!(0))]));
         let same = prepared(counter_mock(), json!({}), json!({"n": 0}));
         let d = evaluate(&mut st, &same);
-        assert_eq!((d.result_status, d.new_state), ("ok", None));
+        assert_eq!((d.result_status, d.new_state), (ResultStatus::Ok, None));
         let other = prepared(counter_mock(), json!({}), json!({"n": 1}));
         let d = evaluate(&mut st, &other);
         assert_eq!(
@@ -1006,7 +1018,7 @@ mod tests {
             ] {
                 let p = prepared(mock.clone(), schema.clone(), input);
                 let d = evaluate(&mut AttemptState::default(), &p);
-                assert_eq!(d.result_status, "harness_error");
+                assert_eq!(d.result_status, ResultStatus::HarnessError);
                 let Some(CallError::Harness(e)) = &d.error else {
                     panic!("{:?}", d.error);
                 };

@@ -55,7 +55,8 @@ use super::{builtins_of, App, Integration};
 use crate::contract::hash::sha256_hex;
 use crate::error::Problem;
 use crate::operation::Operation;
-use crate::store::{RevisionRecord, Store, StoreError};
+use crate::records::RevisionRecord;
+use crate::store::{Store, StoreError};
 
 /// How often the operations directories are polled.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(300);

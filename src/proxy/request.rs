@@ -10,22 +10,7 @@ use hyper::http::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::contract::template::{parse_query, path_segments};
-
-/// How deeply a request body's arrays and objects may nest. serde_json refuses more than 127
-/// levels while parsing; a body just under that would be stored inside an evidence event and a
-/// rendered result a few levels deeper, beyond what the store can read back. 64 levels is far
-/// more than any tool input needs.
-pub const MAX_BODY_DEPTH: usize = 64;
-
-/// The nesting depth of a JSON value (a scalar is 0, `[]` and `{}` are 1). Recursive: call it
-/// only on values serde_json parsed (at most 127 levels).
-pub fn json_depth(v: &Value) -> usize {
-    match v {
-        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
-        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
-        _ => 0,
-    }
-}
+use crate::util::json::{json_depth, MAX_BODY_DEPTH};
 
 /// One buffered request.
 #[derive(Debug, Clone)]

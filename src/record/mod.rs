@@ -37,7 +37,6 @@ use crate::config::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One captured call of one integration, as the server saw it (after forwarding).
@@ -101,14 +100,15 @@ pub enum ToolOutcome {
 /// A body as [`Exchange`] keeps it: `None` when empty, the JSON value when it parses, else the
 /// text as a JSON string when it is UTF-8 (form bodies, plain text), else `None` (binary
 /// bodies are not recorded, nor JSON nested within 8 levels of what the store keeps,
-/// [`crate::store::MAX_STORED_DEPTH`]: evidence then holds the body's summary).
+/// [`crate::util::json::MAX_STORED_DEPTH`]: evidence then holds the body's summary).
 pub fn parse_body(bytes: &[u8]) -> Option<Value> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
     if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
         // Deeper than the store keeps: the caller's summary (bytes, content type) instead.
-        return (!crate::store::deeper_than(&v, crate::store::MAX_STORED_DEPTH - 8)).then_some(v);
+        return (!crate::util::json::deeper_than(&v, crate::util::json::MAX_STORED_DEPTH - 8))
+            .then_some(v);
     }
     std::str::from_utf8(bytes)
         .ok()
@@ -187,7 +187,7 @@ pub fn write_drafts(dir: &Path, set: &DraftSet) -> Result<Vec<PathBuf>, String> 
             }
         };
         existing_file(&target)?;
-        write_atomic(dir, &target, d.to_json_pretty().as_bytes())?;
+        write_atomic(&target, d.to_json_pretty().as_bytes())?;
         written.push(target);
     }
     if !set.notes.is_empty() {
@@ -201,7 +201,7 @@ pub fn write_drafts(dir: &Path, set: &DraftSet) -> Result<Vec<PathBuf>, String> 
             text.push_str(n);
             text.push('\n');
         }
-        write_atomic(dir, &notes, text.as_bytes())?;
+        write_atomic(&notes, text.as_bytes())?;
         written.push(notes);
     }
     Ok(written)
@@ -241,28 +241,11 @@ fn existing_file(p: &Path) -> Result<Option<String>, String> {
     }
 }
 
-/// Write through a fresh temporary file in `dir` (created exclusively), then rename.
-fn write_atomic(dir: &Path, target: &Path, bytes: &[u8]) -> Result<(), String> {
-    let mut rnd = [0u8; 8];
-    crate::attempt::fill_random(&mut rnd);
-    let tmp_name = format!(
-        ".understudy-draft-{}.tmp",
-        &crate::contract::hash::sha256_hex(&rnd)[..16]
-    );
-    let tmp = dir.join(tmp_name);
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, target)
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("{}: cannot write: {e}", target.display())
-    })
+/// Write through a fresh temporary file beside `target`, then rename
+/// ([`crate::util::fs::write_atomic`]).
+fn write_atomic(target: &Path, bytes: &[u8]) -> Result<(), String> {
+    crate::util::fs::write_atomic(target, bytes)
+        .map_err(|e| format!("{}: cannot write: {e}", target.display()))
 }
 
 #[cfg(test)]

@@ -380,20 +380,7 @@ fn write_file(path: &Path, contents: &[u8], mode: u32, replace: bool) -> Result<
     if !replace {
         return create(path);
     }
-    let mut suffix = [0u8; 6];
-    getrandom::fill(&mut suffix).map_err(|e| TlsError::Generate(format!("random name: {e}")))?;
-    let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // Ends in the real name, so the ignore rules of `*.pem` cover a leftover too.
-    let tmp = path.with_file_name(format!(".tmp-{suffix}-{name}"));
-    let result = create(&tmp).and_then(|()| fs::rename(&tmp, path).map_err(io(path)));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::util::fs::write_atomic_mode(path, contents, mode).map_err(io(path))
 }
 
 fn warn_if_key_is_readable_by_others(path: &Path) {

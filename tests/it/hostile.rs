@@ -308,7 +308,7 @@ async fn absurdly_nested_json_bodies_are_input_errors_without_a_stack_overflow()
 /// A body nested just under the parser's own limit (127) used to be accepted, and its event
 /// (the arguments and the rendered result a few levels deeper) could then not be read back:
 /// the whole attempt's evidence failed with a "corrupt record". Bodies are now refused beyond
-/// 64 levels (`proxy::request::MAX_BODY_DEPTH`), and evidence stays readable.
+/// 64 levels (`util::json::MAX_BODY_DEPTH`), and evidence stays readable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_but_accepted_bodies_keep_the_evidence_readable() {
     let p = Project::new(&[("api", "rest")]);

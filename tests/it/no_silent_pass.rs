@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use understudy::attempt::{Clock, ManualClock, SystemClock};
-use understudy::evidence::ToolEvent;
+use understudy::records::{ResultStatus, ToolEvent};
 use understudy::store::{CallRecord, Store};
 
 use crate::support::{standard_project, Project, Server};
@@ -162,7 +162,7 @@ async fn a_duplicate_side_effect_fails() {
     {
         let store = Store::open(&p.data_dir()).unwrap();
         let events = store.evidence(&a.id).unwrap();
-        assert_eq!(events[1].result_status, "replayed");
+        assert_eq!(events[1].result_status, ResultStatus::Replayed);
         let mut dup: ToolEvent = events[0].clone();
         dup.execution_attempt_id = "forged-second-execution".into();
         store
@@ -235,7 +235,7 @@ async fn an_expired_lease_fails() {
         let store = Store::open(&p.data_dir()).unwrap();
         let mut ev = store.evidence(&late.id).unwrap()[0].clone();
         ev.execution_attempt_id = "forged-late-call".into();
-        ev.timestamp = understudy::attempt::rfc3339(clock.now());
+        ev.timestamp = understudy::util::time::rfc3339(clock.now());
         store
             .record_call(
                 &late.id,

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use understudy::evidence::{self, ToolEvent};
-use understudy::store::{AttemptRecord, CallRecord, Pin, Store, StoreError};
+use understudy::evidence;
+use understudy::records::{AttemptRecord, Pin, ToolEvent};
+use understudy::store::{CallRecord, Store, StoreError};
 
 fn attempt(id: &str) -> AttemptRecord {
     AttemptRecord {

@@ -56,7 +56,7 @@ use crate::operation::Operation;
 
 use crate::proxy::App;
 use crate::record;
-use crate::store::Pin;
+use crate::records::Pin;
 use crate::upstream::UpstreamErrorKind;
 
 /// At most this many differences are listed.

@@ -65,7 +65,7 @@ use crate::proxy::pipeline::{self, CallInfo, Decision, Wire};
 use crate::proxy::request::Request;
 use crate::proxy::{route, App, Integration};
 use crate::record::{Call, Exchange, ToolCall, ToolOutcome};
-use crate::store::AttemptRecord;
+use crate::records::{AttemptRecord, EventSource, ResultStatus};
 
 /// Answer one request to an MCP endpoint outside `replay` (module doc).
 pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
@@ -154,7 +154,9 @@ async fn forward_plain(
                 trace_id: pipeline::trace_id(&req),
             };
             let d = for_mcp(Decision::harness(e.clone()));
-            if let Err(r) = record_event(&app, &attempt, &req, info, &d, 200, "upstream").await {
+            if let Err(r) =
+                record_event(&app, &attempt, &req, info, &d, 200, EventSource::Upstream).await
+            {
                 return to_http(r);
             }
             return mcp_response(harness_reply(&req.body, &e));
@@ -355,7 +357,7 @@ async fn tools_call(
             call.answer(
                 info,
                 result,
-                "blocked",
+                ResultStatus::Blocked,
                 ToolCallOutcome::InputError(InputError::new(msg)),
                 form,
             )
@@ -369,7 +371,7 @@ async fn tools_call(
             call.answer(
                 info,
                 result.clone(),
-                "simulated",
+                ResultStatus::Simulated,
                 ToolCallOutcome::Ok(result),
                 form,
             )
@@ -388,12 +390,17 @@ async fn tools_call(
             } else {
                 req.body.clone()
             };
-            let source = if tag { "tool_test" } else { "upstream" };
+            let source = if tag {
+                EventSource::ToolTest
+            } else {
+                EventSource::Upstream
+            };
             let resp = match send_upstream(&app, integ, &req, &rest, tag, body).await {
                 Ok(r) => r,
                 Err(e) => {
                     let d = for_mcp(Decision::harness(e.clone()));
-                    if let Err(r) = record_event(&app, &attempt, &req, info, &d, 200, source).await
+                    if let Err(r) =
+                        record_event(&app, &attempt, &req, info, &d, 200, source.clone()).await
                     {
                         return to_http(r);
                     }
@@ -406,7 +413,7 @@ async fn tools_call(
                 app: app.clone(),
                 attempt: attempt.clone(),
                 req: req.clone(),
-                source,
+                source: source.clone(),
                 capture,
                 status: parts.status.as_u16(),
                 headers: parts.headers.clone(),
@@ -534,7 +541,7 @@ impl LocalCall<'_> {
         &self,
         info: CallInfo,
         result: Value,
-        status: &'static str,
+        status: ResultStatus,
         outcome: ToolCallOutcome,
         form: ResultForm,
     ) -> HttpResponse {
@@ -547,7 +554,16 @@ impl LocalCall<'_> {
             status,
         );
         d.result = result;
-        if let Err(r) = record_event(self.app, self.attempt, self.req, info, &d, 200, "mock").await
+        if let Err(r) = record_event(
+            self.app,
+            self.attempt,
+            self.req,
+            info,
+            &d,
+            200,
+            EventSource::Mock,
+        )
+        .await
         {
             return to_http(r);
         }
@@ -614,7 +630,7 @@ struct ToolDone {
     app: Arc<App>,
     attempt: Arc<Attempt>,
     req: Request,
-    source: &'static str,
+    source: EventSource,
     capture: Option<Capture>,
     status: u16,
     headers: HeaderMap,
@@ -657,7 +673,7 @@ impl Finisher for ToolDone {
                 info,
                 &d,
                 self.status,
-                self.source,
+                self.source.clone(),
             )
             .await?;
             if let (Some(c), Some(outcome)) = (&self.capture, outcome) {

@@ -1,0 +1,220 @@
+//! The serde types the data dir keeps (SPEC 6, 8, 12): revisions, attempts and their pins,
+//! and the one [`ToolEvent`] recorded per call. The store encodes them as JSON and knows
+//! nothing else about them; the evidence module reads them to build the envelope and verdict.
+//!
+//! Field names are the SPEC's: they are the stored form and the exported form at once, so a
+//! rename here is a format change.
+//!
+//! The words of an event are typed ([`ResultStatus`], [`EventSource`], serde snake_case) but
+//! reading stays tolerant: a word outside the list (written by another version, or by hand)
+//! deserializes as `Unknown` *with its text*, so the verdict can still name it and fail.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An immutable, numbered copy of a mock definition (SPEC 1, 12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevisionRecord {
+    pub revision: u64,
+    pub contract_hash: String,
+    /// `sha256:` + hex SHA-256 of the RFC 8785 canonical JSON of `definition`.
+    pub definition_hash: String,
+    pub definition: Value,
+    /// RFC 3339.
+    pub saved_at: String,
+    /// `file`, `api` or `record`.
+    pub source: String,
+}
+
+/// The revision an attempt pinned for one operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    pub revision: u64,
+    pub contract_hash: String,
+}
+
+/// One attempt (SPEC 6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// Must not contain a NUL character.
+    pub attempt_id: String,
+    /// Lowercase hex SHA-256 of the capability token.
+    pub token_hash: String,
+    /// Hex, 32 bytes: the HMAC key of idempotency key refs.
+    pub secret: String,
+    pub test_run_id: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub expires_at: Option<String>,
+    /// `"<integration>/<operation_id>"` → pin.
+    pub pins: BTreeMap<String, Pin>,
+    pub variants: BTreeMap<String, String>,
+    pub is_default: bool,
+    /// `{"status":"verified","remaining_state_keys":0}` once cleanup ran.
+    pub cleanup: Option<Value>,
+}
+
+/// One call as the attempt saw it. One record per call, whatever its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolEvent {
+    /// 1, 2, 3… per attempt; assigned by the store.
+    pub sequence: u64,
+    pub execution_attempt_id: String,
+    pub integration: String,
+    pub operation_id: Option<String>,
+    pub revision: Option<u64>,
+    pub variant: Option<String>,
+    pub rule: Option<usize>,
+    pub is_write: bool,
+    pub arguments: Value,
+    pub result: Value,
+    pub result_status: ResultStatus,
+    pub http_status: u16,
+    pub latency_ms: f64,
+    pub delay_ms: u64,
+    pub idempotency_key_ref: Option<String>,
+    pub trace_id: Option<String>,
+    pub source: EventSource,
+    /// `{"code","message","path"}` for input and harness errors.
+    pub error: Option<Value>,
+    /// RFC 3339.
+    pub timestamp: String,
+}
+
+/// The `result_status` of an event (SPEC 8).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    Ok,
+    InputError,
+    HarnessError,
+    Blocked,
+    Simulated,
+    Forwarded,
+    Replayed,
+    /// A status outside SPEC 8's list, kept as read: the verdict fails on it.
+    #[serde(untagged)]
+    Unknown(String),
+}
+
+impl ResultStatus {
+    /// Every status of SPEC 8.
+    pub const KNOWN: [ResultStatus; 7] = [
+        ResultStatus::Ok,
+        ResultStatus::InputError,
+        ResultStatus::HarnessError,
+        ResultStatus::Blocked,
+        ResultStatus::Simulated,
+        ResultStatus::Forwarded,
+        ResultStatus::Replayed,
+    ];
+
+    /// The word as stored (`input_error`, …; an unknown status as it was read).
+    pub fn as_str(&self) -> &str {
+        match self {
+            ResultStatus::Ok => "ok",
+            ResultStatus::InputError => "input_error",
+            ResultStatus::HarnessError => "harness_error",
+            ResultStatus::Blocked => "blocked",
+            ResultStatus::Simulated => "simulated",
+            ResultStatus::Forwarded => "forwarded",
+            ResultStatus::Replayed => "replayed",
+            ResultStatus::Unknown(s) => s,
+        }
+    }
+}
+
+/// Reads a word as stored: a status of SPEC 8, else [`ResultStatus::Unknown`] with its text.
+impl From<&str> for ResultStatus {
+    fn from(s: &str) -> Self {
+        ResultStatus::KNOWN
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .unwrap_or_else(|| ResultStatus::Unknown(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for ResultStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who produced an event's result: the mock, the real system, or the real system with the
+/// call tagged as test traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSource {
+    Mock,
+    Upstream,
+    ToolTest,
+    /// A source outside the list, kept as read.
+    #[serde(untagged)]
+    Unknown(String),
+}
+
+impl EventSource {
+    /// The word as stored (`mock`, `upstream`, `tool_test`; an unknown one as it was read).
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventSource::Mock => "mock",
+            EventSource::Upstream => "upstream",
+            EventSource::ToolTest => "tool_test",
+            EventSource::Unknown(s) => s,
+        }
+    }
+}
+
+/// Reads a word as stored: a known source, else [`EventSource::Unknown`] with its text.
+impl From<&str> for EventSource {
+    fn from(s: &str) -> Self {
+        [
+            EventSource::Mock,
+            EventSource::Upstream,
+            EventSource::ToolTest,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+        .unwrap_or_else(|| EventSource::Unknown(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for EventSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip_as_snake_case_and_unknown_ones_keep_their_text() {
+        for s in ResultStatus::KNOWN {
+            let json = serde_json::to_value(&s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<ResultStatus>(json).unwrap(), s);
+        }
+        let pending: ResultStatus = serde_json::from_str("\"pending\"").unwrap();
+        assert_eq!(pending, ResultStatus::Unknown("pending".into()));
+        assert_eq!(serde_json::to_string(&pending).unwrap(), "\"pending\"");
+        for (s, word) in [
+            (EventSource::Mock, "mock"),
+            (EventSource::Upstream, "upstream"),
+            (EventSource::ToolTest, "tool_test"),
+        ] {
+            assert_eq!(serde_json::to_value(&s).unwrap(), word);
+            assert_eq!(
+                serde_json::from_value::<EventSource>(word.into()).unwrap(),
+                s
+            );
+        }
+        assert_eq!(ResultStatus::from("replayed"), ResultStatus::Replayed);
+        assert_eq!(EventSource::from("tool_test"), EventSource::ToolTest);
+        let odd: EventSource = serde_json::from_str("\"replay\"").unwrap();
+        assert_eq!(odd.as_str(), "replay");
+    }
+}

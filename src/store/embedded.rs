@@ -1,0 +1,561 @@
+//! The embedded backend: one sled database, the per-attempt evidence files ([`super::events`])
+//! and the write-ahead journal ([`super::journal`]) in the data dir — the layout, order and
+//! durability rules of the store's module doc. Methods here trust their arguments: the
+//! facade ([`super::Store`]) checks ids and depths before it calls them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
+
+use super::events::{self, Lane, Lanes};
+use super::journal::{
+    self, answer, flusher_loop, put_op, Journal, Pending, TREE_EVENTS, TREE_META, TREE_STATE,
+};
+use super::keys::{
+    attempt_prefix, decode_u64, event_key, meta_key, revision_key, revision_prefix, state_key,
+    META_REV, META_SEQ,
+};
+use super::{io_message, lock, CallRecord, StoreError};
+use crate::records::{AttemptRecord, RevisionRecord, ToolEvent};
+use crate::util::time::now_rfc3339;
+
+/// Page cache of the sled database (sled's default is 1 GB). Evidence is read back rarely
+/// (verdicts, the evidence endpoint), so a small cache keeps a long run's memory flat.
+const CACHE_CAPACITY: u64 = 16 * 1024 * 1024;
+/// Sub-directory of the data dir that holds the sled database.
+pub(super) const SLED_DIR: &str = "sled";
+/// Sub-directory of the data dir that holds one evidence file per attempt.
+pub(super) const EVENTS_DIR: &str = "events";
+
+/// The open data dir: sled's trees, the journal (which holds the lanes) and its flusher.
+pub(super) struct Embedded {
+    data_dir: PathBuf,
+    revisions: sled::Tree,
+    attempts: sled::Tree,
+    tokens: sled::Tree,
+    state: sled::Tree,
+    events: sled::Tree,
+    meta: sled::Tree,
+    pub(super) journal: Arc<Journal>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        // Closing ends the flusher once it has answered every queued waiter; the final
+        // checkpoint leaves sled durable and the journal empty; joining the thread and dropping
+        // the journal release their handles on the database (and so sled's file lock).
+        lock(&self.journal.pending).closed = true;
+        self.journal.wake.notify_all();
+        #[cfg(any(test, feature = "test-hooks"))]
+        self.journal.resume();
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+        let (result, waiters) = self.journal.commit(true);
+        answer(waiters, &result);
+        if let Err(e) = result {
+            tracing::error!("closing the store in {}: {e}", self.data_dir.display());
+        }
+    }
+}
+
+impl From<sled::Error> for StoreError {
+    fn from(e: sled::Error) -> Self {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+impl Embedded {
+    /// Opens the store in `data_dir`; with `create`, creates the directories (mode 0700)
+    /// when missing, else [`StoreError::NotFound`] when `data_dir` holds no store.
+    pub(super) fn open(data_dir: &Path, create: bool) -> Result<Embedded, StoreError> {
+        if create {
+            create_private_dir(&data_dir.join(SLED_DIR)).map_err(|e| StoreError::Open {
+                path: data_dir.to_path_buf(),
+                message: io_message(&e),
+            })?;
+        } else if !data_dir.join(SLED_DIR).join("conf").is_file() {
+            return Err(StoreError::NotFound {
+                path: data_dir.to_path_buf(),
+            });
+        }
+        Self::open_sled(data_dir)
+    }
+
+    fn open_sled(data_dir: &Path) -> Result<Embedded, StoreError> {
+        let open_err = |e: sled::Error| {
+            let message = match &e {
+                sled::Error::Io(io) => io_message(io),
+                other => other.to_string(),
+            };
+            if message.contains("could not acquire lock") {
+                StoreError::Locked {
+                    path: data_dir.to_path_buf(),
+                }
+            } else {
+                StoreError::Open {
+                    path: data_dir.to_path_buf(),
+                    message,
+                }
+            }
+        };
+        // sled's own 500 ms background flusher is off: every write here is made durable
+        // explicitly (group flush or an fsync before returning), and without that thread a
+        // dropped store releases the file lock as soon as its last handle goes.
+        let config = sled::Config::new()
+            .path(data_dir.join(SLED_DIR))
+            .cache_capacity(CACHE_CAPACITY)
+            .flush_every_ms(None);
+        // A store dropped a moment ago in this process (a restart in tests, `serve` after a
+        // check) may still hold sled's lock while sled's IO threads wind down: retry briefly
+        // before reporting `Locked` (another *process* holding it stays locked throughout).
+        let mut tries = 0;
+        let db = loop {
+            match config.open().map_err(open_err) {
+                Err(StoreError::Locked { .. }) if tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
+        let tree = |name: &str| db.open_tree(name).map_err(open_err);
+        let (events, state, meta) = (tree("events")?, tree("state")?, tree("meta")?);
+        let events_dir = data_dir.join(EVENTS_DIR);
+        create_private_dir(&events_dir).map_err(|e| StoreError::Open {
+            path: data_dir.to_path_buf(),
+            message: io_message(&e),
+        })?;
+        let file =
+            journal::open(data_dir, &db, &events_dir, [&state, &meta]).map_err(|message| {
+                StoreError::Open {
+                    path: data_dir.to_path_buf(),
+                    message,
+                }
+            })?;
+        let journal = Arc::new(Journal {
+            db: db.clone(),
+            lanes: Lanes::new(events_dir),
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            io: Mutex::new(file),
+            flushes: AtomicU64::new(0),
+            #[cfg(any(test, feature = "test-hooks"))]
+            paused: Mutex::new(false),
+            #[cfg(any(test, feature = "test-hooks"))]
+            resumed: Condvar::new(),
+        });
+        let flusher = {
+            let journal = journal.clone();
+            std::thread::Builder::new()
+                .name("understudy-store-flusher".into())
+                .spawn(move || flusher_loop(journal))
+                .map_err(|e| StoreError::Open {
+                    path: data_dir.to_path_buf(),
+                    message: format!("cannot start the flusher thread: {e}"),
+                })?
+        };
+        Ok(Embedded {
+            data_dir: data_dir.to_path_buf(),
+            revisions: tree("revisions")?,
+            attempts: tree("attempts")?,
+            tokens: tree("tokens")?,
+            state,
+            events,
+            meta,
+            journal,
+            flusher: Some(flusher),
+        })
+    }
+
+    pub(super) fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    // ---- revisions -----------------------------------------------------------------------
+
+    pub(super) fn sync_revision_unflushed(
+        &self,
+        key: &str,
+        contract_hash: &str,
+        definition: &Value,
+        definition_hash: String,
+        source: &str,
+    ) -> Result<(RevisionRecord, bool), StoreError> {
+        let latest_key = meta_key(META_REV, key);
+        let saved_at = now_rfc3339();
+        let (record, created) = (&self.revisions, &self.meta)
+            .transaction(|(revs, meta)| {
+                let latest = match meta.get(&latest_key)? {
+                    Some(v) => decode_u64(&v, key).map_err(ConflictableTransactionError::Abort)?,
+                    None => 0,
+                };
+                if latest > 0 {
+                    let rk = revision_key(key, latest);
+                    let rec: RevisionRecord = match revs.get(&rk)? {
+                        Some(v) => decode_json(&v, &format!("revision {key}#{latest}"))
+                            .map_err(ConflictableTransactionError::Abort)?,
+                        None => {
+                            return Err(ConflictableTransactionError::Abort(StoreError::Corrupt {
+                                key: format!("revision {key}#{latest}"),
+                                message: "the latest revision number points to no record".into(),
+                            }))
+                        }
+                    };
+                    if rec.definition_hash == definition_hash && rec.contract_hash == contract_hash
+                    {
+                        return Ok((rec, false));
+                    }
+                }
+                let rec = RevisionRecord {
+                    revision: latest + 1,
+                    contract_hash: contract_hash.to_string(),
+                    definition_hash: definition_hash.clone(),
+                    definition: definition.clone(),
+                    saved_at: saved_at.clone(),
+                    source: source.to_string(),
+                };
+                let bytes = encode_json(&rec).map_err(ConflictableTransactionError::Abort)?;
+                revs.insert(revision_key(key, rec.revision), bytes)?;
+                meta.insert(latest_key.as_slice(), &rec.revision.to_be_bytes())?;
+                Ok((rec, true))
+            })
+            .map_err(tx_error)?;
+        Ok((record, created))
+    }
+
+    pub(super) fn latest_revision(&self, key: &str) -> Result<Option<RevisionRecord>, StoreError> {
+        match self.meta.get(meta_key(META_REV, key))? {
+            Some(v) => self.revision(key, decode_u64(&v, key)?),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn revision(&self, key: &str, n: u64) -> Result<Option<RevisionRecord>, StoreError> {
+        self.revisions
+            .get(revision_key(key, n))?
+            .map(|v| decode_json(&v, &format!("revision {key}#{n}")))
+            .transpose()
+    }
+
+    pub(super) fn revisions(&self, key: &str) -> Result<Vec<RevisionRecord>, StoreError> {
+        let prefix = revision_prefix(key);
+        let mut out = Vec::new();
+        for item in self.revisions.scan_prefix(&prefix) {
+            let (k, v) = item?;
+            // `<key>/` followed by exactly the 8 bytes of the number.
+            if k.len() != prefix.len() + 8 {
+                continue;
+            }
+            out.push(decode_json(&v, &format!("revision {key}"))?);
+        }
+        Ok(out)
+    }
+
+    // ---- attempts ------------------------------------------------------------------------
+
+    pub(super) fn put_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
+        let bytes = encode_json(a)?;
+        (&self.attempts, &self.tokens)
+            .transaction(|(attempts, tokens)| {
+                if let Some(owner) = tokens.get(a.token_hash.as_bytes())? {
+                    if owner.as_ref() != a.attempt_id.as_bytes() {
+                        return Err(ConflictableTransactionError::Abort(StoreError::Invalid(
+                            format!(
+                                "token hash of attempt {} already belongs to another attempt",
+                                a.attempt_id
+                            ),
+                        )));
+                    }
+                }
+                if let Some(old) = attempts.get(a.attempt_id.as_bytes())? {
+                    let old: AttemptRecord =
+                        decode_json(&old, &format!("attempt {}", a.attempt_id))
+                            .map_err(ConflictableTransactionError::Abort)?;
+                    if old.token_hash != a.token_hash {
+                        tokens.remove(old.token_hash.as_bytes())?;
+                    }
+                }
+                attempts.insert(a.attempt_id.as_bytes(), bytes.as_slice())?;
+                tokens.insert(a.token_hash.as_bytes(), a.attempt_id.as_bytes())?;
+                Ok(())
+            })
+            .map_err(tx_error)?;
+        self.flush_now()
+    }
+
+    pub(super) fn attempt(&self, id: &str) -> Result<Option<AttemptRecord>, StoreError> {
+        self.attempts
+            .get(id.as_bytes())?
+            .map(|v| decode_json(&v, &format!("attempt {id}")))
+            .transpose()
+    }
+
+    pub(super) fn attempts(&self) -> Result<Vec<AttemptRecord>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.attempts.iter() {
+            let (k, v) = item?;
+            out.push(decode_json(
+                &v,
+                &format!("attempt {}", String::from_utf8_lossy(&k)),
+            )?);
+        }
+        Ok(out)
+    }
+
+    pub(super) fn attempt_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<AttemptRecord>, StoreError> {
+        match self.tokens.get(token_hash.as_bytes())? {
+            Some(id) => self.attempt(&String::from_utf8_lossy(&id)),
+            None => Ok(None),
+        }
+    }
+
+    // ---- state ---------------------------------------------------------------------------
+
+    pub(super) fn state(
+        &self,
+        attempt_id: &str,
+    ) -> Result<BTreeMap<String, Map<String, Value>>, StoreError> {
+        let prefix = attempt_prefix(attempt_id);
+        let mut out = BTreeMap::new();
+        for item in self.state.scan_prefix(&prefix) {
+            let (k, v) = item?;
+            let integration = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+            let map = decode_json(&v, &format!("state {attempt_id}/{integration}"))?;
+            out.insert(integration, map);
+        }
+        Ok(out)
+    }
+
+    pub(super) fn put_state(
+        &self,
+        attempt_id: &str,
+        integration: &str,
+        state: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        self.state
+            .insert(state_key(attempt_id, integration), encode_json(state)?)?;
+        self.flush_now()
+    }
+
+    pub(super) fn clear_state(&self, attempt_id: &str) -> Result<usize, StoreError> {
+        let prefix = attempt_prefix(attempt_id);
+        let keys: Vec<sled::IVec> = self
+            .state
+            .scan_prefix(&prefix)
+            .keys()
+            .collect::<Result<_, _>>()?;
+        for k in keys {
+            self.state.remove(k)?;
+        }
+        self.flush_now()?;
+        Ok(self.state.scan_prefix(&prefix).keys().count())
+    }
+
+    // ---- evidence ------------------------------------------------------------------------
+
+    /// The ids and depths are checked by the facade.
+    pub(super) fn write_call(
+        &self,
+        attempt_id: &str,
+        mut rec: CallRecord,
+    ) -> Result<u64, StoreError> {
+        let lane = self.lane(attempt_id)?;
+        let mut lane = lock(&lane);
+        let seq = lane.last + 1;
+        rec.event.sequence = seq;
+        let event = encode_json(&rec.event)?;
+        let state = match &rec.state {
+            Some((integration, map)) => {
+                Some((state_key(attempt_id, integration), encode_json(map)?))
+            }
+            None => None,
+        };
+        let (event_key, seq_key) = (event_key(attempt_id, seq), meta_key(META_SEQ, attempt_id));
+        // Event before counter (see the module doc); the journal frame lists the same writes.
+        let mut payload =
+            Vec::with_capacity(event.len() + 64 + state.as_ref().map_or(0, |s| s.1.len()));
+        put_op(&mut payload, TREE_EVENTS, &event_key, &event);
+        events::append(&mut lane, seq, &event).map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot write the evidence of attempt {attempt_id}: {}",
+                io_message(&e)
+            ))
+        })?;
+        // The sequence is spent once its event is in the file, whatever fails next.
+        lane.last = seq;
+        if let Some((k, v)) = state {
+            put_op(&mut payload, TREE_STATE, &k, &v);
+            self.state.insert(k, v)?;
+        }
+        put_op(&mut payload, TREE_META, &seq_key, &seq.to_be_bytes());
+        self.meta.insert(seq_key, &seq.to_be_bytes())?;
+        self.journal.push(&payload);
+        Ok(seq)
+    }
+
+    /// The attempt's lane, created on first use for an attempt that exists: its last
+    /// sequence (the store's counter) and its evidence file, opened for appending after its
+    /// last whole frame.
+    fn lane(&self, attempt_id: &str) -> Result<Arc<Mutex<Lane>>, StoreError> {
+        let lanes = &self.journal.lanes;
+        if let Some(l) = lanes.get(attempt_id) {
+            return Ok(l);
+        }
+        if !self.attempts.contains_key(attempt_id.as_bytes())? {
+            return Err(StoreError::Invalid(format!(
+                "cannot record a call for unknown attempt {attempt_id}"
+            )));
+        }
+        lanes.open(attempt_id, || {
+            Ok(match self.meta.get(meta_key(META_SEQ, attempt_id))? {
+                Some(v) => decode_u64(&v, attempt_id)?,
+                None => 0,
+            })
+        })
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(super) fn remove_event_for_test(
+        &self,
+        attempt_id: &str,
+        seq: u64,
+    ) -> std::io::Result<bool> {
+        events::remove_for_test(&self.journal.lanes.dir, attempt_id, seq)
+    }
+
+    pub(super) fn evidence(&self, attempt_id: &str) -> Result<Vec<ToolEvent>, StoreError> {
+        // The sequence counter, read before the scan (writes only add events): a trailing
+        // event that is gone would otherwise leave a gap-free 1..n that passes the verdict.
+        let recorded = match self.meta.get(meta_key(META_SEQ, attempt_id))? {
+            Some(v) => decode_u64(&v, attempt_id)?,
+            None => 0,
+        };
+        let mut out = Vec::new();
+        let mut last = 0;
+        let path = events::file_path(&self.journal.lanes.dir, attempt_id);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                for (seq, json) in events::parse(&bytes).0 {
+                    if seq > recorded {
+                        break; // written, never committed (a crash, or a write in flight)
+                    }
+                    let mut e: ToolEvent = decode_json(json, &format!("event {attempt_id}#{seq}"))?;
+                    e.sequence = seq;
+                    last = seq;
+                    out.push(e);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A data dir written before evidence files: its events are in sled.
+                let prefix = attempt_prefix(attempt_id);
+                for item in self.events.scan_prefix(&prefix) {
+                    let (k, v) = item?;
+                    let seq = decode_u64(&k[prefix.len()..], attempt_id)?;
+                    last = seq;
+                    out.push(decode_json(&v, &format!("event {attempt_id}#{seq}"))?);
+                }
+            }
+            Err(e) => {
+                return Err(StoreError::Backend(format!(
+                    "cannot read the evidence file {}: {}",
+                    path.display(),
+                    io_message(&e)
+                )))
+            }
+        }
+        if last < recorded {
+            return Err(StoreError::Corrupt {
+                key: format!("events of {attempt_id}"),
+                message: format!(
+                    "missing evidence: {recorded} calls were recorded but the last event found is #{last}"
+                ),
+            });
+        }
+        Ok(out)
+    }
+
+    // ---- durability ----------------------------------------------------------------------
+
+    pub(super) fn flush_count(&self) -> u64 {
+        self.journal.flushes.load(Ordering::Relaxed)
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(super) fn pause_flushes(&self) {
+        *lock(&self.journal.paused) = true;
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(super) fn resume_flushes(&self) {
+        self.journal.resume();
+    }
+
+    pub(super) async fn wait_durable(&self) -> Result<(), StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.journal.enqueue(tx)?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.flush_failed(e)),
+            Err(_) => Err(StoreError::Backend("the store flusher has stopped".into())),
+        }
+    }
+
+    pub(super) fn flush_now(&self) -> Result<(), StoreError> {
+        let (result, waiters) = self.journal.commit(true);
+        answer(waiters, &result);
+        result.map_err(|e| self.flush_failed(e))
+    }
+
+    fn flush_failed(&self, e: String) -> StoreError {
+        StoreError::Backend(format!(
+            "flush of data dir {} failed: {e}",
+            self.data_dir.display()
+        ))
+    }
+}
+
+pub(super) fn encode_json<T: Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(v).map_err(|e| StoreError::Backend(format!("cannot encode a record: {e}")))
+}
+
+pub(super) fn decode_json<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        key: what.to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn tx_error(e: TransactionError<StoreError>) -> StoreError {
+    match e {
+        TransactionError::Abort(e) => e,
+        TransactionError::Storage(e) => StoreError::Backend(e.to_string()),
+    }
+}
+
+#[cfg(unix)]
+pub(super) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+pub(super) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}

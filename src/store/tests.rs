@@ -1,0 +1,279 @@
+//! Tests of the store through its facade: opening and locking, lanes, depth limits, and the
+//! journal's replay and checkpoints.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::embedded::{EVENTS_DIR, SLED_DIR};
+use super::events::{self, MAX_OPEN_LANES};
+use super::journal::{parse_frames, JOURNAL_CHUNK, JOURNAL_FILE, JOURNAL_LIMIT, JOURNAL_MAGIC};
+use super::*;
+use crate::util::time::now_rfc3339;
+
+#[cfg(unix)]
+#[test]
+fn open_creates_private_dirs() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("dir");
+    let store = Store::open(&dir).unwrap();
+    for d in [dir.clone(), dir.join(SLED_DIR)] {
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", d.display());
+    }
+    assert_eq!(store.data_dir(), dir.as_path());
+}
+
+#[test]
+fn a_second_open_of_the_same_dir_is_locked_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _first = Store::open(tmp.path()).unwrap();
+    let err = Store::open(tmp.path())
+        .err()
+        .expect("second open must fail");
+    assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&tmp.path().display().to_string()), "{msg}");
+    assert!(
+        msg.contains("/_understudy/api/attempts/{id}/evidence"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn open_existing_does_not_create_a_missing_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("nope");
+    let err = Store::open_existing(&dir).err().unwrap();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    assert!(err.to_string().contains("nope"));
+    assert!(!dir.exists());
+}
+
+#[test]
+fn dropping_the_store_releases_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    for _ in 0..3 {
+        let s = Store::open(tmp.path()).unwrap();
+        drop(s);
+    }
+}
+
+/// A store with attempts `att` and `other`, and an event to record.
+fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
+    let store = Store::open(dir).unwrap();
+    let mut a = AttemptRecord {
+        attempt_id: "att".into(),
+        token_hash: "h".into(),
+        secret: String::new(),
+        test_run_id: None,
+        started_at: now_rfc3339(),
+        ended_at: None,
+        expires_at: None,
+        pins: BTreeMap::new(),
+        variants: BTreeMap::new(),
+        is_default: false,
+        cleanup: None,
+    };
+    store.put_attempt(&a).unwrap();
+    a.attempt_id = "other".into();
+    a.token_hash = "h2".into();
+    store.put_attempt(&a).unwrap();
+    let event = ToolEvent {
+        sequence: 0,
+        execution_attempt_id: "att".into(),
+        integration: "crm".into(),
+        operation_id: Some("op".into()),
+        revision: Some(1),
+        variant: None,
+        rule: None,
+        is_write: false,
+        arguments: Value::Null,
+        result: Value::Null,
+        result_status: "ok".into(),
+        http_status: 200,
+        latency_ms: 0.0,
+        delay_ms: 0,
+        idempotency_key_ref: None,
+        trace_id: None,
+        source: "mock".into(),
+        error: None,
+        timestamp: now_rfc3339(),
+    };
+    (store, event)
+}
+
+#[tokio::test]
+async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, event) = store_with_attempt(tmp.path());
+    let n = MAX_OPEN_LANES + 40;
+    let mut a = store.attempt("att").unwrap().unwrap();
+    for i in 0..n {
+        a.attempt_id = format!("a{i}");
+        a.token_hash = format!("t{i}");
+        store.put_attempt(&a).unwrap();
+        for _ in 0..2 {
+            let rec = CallRecord {
+                event: event.clone(),
+                state: None,
+            };
+            store.record_call(&a.attempt_id, rec).await.unwrap();
+        }
+        if i % 64 == 0 {
+            store.flush_now().unwrap(); // a checkpoint: lanes become idle
+        }
+    }
+    assert!(store.inner.journal.lanes.open_count() <= MAX_OPEN_LANES + 64);
+    // Every attempt continues its numbering, closed lane or not.
+    for i in [0, 1, n / 2, n - 1] {
+        let id = format!("a{i}");
+        let rec = CallRecord {
+            event: event.clone(),
+            state: None,
+        };
+        assert_eq!(store.record_call(&id, rec).await.unwrap(), 3, "{id}");
+        let seqs: Vec<u64> = store
+            .evidence(&id)
+            .unwrap()
+            .iter()
+            .map(|e| e.sequence)
+            .collect();
+        assert_eq!(seqs, [1, 2, 3], "{id}");
+    }
+}
+
+#[tokio::test]
+async fn a_call_too_deep_to_read_back_is_refused_and_evidence_stays_readable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, mut event) = store_with_attempt(tmp.path());
+    let mut deep = Value::from(1);
+    for _ in 0..MAX_STORED_DEPTH {
+        deep = Value::Array(vec![deep]);
+    }
+    event.result = deep.clone(); // exactly the limit: kept
+    let ok = CallRecord {
+        event: event.clone(),
+        state: None,
+    };
+    assert_eq!(store.record_call("att", ok).await.unwrap(), 1);
+    event.result = Value::Array(vec![deep]);
+    let err = store
+        .record_call("att", CallRecord { event, state: None })
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("result nests more than 100"),
+        "{err}"
+    );
+    assert_eq!(store.evidence("att").unwrap().len(), 1);
+}
+
+fn header_epoch(journal: &[u8]) -> u64 {
+    assert_eq!(&journal[..8], JOURNAL_MAGIC);
+    u64::from_le_bytes(journal[8..16].try_into().unwrap())
+}
+
+#[tokio::test]
+async fn an_uncheckpointed_journal_is_replayed_at_open_and_a_torn_tail_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let journal_copy;
+    {
+        let (store, event) = store_with_attempt(tmp.path());
+        for i in 0..3 {
+            let mut state = Map::new();
+            state.insert("n".into(), Value::from(i));
+            let mut event = event.clone();
+            event.arguments = serde_json::json!({ "i": i });
+            store
+                .record_call(
+                    "att",
+                    CallRecord {
+                        event,
+                        state: Some(("crm".into(), state)),
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        // What a crash would leave: the journal as committed, sled possibly behind.
+        journal_copy = std::fs::read(tmp.path().join(JOURNAL_FILE)).unwrap();
+        assert!(
+            !journal_copy.is_empty(),
+            "calls are committed to the journal"
+        );
+    }
+    // Closing checkpointed: the journal's epoch moved on, so it holds no frame to replay.
+    let closed = std::fs::read(tmp.path().join(JOURNAL_FILE)).unwrap();
+    let epoch = header_epoch(&closed);
+    assert!(epoch > header_epoch(&journal_copy));
+    assert_eq!(parse_frames(&closed[16..], epoch).0.len(), 0);
+    // Wipe the calls from sled and put the journal back with a torn frame after it.
+    {
+        let db = sled::open(tmp.path().join(SLED_DIR)).unwrap();
+        for t in ["state", "meta"] {
+            db.open_tree(t).unwrap().clear().unwrap();
+        }
+        db.flush().unwrap();
+    }
+    // …and the evidence files: what a crash before their checkpoint could leave (the
+    // other attempt's file keeps a torn tail to cut).
+    let events = tmp.path().join(EVENTS_DIR);
+    std::fs::remove_file(events::file_path(&events, "att")).unwrap();
+    std::fs::write(events::file_path(&events, "other"), [9, 0, 0, 0, 1]).unwrap();
+    let mut torn = journal_copy.clone();
+    let (frames, valid) = parse_frames(&torn[16..], header_epoch(&torn));
+    assert_eq!(frames.len(), 3);
+    torn[16 + valid..16 + valid + 7].copy_from_slice(&[200, 0, 0, 0, 1, 2, 3]);
+    std::fs::write(tmp.path().join(JOURNAL_FILE), &torn).unwrap();
+
+    let store = Store::open(tmp.path()).unwrap();
+    let events = store.evidence("att").unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(events[2].arguments["i"], 2);
+    assert_eq!(store.state("att").unwrap()["crm"]["n"], 2);
+    // Numbering continues after the replayed calls; other attempts start at 1.
+    let event = events[0].clone();
+    let rec = CallRecord { event, state: None };
+    assert_eq!(store.record_call("att", rec.clone()).await.unwrap(), 4);
+    assert_eq!(store.record_call("other", rec).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn past_the_limit_the_journal_checkpoints_and_reuses_its_space() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, event) = store_with_attempt(tmp.path());
+    let big = "x".repeat(100 * 1024);
+    let calls = (JOURNAL_LIMIT / (100 * 1024)) * 3 / 2; // ~1.5 times the limit
+    for i in 0..calls {
+        let mut e = event.clone();
+        e.arguments = serde_json::json!({ "i": i, "pad": big });
+        let rec = CallRecord {
+            event: e,
+            state: None,
+        };
+        assert_eq!(store.record_call("att", rec).await.unwrap(), i + 1);
+    }
+    let size = std::fs::metadata(tmp.path().join(JOURNAL_FILE))
+        .unwrap()
+        .len();
+    assert!(
+        size <= JOURNAL_LIMIT + 2 * JOURNAL_CHUNK,
+        "the journal is reused after a checkpoint, not grown: {size} bytes"
+    );
+    let journal = std::fs::read(tmp.path().join(JOURNAL_FILE)).unwrap();
+    assert!(
+        header_epoch(&journal) >= 2,
+        "a checkpoint started a new epoch"
+    );
+    drop(store);
+    let store = Store::open(tmp.path()).unwrap();
+    let events = store.evidence("att").unwrap();
+    assert_eq!(events.len() as u64, calls);
+    assert_eq!(events.last().unwrap().arguments["i"], calls - 1);
+}

@@ -1,0 +1,55 @@
+//! JSON depth bounds. serde_json refuses more than 128 levels when it parses, so every value
+//! that is parsed at the edge and later stored must stay well under that:
+//! [`MAX_BODY_DEPTH`] bounds a request body (the proxy and the MCP profile check it), and
+//! [`MAX_STORED_DEPTH`] bounds what the store accepts (it refuses deeper values, so an
+//! acknowledged call can never make an attempt's evidence unreadable).
+
+use serde_json::Value;
+
+/// How deeply a request body's arrays and objects may nest. serde_json refuses more than 127
+/// levels while parsing; a body just under that would be stored inside an evidence event and a
+/// rendered result a few levels deeper, beyond what the store can read back. 64 levels is far
+/// more than any tool input needs.
+pub const MAX_BODY_DEPTH: usize = 64;
+
+/// The deepest JSON value (arguments, result, error, state) a call may store. Records are
+/// read back with serde_json, which refuses more than 128 levels; an evidence export wraps
+/// an event's values in three more. [`crate::store::Store::write_call`] refuses deeper
+/// values, so an acknowledged call can never make an attempt's evidence unreadable.
+pub const MAX_STORED_DEPTH: usize = 100;
+
+/// The nesting depth of a JSON value (a scalar is 0, `[]` and `{}` are 1). Recursive: call it
+/// only on values serde_json parsed (at most 127 levels).
+pub fn json_depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
+        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Whether `v` nests more than `limit` arrays/objects (stops at the first path that does).
+pub fn deeper_than(v: &Value, limit: usize) -> bool {
+    match v {
+        Value::Array(a) => limit == 0 || a.iter().any(|x| deeper_than(x, limit - 1)),
+        Value::Object(m) => limit == 0 || m.values().any(|x| deeper_than(x, limit - 1)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_is_counted_in_nested_arrays_and_objects() {
+        let mut v = Value::from(1);
+        assert!(!deeper_than(&v, 0));
+        assert_eq!(json_depth(&v), 0);
+        for _ in 0..3 {
+            v = serde_json::json!([{ "a": v }]);
+        }
+        assert!(deeper_than(&v, 5) && !deeper_than(&v, 6));
+        assert_eq!(json_depth(&v), 6);
+    }
+}
