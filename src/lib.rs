@@ -26,6 +26,7 @@
 //! | [`commands`] | one function per CLI subcommand, returning an exit code |
 
 pub mod admin;
+pub mod app;
 pub mod attempt;
 pub mod cli;
 pub mod commands;
@@ -34,10 +35,12 @@ pub mod contract;
 pub mod discover;
 pub mod error;
 pub mod evidence;
+pub mod http;
 pub mod mock;
 pub mod profile;
 pub mod proxy;
 pub mod record;
+pub mod server;
 pub mod store;
 pub mod tls;
 pub mod upstream;

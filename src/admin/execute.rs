@@ -51,14 +51,13 @@ use super::{
     lookup, parse_body, store_err, unknown_integration, unknown_operation, ApiError, ApiResult,
     Reply, PREFIX,
 };
+use crate::app::App;
 use crate::attempt::Lease;
 use crate::contract::Operation;
 use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::http::{HttpResponse, Request};
 use crate::mock::check::{execute_with, ExecResult};
 use crate::mock::Engine;
-use crate::proxy::http::HttpResponse;
-use crate::proxy::request::Request;
-use crate::proxy::App;
 use crate::store::Pin;
 
 /// The longest `timeout_seconds` (and its default): the delay limit of SPEC 3.4.
@@ -154,7 +153,7 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
         }
         // `dry_run` never lets a write through; `target: "upstream"` does with `allow_write`.
         let allow_write = b.allow_write && !b.dry_run;
-        let answer = crate::proxy::forward::execute_upstream(
+        let answer = super::execute_upstream::execute_upstream(
             app,
             &b.integration,
             &b.operation_id,

@@ -34,6 +34,7 @@
 //! (500).
 
 pub mod execute;
+pub mod execute_upstream;
 pub mod metrics;
 pub mod testing;
 
@@ -44,12 +45,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::app::generations::IntegrationMap;
+use crate::app::{cleanup_report, App, Integration};
 use crate::attempt::{self, Lease};
 use crate::contract::Problem;
-use crate::proxy::http::{json_response, HttpResponse};
-use crate::proxy::reload::IntegrationMap;
-use crate::proxy::request::Request;
-use crate::proxy::{cleanup_report, App, Integration};
+use crate::http::{json_response, HttpResponse, Request};
 
 /// The prefix of every admin route.
 pub const PREFIX: &str = "/_understudy/api";
@@ -197,7 +197,7 @@ async fn route(app: &App, req: &Request) -> Routed {
         ("GET" | "HEAD", ["tools"]) => json(testing::tools(app)),
         ("POST", ["tools", "testing"]) => json(testing::inline(app, req)),
         ("POST", ["tools", "execute"]) => execute::execute(app, req).await,
-        ("POST", ["drafts", "flush"]) => match crate::proxy::recorder::flush_drafts(app).await {
+        ("POST", ["drafts", "flush"]) => match crate::app::recorder::flush_drafts(app).await {
             Ok(v) => Ok(Reply::Json(StatusCode::OK, v)),
             Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "not_recording", e)),
         },

@@ -36,13 +36,13 @@ use super::{
     file_problem_json, from_value, problem_json, store_err, unknown_integration, unknown_operation,
     ApiError, ApiResult, PREFIX,
 };
+use crate::app::{App, Integration};
 use crate::config::ProfileKind;
 use crate::contract::load::parse_operation;
 use crate::contract::{check_loaded, LoadedOperation, Operation, OperationFile, Problem};
+use crate::http::Request;
 use crate::mock::check::{check_integration, check_operation};
 use crate::mock::generate::generate;
-use crate::proxy::request::Request;
-use crate::proxy::{App, Integration};
 use crate::store::RevisionRecord;
 
 /// `{"revision","contract_hash","definition_hash","saved_at","source"}`.
@@ -248,7 +248,7 @@ pub(crate) async fn post_testing(app: &App, name: &str, req: &Request) -> ApiRes
             }
             let (status, answer, created) = save_locked(app, name, &b, save)?;
             if created {
-                crate::proxy::reload::repin_default(app).await;
+                crate::app::generations::repin_default(app).await;
             }
             Ok((status, answer))
         }

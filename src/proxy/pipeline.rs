@@ -24,14 +24,14 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::request::Request;
 use super::route::{self, Matched, Refusal, Target};
-use super::{App, Integration};
+use crate::app::{App, Integration};
 use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease};
 use crate::contract::template::RequestView;
 use crate::contract::{IdempotencySpec, Operation, ResultForm};
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
 use crate::evidence::ToolEvent;
+use crate::http::Request;
 use crate::mock::check::{envelope_problem, schema_errors};
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
@@ -885,7 +885,7 @@ mod tests {
         })
         .unwrap();
         Matched {
-            target: Target::Builtin(Arc::new(super::super::BuiltinOp {
+            target: Target::Builtin(Arc::new(crate::app::BuiltinOp {
                 operation_id: "x".into(),
                 description: None,
                 matcher: m,

@@ -524,8 +524,8 @@ impl McpEndpoint {
         };
         // The same nesting bound as every other request body: arguments nested deeper would
         // be recorded into evidence the store could not read back.
-        let max = crate::proxy::request::MAX_BODY_DEPTH;
-        if crate::proxy::request::json_depth(&value) > max {
+        let max = crate::http::request::MAX_BODY_DEPTH;
+        if crate::http::request::json_depth(&value) > max {
             let message = format!("Parse error: the message is nested more than {max} levels deep");
             return refuse(400, PARSE_ERROR, &message, &Value::Null);
         }

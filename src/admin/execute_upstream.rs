@@ -48,11 +48,11 @@ use http_body_util::BodyExt;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Map, Value};
 
+use crate::app::App;
 use crate::config::ProfileKind;
 use crate::contract::{Operation, ResultForm};
 use crate::mock::check::{envelope_problem, execute_with, schema_errors};
 use crate::proxy::pipeline::validate_input;
-use crate::proxy::App;
 use crate::record;
 use crate::store::Pin;
 use crate::upstream::UpstreamErrorKind;
@@ -495,7 +495,7 @@ fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
 
 /// The JSON-RPC messages of an MCP answer (JSON or SSE).
 fn mcp_messages(headers: &HeaderMap, bytes: &[u8]) -> Vec<Value> {
-    if super::is_sse(headers) {
+    if crate::http::is_sse(headers) {
         return crate::profile::mcp::sse::parse_events(bytes)
             .into_iter()
             .filter(|(_, d)| !d.is_empty())
