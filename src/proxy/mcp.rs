@@ -91,7 +91,7 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
     };
     let method = Method::from_bytes(req.method.as_bytes()).unwrap_or(Method::GET);
     let record = attempt.record();
-    let lease = pipeline::check_lease(app, &record);
+    let lease = pipeline::check_lease(app, &attempt.read_record());
     let active = lease.is_ok();
     if let Err(decision) = lease {
         app.mcp.forget_attempt(&attempt.id);

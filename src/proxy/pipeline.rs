@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 
 use super::route::{self, Matched, Refusal, Target};
 use crate::app::{App, Integration};
-use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease};
+use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, Lease, RecordRef};
 use crate::contract::template::RequestView;
 use crate::contract::{IdempotencySpec, Operation, ResultForm};
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
@@ -253,8 +253,8 @@ pub fn prepare(
     req: &Request,
     info: &mut CallInfo,
 ) -> Result<Prepared, Decision> {
-    // Borrowed, not copied: the pins name every operation. Released when this returns.
     let record = attempt.read_record();
+    // Borrowed, not copied: the pins name every operation. Released when this returns.
     check_lease(app, &record)?;
     // Stage 1c: the integration.
     let Some(integ) = req
@@ -365,8 +365,8 @@ pub fn prepare(
 /// Stage 1b — the lease: a call after it expired, or after the attempt ended, is the
 /// harness error `lease_expired`.
 #[allow(clippy::result_large_err)]
-pub fn check_lease(app: &App, record: &AttemptRecord) -> Result<(), Decision> {
-    match attempt::lease_of(record, app.clock.now()) {
+pub fn check_lease(app: &App, record: &RecordRef<'_>) -> Result<(), Decision> {
+    match record.lease(app.clock.now()) {
         Lease::Active => Ok(()),
         Lease::Expired => Err(Decision::harness(HarnessError::new(
             HarnessCode::LeaseExpired,

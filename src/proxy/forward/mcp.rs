@@ -82,7 +82,7 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
     let Some(integ) = integ.filter(|i| i.config.upstream.is_some()) else {
         return crate::proxy::mcp::handle(&app, req).await;
     };
-    if pipeline::check_lease(&app, &record).is_err() {
+    if pipeline::check_lease(&app, &attempt.read_record()).is_err() {
         return crate::proxy::mcp::handle(&app, req).await;
     }
     let rest = rest_of(&req, consumed);
