@@ -486,17 +486,28 @@ impl Attempts {
     }
 }
 
-/// Build a new attempt record (not yet stored). `ttl_s` None → no lease (the default attempt).
-#[allow(clippy::too_many_arguments)]
-pub fn new_record(
-    now: DateTime<Utc>,
-    token: Option<&str>,
-    ttl_s: Option<u64>,
-    test_run_id: Option<String>,
-    pins: BTreeMap<String, crate::store::Pin>,
-    variants: BTreeMap<String, String>,
-    is_default: bool,
-) -> AttemptRecord {
+/// What a new attempt is made of (the body of `POST /attempts`, or the default attempt).
+#[derive(Debug, Default)]
+pub struct NewAttempt<'a> {
+    pub token: Option<&'a str>,
+    /// `None` → no lease (the default attempt).
+    pub ttl_s: Option<u64>,
+    pub test_run_id: Option<String>,
+    pub pins: BTreeMap<String, crate::store::Pin>,
+    pub variants: BTreeMap<String, String>,
+    pub is_default: bool,
+}
+
+/// Build a new attempt record (not yet stored).
+pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
+    let NewAttempt {
+        token,
+        ttl_s,
+        test_run_id,
+        pins,
+        variants,
+        is_default,
+    } = new;
     AttemptRecord {
         attempt_id: new_uuid(),
         token_hash: token.map(token_hash).unwrap_or_default(),
@@ -519,15 +530,11 @@ mod tests {
     #[test]
     fn the_parsed_lease_follows_the_record() {
         let t0 = parse_time("2026-01-01T00:00:00Z").unwrap();
-        let rec = new_record(
-            t0,
-            None,
-            Some(60),
-            None,
-            BTreeMap::new(),
-            BTreeMap::new(),
-            false,
-        );
+        let new = NewAttempt {
+            ttl_s: Some(60),
+            ..NewAttempt::default()
+        };
+        let rec = new_record(t0, new);
         let a = Attempt::new(rec.clone(), AttemptState::default());
         assert_eq!(a.lease(t0), Lease::Active);
         assert_eq!(a.lease(t0 + chrono::Duration::seconds(60)), Lease::Expired);
@@ -608,15 +615,12 @@ mod tests {
     #[test]
     fn leases() {
         let now = SystemClock.now();
-        let r = new_record(
-            now,
-            Some("t"),
-            Some(10),
-            None,
-            BTreeMap::new(),
-            BTreeMap::new(),
-            false,
-        );
+        let new = NewAttempt {
+            token: Some("t"),
+            ttl_s: Some(10),
+            ..NewAttempt::default()
+        };
+        let r = new_record(now, new);
         assert_eq!(lease_of(&r, now), Lease::Active);
         assert_eq!(
             lease_of(&r, now + chrono::Duration::seconds(10)),
@@ -625,15 +629,11 @@ mod tests {
         let mut ended = r.clone();
         ended.ended_at = Some(rfc3339(now));
         assert_eq!(lease_of(&ended, now), Lease::Ended);
-        let d = new_record(
-            now,
-            None,
-            None,
-            None,
-            BTreeMap::new(),
-            BTreeMap::new(),
-            true,
-        );
+        let new = NewAttempt {
+            is_default: true,
+            ..NewAttempt::default()
+        };
+        let d = new_record(now, new);
         assert_eq!(d.token_hash, "");
         assert_eq!(
             lease_of(&d, now + chrono::Duration::days(9999)),

@@ -409,15 +409,15 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             )
             .with_details(details));
         }
-        let rec = attempt::new_record(
-            app.clock.now(),
-            Some(&token),
-            Some(ttl),
-            body.test_run_id,
-            pinned.pins,
-            body.variants,
-            false,
-        );
+        let new = attempt::NewAttempt {
+            token: Some(&token),
+            ttl_s: Some(ttl),
+            test_run_id: body.test_run_id,
+            pins: pinned.pins,
+            variants: body.variants,
+            is_default: false,
+        };
+        let rec = attempt::new_record(app.clock.now(), new);
         app.create_attempt(rec).map_err(store_err)?
     };
     let rec = a.record();

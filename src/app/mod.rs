@@ -212,15 +212,13 @@ impl App {
         // The store keys attempts by token hash: the default attempt gets a token nobody
         // ever sees (requests without a token reach it).
         let unused_token = attempt::new_token();
-        let rec = attempt::new_record(
-            now,
-            Some(&unused_token),
-            None,
-            None,
-            pinned.pins,
-            BTreeMap::new(),
-            true,
-        );
+        let new = attempt::NewAttempt {
+            token: Some(&unused_token),
+            pins: pinned.pins,
+            is_default: true,
+            ..attempt::NewAttempt::default()
+        };
+        let rec = attempt::new_record(now, new);
         self.create_attempt(rec)?;
         Ok(())
     }

@@ -1114,15 +1114,12 @@ mod tests {
     #[test]
     fn fake_ids_are_deterministic_and_well_formed() {
         let sf = Profile::builtin("salesforce").unwrap();
-        let rec = attempt::new_record(
-            chrono::Utc::now(),
-            Some("tok"),
-            None,
-            Some("run-1".into()),
-            Default::default(),
-            Default::default(),
-            false,
-        );
+        let new = attempt::NewAttempt {
+            token: Some("tok"),
+            test_run_id: Some("run-1".into()),
+            ..attempt::NewAttempt::default()
+        };
+        let rec = attempt::new_record(chrono::Utc::now(), new);
         let segs: Vec<String> = ["services", "data", "v60.0", "sobjects", "Contact"]
             .iter()
             .map(|s| s.to_string())

@@ -114,10 +114,8 @@ fn raw_after_segments(path: &str, n: usize) -> &str {
 
 /// The proxy step of every buffered request (called by the listener before dispatch): a
 /// request of a tunnel, or an HTTP/1 absolute-form request to another host when the forward
-/// proxy is on, is normalized for its integration; anything else passes unchanged. `Err` is
-/// the refusal to send instead.
-// The refusal is the request's whole answer, built once; boxing it buys nothing.
-#[allow(clippy::result_large_err)]
+/// proxy is on, is normalized for its integration; anything else passes unchanged.
+/// `Err` is the refusal to send instead (boxed: it is rare, and the `Ok` path stays small).
 pub fn route_request(
     app: &App,
     edge: &Edge,
@@ -125,12 +123,12 @@ pub fn route_request(
     uri: &Uri,
     version: Version,
     req: Request,
-) -> Result<Request, HttpResponse> {
+) -> Result<Request, Box<HttpResponse>> {
     let hosts = &app.hosts;
     if let Some(t) = tunnel {
         return match select(hosts, &t.host, t.port, &req.segments) {
             Some(route) => Ok(mark(req, route, "https", t.token.clone())),
-            None => Err(unknown_host(&t.host, t.port, hosts)),
+            None => Err(Box::new(unknown_host(&t.host, t.port, hosts))),
         };
     }
     if edge.transport.forward_proxy.is_none() || version >= Version::HTTP_2 {
@@ -144,11 +142,11 @@ pub fn route_request(
     }
     let token = match tls::proxy_credentials_token(&req.headers) {
         Ok(t) => t,
-        Err(m) => return Err(proxy_auth_required("bad_proxy_credentials", &m)),
+        Err(m) => return Err(Box::new(proxy_auth_required("bad_proxy_credentials", &m))),
     };
     match select(hosts, &host, port, &req.segments) {
         Some(route) => Ok(mark(req, route, &scheme, token)),
-        None => Err(unknown_host(&host, port, hosts)),
+        None => Err(Box::new(unknown_host(&host, port, hosts))),
     }
 }
 

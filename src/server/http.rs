@@ -175,7 +175,7 @@ pub(super) async fn handle(
         request,
     ) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     super::dispatch(app, request).await
 }
