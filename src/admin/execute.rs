@@ -8,7 +8,7 @@
 //! `source: "tool_test"`.
 //!
 //! - **Which revision**: with `attempt`, the revision that attempt pinned and the operation
-//!   set it was created with (`crate::proxy::reload`); without, the latest revision (a stale
+//!   set it was created with (`crate::app::generations`); without, the latest revision (a stale
 //!   one — checked against another contract — answers the harness error `stale_contract`; no
 //!   revision at all answers `no_mock`). An attempt whose lease is over answers
 //!   `lease_expired`.
@@ -29,7 +29,7 @@
 //!   result event. Refusals found before the stream starts (400, 404, 422) are ordinary JSON
 //!   errors.
 //! - **`target: "upstream"`** (or `dry_run: true`) sends the input to the real system once
-//!   through [`crate::proxy::forward::execute_upstream`]: status, duration, retries, raw
+//!   through [`super::execute_upstream`]: status, duration, retries, raw
 //!   response, the native envelope, output validation and a field diff against the pinned
 //!   mock. Writes are refused unless `allow_write: true` — and `dry_run` never lets one
 //!   through. 422 `dry_run_unavailable` when the integration has no `upstream`. Not streamed.

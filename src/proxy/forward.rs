@@ -1,7 +1,7 @@
 //! Reaching the real system (SPEC 4, 5.3, 7, 11): the call pipeline of every mode but
 //! `replay`, for HTTP profiles here and for MCP endpoints in [`mcp`]; on-demand real calls in
-//! [`execute`] ([`execute_upstream`]); the capture of exchanges for drafts in
-//! [`super::recorder`].
+//! `crate::admin::execute_upstream`; the capture of exchanges for drafts in
+//! [`crate::app::recorder`].
 //!
 //! The server sends every proxied request here when the mode is not `replay`
 //! ([`handle`]). What happens to a call (SPEC 4):

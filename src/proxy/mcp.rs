@@ -8,10 +8,10 @@
 //!   is resolved as for every call (path token, `Understudy-Attempt` header or proxy
 //!   credentials, else the default attempt; an unknown token is the same 401 as elsewhere). Any other path under an `mcp` integration goes through the pipeline and
 //!   is an `unmatched_request` harness error naming the endpoint.
-//! - **One [`McpEndpoint`] per (attempt, integration)** ([`Endpoints`]), created on first use:
+//! - **One [`McpEndpoint`] per (attempt, integration)** (`crate::app::endpoints::Endpoints`), created on first use:
 //!   sessions belong to one attempt (a session id of one attempt is unknown under another).
 //!   The endpoints of an attempt whose lease is over are forgotten when it is next addressed,
-//!   or by [`Endpoints::forget_attempt`] when the attempt ends.
+//!   or by `Endpoints::forget_attempt` when the attempt ends.
 //! - **Tools** ([`McpBackend::tools`]): every operation file of the integration, in file-name
 //!   order, as [`ToolInfo`] (name = operation_id, title, description, input/output schema,
 //!   annotations, result form). A tool without a pinned mock is still listed (SPEC 2.2: it is

@@ -13,7 +13,7 @@
 //! (STYLE habit 2: tests bind `127.0.0.1:0` and pass their own); [`shutdown_signal`] is the
 //! one `understudy serve` passes. The server recursion: a CONNECT tunnel's decrypted stream
 //! is served by the same [`transport`] code as a listener connection, so HTTP inside a tunnel
-//! goes through [`dispatch`] too.
+//! goes through `dispatch` too.
 
 pub mod connect;
 pub mod http;
