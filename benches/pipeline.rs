@@ -19,9 +19,9 @@ use std::hint::black_box;
 use understudy::attempt::AttemptState;
 use understudy::config::ProfileKind;
 use understudy::contract::template::{path_segments, RequestView};
+use understudy::http::to_http;
 use understudy::operation::{load::load_dir, Operation};
 use understudy::profile::Profile;
-use understudy::proxy::http::to_http;
 use understudy::proxy::pipeline::{evaluate, Prepared, Wire};
 use understudy::proxy::route::{may_match, RouteIndex};
 
@@ -46,7 +46,7 @@ fn prepared(id: &str, input: Value) -> Prepared {
 }
 
 /// One call as `pipeline::handle` runs it, minus routing and the store.
-fn call(state: &mut AttemptState, p: &Prepared) -> (Value, understudy::proxy::http::HttpResponse) {
+fn call(state: &mut AttemptState, p: &Prepared) -> (Value, understudy::http::HttpResponse) {
     let d = evaluate(state, p);
     assert_eq!(d.result_status, understudy::records::ResultStatus::Ok);
     if let Some((integ, s)) = d.new_state {

@@ -5,8 +5,10 @@
 //!   attempt by that hash and then compares the hashes again in constant time.
 //! - **Secrets**: each attempt has 32 random bytes that key the HMAC-SHA256 of idempotency key
 //!   refs ([`idempotency_key_ref`]), so raw idempotency keys never leave the proxy.
-//! - **Leases**: `expires_at` (RFC 3339); the [`Clock`] is injectable so tests advance time
-//!   instead of sleeping. A call after the lease is `lease_expired` ([`lease_error`]).
+//! - **Leases**: `expires_at` (RFC 3339 in the record), parsed once when the record is
+//!   loaded into memory ([`Attempt::new`], [`Attempt::set_record`]) so a call's lease check
+//!   compares two times; the [`Clock`] is injectable so tests advance time instead of
+//!   sleeping. A call after the lease is `lease_expired` ([`lease_error`]).
 //! - **Pins**: a pinned revision answers only while it was checked against the operation's
 //!   current contract, else `stale_contract` ([`stale_pin`]). These two rules are written
 //!   here once, for the proxy and for `POST /tools/execute`.
@@ -274,7 +276,7 @@ impl AttemptState {
 #[derive(Debug)]
 pub struct Attempt {
     pub id: String,
-    record: RwLock<AttemptRecord>,
+    record: RwLock<Held>,
     /// The state lock (see the module doc). Hold it across evaluate → record evidence.
     pub lock: tokio::sync::Mutex<AttemptState>,
     /// Calls of this run answered 500 `store_error` (their evidence could not be made
@@ -287,7 +289,7 @@ impl Attempt {
     pub fn new(record: AttemptRecord, state: AttemptState) -> Arc<Attempt> {
         Arc::new(Attempt {
             id: record.attempt_id.clone(),
-            record: RwLock::new(record),
+            record: RwLock::new(Held::new(record)),
             lock: tokio::sync::Mutex::new(state),
             store_failures: Default::default(),
         })
@@ -300,29 +302,64 @@ impl Attempt {
 
     /// The current record, borrowed (no copy of its pins: one per operation). Hold it
     /// briefly and never across an `.await`: it blocks [`Attempt::set_record`].
-    pub fn read_record(&self) -> std::sync::RwLockReadGuard<'_, AttemptRecord> {
-        self.record.read().unwrap_or_else(|p| p.into_inner())
+    pub fn read_record(&self) -> RecordRef<'_> {
+        RecordRef(self.record.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Replace the record (the caller has persisted it).
     pub fn set_record(&self, r: AttemptRecord) {
-        *self.record.write().unwrap_or_else(|p| p.into_inner()) = r;
+        *self.record.write().unwrap_or_else(|p| p.into_inner()) = Held::new(r);
     }
 
     pub fn is_default(&self) -> bool {
-        self.record
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_default
+        self.read_record().is_default
     }
 
     /// The lease as of `now`.
     pub fn lease(&self, now: DateTime<Utc>) -> Lease {
-        lease_of(&self.record.read().unwrap_or_else(|p| p.into_inner()), now)
+        self.read_record().lease(now)
     }
 }
 
-/// The lease of a record as of `now`.
+/// An attempt's record in memory with its `expires_at` parsed.
+#[derive(Debug)]
+struct Held {
+    rec: AttemptRecord,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+impl Held {
+    fn new(rec: AttemptRecord) -> Held {
+        let expires_at = rec.expires_at.as_deref().and_then(parse_time);
+        Held { rec, expires_at }
+    }
+}
+
+/// An attempt's record, borrowed ([`Attempt::read_record`]).
+pub struct RecordRef<'a>(std::sync::RwLockReadGuard<'a, Held>);
+
+impl std::ops::Deref for RecordRef<'_> {
+    type Target = AttemptRecord;
+    fn deref(&self) -> &AttemptRecord {
+        &self.0.rec
+    }
+}
+
+impl RecordRef<'_> {
+    /// The lease as of `now`, from the parsed `expires_at`.
+    pub fn lease(&self, now: DateTime<Utc>) -> Lease {
+        if self.0.rec.ended_at.is_some() {
+            return Lease::Ended;
+        }
+        match self.0.expires_at {
+            Some(exp) if now >= exp => Lease::Expired,
+            _ => Lease::Active,
+        }
+    }
+}
+
+/// The lease of a record as of `now` (a record read from the store; one in memory has
+/// [`Attempt::lease`]).
 pub fn lease_of(r: &AttemptRecord, now: DateTime<Utc>) -> Lease {
     if r.ended_at.is_some() {
         return Lease::Ended;
@@ -335,8 +372,8 @@ pub fn lease_of(r: &AttemptRecord, now: DateTime<Utc>) -> Lease {
 
 /// The lease rule: a call to an attempt whose lease is over (expired or ended) as of `now` is
 /// the harness error `lease_expired`, saying when; `None` while the lease is active.
-pub fn lease_error(r: &AttemptRecord, now: DateTime<Utc>) -> Option<HarnessError> {
-    let message = match lease_of(r, now) {
+pub fn lease_error(r: &AttemptRecord, lease: Lease) -> Option<HarnessError> {
+    let message = match lease {
         Lease::Active => return None,
         Lease::Expired => format!(
             "the lease of attempt {} expired at {}",
@@ -454,7 +491,7 @@ impl Attempts {
                     .cloned()
             })
             .filter(|a| {
-                let r = a.record.read().unwrap_or_else(|p| p.into_inner());
+                let r = a.read_record();
                 !r.token_hash.is_empty() && ct_eq(r.token_hash.as_bytes(), h.as_bytes())
             })
         };
@@ -491,17 +528,28 @@ impl Attempts {
     }
 }
 
-/// Build a new attempt record (not yet stored). `ttl_s` None → no lease (the default attempt).
-#[allow(clippy::too_many_arguments)]
-pub fn new_record(
-    now: DateTime<Utc>,
-    token: Option<&str>,
-    ttl_s: Option<u64>,
-    test_run_id: Option<String>,
-    pins: BTreeMap<String, crate::records::Pin>,
-    variants: BTreeMap<String, String>,
-    is_default: bool,
-) -> AttemptRecord {
+/// What a new attempt is made of (the body of `POST /attempts`, or the default attempt).
+#[derive(Debug, Default)]
+pub struct NewAttempt<'a> {
+    pub token: Option<&'a str>,
+    /// `None` → no lease (the default attempt).
+    pub ttl_s: Option<u64>,
+    pub test_run_id: Option<String>,
+    pub pins: BTreeMap<String, crate::records::Pin>,
+    pub variants: BTreeMap<String, String>,
+    pub is_default: bool,
+}
+
+/// Build a new attempt record (not yet stored).
+pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
+    let NewAttempt {
+        token,
+        ttl_s,
+        test_run_id,
+        pins,
+        variants,
+        is_default,
+    } = new;
     AttemptRecord {
         attempt_id: new_uuid(),
         token_hash: token.map(token_hash).unwrap_or_default(),
@@ -520,6 +568,28 @@ pub fn new_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parsed_lease_follows_the_record() {
+        let t0 = parse_time("2026-01-01T00:00:00Z").unwrap();
+        let new = NewAttempt {
+            ttl_s: Some(60),
+            ..NewAttempt::default()
+        };
+        let rec = new_record(t0, new);
+        let a = Attempt::new(rec.clone(), AttemptState::default());
+        assert_eq!(a.lease(t0), Lease::Active);
+        assert_eq!(a.lease(t0 + chrono::Duration::seconds(60)), Lease::Expired);
+        assert_eq!(a.lease(t0), lease_of(&rec, t0));
+        let mut longer = rec.clone();
+        longer.expires_at = Some(rfc3339(t0 + chrono::Duration::seconds(600)));
+        a.set_record(longer);
+        assert_eq!(a.lease(t0 + chrono::Duration::seconds(60)), Lease::Active);
+        let mut ended = rec;
+        ended.ended_at = Some(rfc3339(t0));
+        a.set_record(ended);
+        assert_eq!(a.lease(t0), Lease::Ended);
+    }
 
     #[test]
     fn tokens_are_long_random_and_url_safe() {
@@ -587,15 +657,12 @@ mod tests {
     #[test]
     fn leases() {
         let now = SystemClock.now();
-        let r = new_record(
-            now,
-            Some("t"),
-            Some(10),
-            None,
-            BTreeMap::new(),
-            BTreeMap::new(),
-            false,
-        );
+        let new = NewAttempt {
+            token: Some("t"),
+            ttl_s: Some(10),
+            ..NewAttempt::default()
+        };
+        let r = new_record(now, new);
         assert_eq!(lease_of(&r, now), Lease::Active);
         assert_eq!(
             lease_of(&r, now + chrono::Duration::seconds(10)),
@@ -604,15 +671,11 @@ mod tests {
         let mut ended = r.clone();
         ended.ended_at = Some(rfc3339(now));
         assert_eq!(lease_of(&ended, now), Lease::Ended);
-        let d = new_record(
-            now,
-            None,
-            None,
-            None,
-            BTreeMap::new(),
-            BTreeMap::new(),
-            true,
-        );
+        let new = NewAttempt {
+            is_default: true,
+            ..NewAttempt::default()
+        };
+        let d = new_record(now, new);
         assert_eq!(d.token_hash, "");
         assert_eq!(
             lease_of(&d, now + chrono::Duration::days(9999)),

@@ -52,17 +52,16 @@ pub enum OutputFormat {
     Json,
 }
 
-/// `understudy serve`. Flags override the project file.
+/// The flags `serve` and `record` share (flattened into both). They override the project
+/// file.
 #[derive(Debug, Clone, Default, Args)]
-pub struct ServeArgs {
+pub struct ServeFlags {
     /// Project file (default: ./understudy.json).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Listen address HOST:PORT (default 127.0.0.1:7777).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    #[arg(long, value_enum)]
-    pub mode: Option<Mode>,
     /// Where revisions, attempts and evidence are stored (default: .understudy beside the
     /// project file).
     #[arg(long, value_name = "DIR")]
@@ -83,65 +82,45 @@ pub struct ServeArgs {
     /// Extra CA certificate (PEM) trusted for upstream calls.
     #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
-    /// Record modes: let writes through to the real upstream instead of blocking them.
+    /// Record modes: let writes through to the real upstream instead of blocking them (403).
     #[arg(long)]
     pub allow_writes: bool,
+    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+}
+
+/// `understudy serve`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub flags: ServeFlags,
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
     /// Record modes: directory the draft operation files are written to.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
-    pub log_format: LogFormat,
 }
 
 /// `understudy record`: `serve --mode record` that writes drafts to `--out` on stop.
 #[derive(Debug, Clone, Args)]
 pub struct RecordArgs {
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: ServeFlags,
     /// Directory the draft operation files are written to.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Let writes through to the real upstream (blocked with 403 by default).
-    #[arg(long)]
-    pub allow_writes: bool,
     /// `record` (default) or `record-missing`.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<String>,
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// [env: UNDERSTUDY_ADMIN_TOKEN]
-    #[arg(long, value_name = "TOKEN")]
-    pub admin_token: Option<String>,
-    #[arg(long)]
-    pub tls: bool,
-    #[arg(long)]
-    pub forward_proxy: bool,
-    #[arg(long, value_name = "DIR")]
-    pub ca_dir: Option<PathBuf>,
-    #[arg(long, value_name = "FILE")]
-    pub upstream_ca: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
-    pub log_format: LogFormat,
 }
 
 impl RecordArgs {
     /// The equivalent `serve` arguments (mode `record` unless `record-missing` was asked).
     pub fn to_serve(&self) -> ServeArgs {
         ServeArgs {
-            config: self.config.clone(),
-            listen: self.listen.clone(),
+            flags: self.flags.clone(),
             mode: Some(self.mode.unwrap_or(Mode::Record)),
-            data_dir: self.data_dir.clone(),
-            admin_token: self.admin_token.clone(),
-            tls: self.tls,
-            forward_proxy: self.forward_proxy,
-            ca_dir: self.ca_dir.clone(),
-            upstream_ca: self.upstream_ca.clone(),
-            allow_writes: self.allow_writes,
             out: Some(self.out.clone()),
-            log_format: self.log_format,
         }
     }
 }
@@ -268,7 +247,7 @@ mod tests {
         match c.command {
             Command::Serve(a) => {
                 assert_eq!(a.mode, Some(Mode::DryRun));
-                assert!(a.tls);
+                assert!(a.flags.tls);
             }
             other => panic!("{other:?}"),
         }

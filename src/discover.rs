@@ -52,8 +52,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::http::{header, HeaderMap, Method, Request};
 use serde_json::{json, Value};
 
-use crate::cli::DiscoverArgs;
-use crate::config::{Config, ProfileKind, PROJECT_FILE};
+use crate::config::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile, ResultForm};
 use crate::operation::load::load_file;
 use crate::profile::mcp::sse::parse_events;
@@ -66,7 +65,7 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 /// Session-era versions this client speaks, should the server offer an older one.
 const SESSION_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
 /// How long one request may take (connect + answer).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A server that keeps answering `nextCursor` is cut off after this many pages.
 const MAX_PAGES: usize = 1000;
 
@@ -78,15 +77,6 @@ pub enum EraChoice {
     Auto,
     Session,
     Stateless,
-}
-
-/// What to discover and where to write it.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub config: PathBuf,
-    pub integration: String,
-    pub out: Option<PathBuf>,
-    pub era: EraChoice,
 }
 
 /// The tools a server listed, and how they were asked for.
@@ -117,7 +107,7 @@ pub enum Fate {
 }
 
 impl Fate {
-    fn label(&self) -> &'static str {
+    pub fn label(&self) -> &'static str {
         match self {
             Fate::New => "new",
             Fate::Unchanged => "unchanged",
@@ -154,157 +144,6 @@ impl Report {
             .filter(|e| e.fate.label() == label)
             .count()
     }
-}
-
-/// `understudy discover` from its CLI arguments: exit 0 when the tools were written, 1 when
-/// the server could not be asked (or a file not written), 2 for usage errors.
-pub fn run_cli(args: &DiscoverArgs) -> i32 {
-    run(&Options {
-        config: args
-            .config
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(PROJECT_FILE)),
-        integration: args.integration.clone(),
-        out: args.out.clone(),
-        era: EraChoice::Auto,
-    })
-}
-
-/// [`run_cli`] from plain options.
-pub fn run(opts: &Options) -> i32 {
-    let config = match Config::load(&opts.config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("understudy discover: {e}");
-            return if e.not_found { 2 } else { 1 };
-        }
-    };
-    let Some(integ) = config.integrations.get(&opts.integration) else {
-        let names: Vec<&str> = config.integrations.keys().map(String::as_str).collect();
-        eprintln!(
-            "understudy discover: {}: no integration named `{}` (integrations: {})",
-            config.file.display(),
-            opts.integration,
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
-        );
-        return 2;
-    };
-    if integ.profile != ProfileKind::Mcp {
-        eprintln!(
-            "understudy discover: {}: integrations/{}/profile: `{}`, but discover asks an MCP server for its tools: expected an `mcp` integration",
-            config.file.display(),
-            integ.name,
-            integ.profile
-        );
-        return 2;
-    }
-    let Some(url) = integ.upstream.clone() else {
-        eprintln!(
-            "understudy discover: {}: integrations/{}/upstream: missing: set it to the real MCP server's endpoint URL (e.g. \"http://127.0.0.1:9000/mcp\")",
-            config.file.display(),
-            integ.name
-        );
-        return 2;
-    };
-    let dir = opts.out.clone().unwrap_or_else(|| integ.operations.clone());
-    let upstream = match Upstream::new(config.upstream_ca.as_deref(), REQUEST_TIMEOUT) {
-        Ok(u) => u,
-        Err(e) => {
-            eprintln!("understudy discover: {e}");
-            return 1;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("understudy discover: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
-    let found = rt.block_on(discover_tools(&upstream, &url, opts.era));
-    let found = match found {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!(
-                "understudy discover: cannot list the tools of `{}` at {url}: {e}",
-                integ.name
-            );
-            return 1;
-        }
-    };
-    let report = match write_operations(&dir, &found.tools) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("understudy discover: {e}");
-            return 1;
-        }
-    };
-    print_report(&integ.name, &found, &dir, &report);
-    0
-}
-
-fn print_report(integration: &str, found: &Discovered, dir: &Path, report: &Report) {
-    println!(
-        "understudy discover: `{integration}` at {} (protocol {}{}{}): {} tool(s) into {}",
-        found.url,
-        found.protocol_version,
-        if found.stateless {
-            ", stateless"
-        } else {
-            ", session"
-        },
-        found
-            .server_name
-            .as_deref()
-            .map(|n| format!(", server {n}"))
-            .unwrap_or_default(),
-        found.tools.len(),
-        dir.display()
-    );
-    for e in &report.entries {
-        let file = e
-            .file
-            .as_ref()
-            .map(|f| f.display().to_string())
-            .unwrap_or_default();
-        let note = match &e.fate {
-            Fate::Stale {
-                mock_hash,
-                current_hash,
-            } => format!(
-                "  contract changed: its mock was written for {mock_hash}, the contract is now {current_hash}; the mock is kept and stale — update it, then set mock.contract_hash"
-            ),
-            Fate::Skipped(why) => format!("  {why}"),
-            _ => String::new(),
-        };
-        println!("  {:<10} {:<32} {file}{note}", e.fate.label(), e.tool);
-        for p in &e.problems {
-            println!("             check: {p}");
-        }
-    }
-    for g in &report.gone {
-        println!(
-            "  {:<10} {g:<32} no longer offered by the server; its file is kept",
-            "gone"
-        );
-    }
-    println!(
-        "summary: {} new, {} unchanged, {} updated, {} changed, {} stale, {} skipped, {} gone",
-        report.count("new"),
-        report.count("unchanged"),
-        report.count("updated"),
-        report.count("changed"),
-        report.count("stale"),
-        report.count("skipped"),
-        report.gone.len()
-    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(understudy::commands::main());
+    std::process::exit(understudy::commands::main().code());
 }

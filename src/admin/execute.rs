@@ -8,7 +8,7 @@
 //! `source: "tool_test"`.
 //!
 //! - **Which revision**: with `attempt`, the revision that attempt pinned and the operation
-//!   set it was created with (`crate::proxy::reload`); without, the latest revision (a stale
+//!   set it was created with (`crate::app::generations`); without, the latest revision (a stale
 //!   one — checked against another contract — answers the harness error `stale_contract`; no
 //!   revision at all answers `no_mock`). An attempt whose lease is over answers
 //!   `lease_expired`. The lease and pin rules are the attempt module's
@@ -30,7 +30,7 @@
 //!   result event. Refusals found before the stream starts (400, 404, 422) are ordinary JSON
 //!   errors.
 //! - **`target: "upstream"`** (or `dry_run: true`) sends the input to the real system once
-//!   through [`crate::proxy::forward::execute_upstream`]: status, duration, retries, raw
+//!   through [`super::execute_upstream`]: status, duration, retries, raw
 //!   response, the native envelope, output validation and a field diff against the pinned
 //!   mock. Writes are refused unless `allow_write: true` — and `dry_run` never lets one
 //!   through. 422 `dry_run_unavailable` when the integration has no `upstream`. Not streamed.
@@ -52,13 +52,12 @@ use super::{
     lookup, parse_body, store_err, unknown_integration, unknown_operation, ApiError, ApiResult,
     Reply, PREFIX,
 };
+use crate::app::App;
 use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::http::{HttpResponse, Request};
 use crate::mock::Engine;
 use crate::operation::call::{execute_with, ExecResult};
 use crate::operation::Operation;
-use crate::proxy::http::HttpResponse;
-use crate::proxy::request::Request;
-use crate::proxy::App;
 use crate::records::Pin;
 
 /// The longest `timeout_seconds` (and its default): the delay limit of SPEC 3.4.
@@ -154,7 +153,7 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
         }
         // `dry_run` never lets a write through; `target: "upstream"` does with `allow_write`.
         let allow_write = b.allow_write && !b.dry_run;
-        let answer = crate::proxy::forward::execute_upstream(
+        let answer = super::execute_upstream::execute_upstream(
             app,
             &b.integration,
             &b.operation_id,
@@ -185,7 +184,7 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
     };
     let lease = record
         .as_ref()
-        .and_then(|r| crate::attempt::lease_error(r, app.clock.now()));
+        .and_then(|r| crate::attempt::lease_error(r, crate::attempt::lease_of(r, app.clock.now())));
     let resolved = match (lease, &record) {
         (Some(e), _) => Err(e.into()),
         (None, Some(r)) => match r.pins.get(&key) {

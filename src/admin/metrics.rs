@@ -19,9 +19,9 @@ use std::sync::atomic::Ordering;
 use hyper::http::{Response, StatusCode};
 
 use super::{store_err, ApiError, Reply};
+use crate::app::{App, Metrics};
 use crate::attempt::{lease_of, Lease};
-use crate::proxy::http::full;
-use crate::proxy::{App, Metrics};
+use crate::http::full;
 
 /// The Content-Type of the exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -9,7 +9,7 @@
 //! | `POST /tools/{integration}/testing` | `{"action":"generate","operation_id"}` → schema-derived draft (`supported:false` + `reasons` when beyond it); `{"action":"save","operation_id","contract_hash","definition"}` → 201 new revision (200 `created:false` when equal to the latest), 409 `contract_changed`, 422 `check_failed`; `{"action":"check",…}` → the save's checks without saving | [`testing`] |
 //! | `POST /tools/testing` | inline operation: `{"action":"check"\|"generate","operation":{…operation file…},"definition"?,"profile"?\|"integration"?}` — same checks (422 listing problems) and drafts, stores nothing | [`testing`] |
 //! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
-//! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::proxy::recorder`] |
+//! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
 //! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
 //! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) | here |
@@ -34,6 +34,7 @@
 //! (500).
 
 pub mod execute;
+pub mod execute_upstream;
 pub mod metrics;
 pub mod testing;
 
@@ -44,12 +45,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::app::generations::IntegrationMap;
+use crate::app::{cleanup_report, App, Integration};
 use crate::attempt::{self, Lease};
 use crate::error::Problem;
-use crate::proxy::http::{json_response, HttpResponse};
-use crate::proxy::reload::IntegrationMap;
-use crate::proxy::request::Request;
-use crate::proxy::{cleanup_report, App, Integration};
+use crate::http::{json_response, HttpResponse, Request};
 
 /// The prefix of every admin route.
 pub const PREFIX: &str = "/_understudy/api";
@@ -197,7 +197,7 @@ async fn route(app: &App, req: &Request) -> Routed {
         ("GET" | "HEAD", ["tools"]) => json(testing::tools(app)),
         ("POST", ["tools", "testing"]) => json(testing::inline(app, req)),
         ("POST", ["tools", "execute"]) => execute::execute(app, req).await,
-        ("POST", ["drafts", "flush"]) => match crate::proxy::recorder::flush_drafts(app).await {
+        ("POST", ["drafts", "flush"]) => match crate::app::recorder::flush_drafts(app).await {
             Ok(v) => Ok(Reply::Json(StatusCode::OK, v)),
             Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "not_recording", e)),
         },
@@ -389,7 +389,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
     let token = attempt::new_token();
     let a = {
         // Pin and bind under the change lock: the pins and the operation set the attempt
-        // keeps are of the same generation (`proxy::reload`).
+        // keeps are of the same generation (`app::generations`).
         let _g = app.integrations.change_lock();
         let pinned = app.pin_latest().map_err(store_err)?;
         if !pinned.stale.is_empty() {
@@ -409,15 +409,15 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             )
             .with_details(details));
         }
-        let rec = attempt::new_record(
-            app.clock.now(),
-            Some(&token),
-            Some(ttl),
-            body.test_run_id,
-            pinned.pins,
-            body.variants,
-            false,
-        );
+        let new = attempt::NewAttempt {
+            token: Some(&token),
+            ttl_s: Some(ttl),
+            test_run_id: body.test_run_id,
+            pins: pinned.pins,
+            variants: body.variants,
+            is_default: false,
+        };
+        let rec = attempt::new_record(app.clock.now(), new);
         app.create_attempt(rec).map_err(store_err)?
     };
     let rec = a.record();

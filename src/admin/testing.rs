@@ -2,7 +2,7 @@
 //! check and save (append-only revisions), inline operations, and the revision history.
 //!
 //! **Save** (`POST /tools/{integration}/testing`, `action: "save"`), under the change lock of
-//! [`crate::proxy::reload`] so a hot reload cannot change the contract between the hash check
+//! [`crate::app::generations`] so a hot reload cannot change the contract between the hash check
 //! and the append:
 //! 1. `contract_hash` must be the operation's current contract hash, else 409
 //!    `contract_changed` with the hash sent, the current one and the current contract — a
@@ -19,7 +19,7 @@
 //! The operation file on disk is **not** rewritten: revisions live in the store (SPEC 12).
 //! The saved revision serves every attempt created afterwards (and the default attempt,
 //! which is re-pinned); an unchanged file never supersedes it — editing the file does (the
-//! file rule of [`crate::proxy::reload`]). `GET /revisions/…` gives the definition to copy
+//! file rule of [`crate::app::generations`]). `GET /revisions/…` gives the definition to copy
 //! into the file.
 //!
 //! Problem paths are relative to the request body: `definition/variants/found/result` for
@@ -36,15 +36,15 @@ use super::{
     file_problem_json, from_value, problem_json, store_err, unknown_integration, unknown_operation,
     ApiError, ApiResult, PREFIX,
 };
+use crate::app::{App, Integration};
 use crate::config::ProfileKind;
 use crate::contract::OperationFile;
 use crate::error::Problem;
+use crate::http::Request;
 use crate::operation::check::{check_integration, check_operation};
 use crate::operation::generate::generate;
 use crate::operation::load::parse_operation;
 use crate::operation::{check_loaded, LoadedOperation, Operation};
-use crate::proxy::request::Request;
-use crate::proxy::{App, Integration};
 use crate::records::RevisionRecord;
 
 /// `{"revision","contract_hash","definition_hash","saved_at","source"}`.
@@ -250,7 +250,7 @@ pub(crate) async fn post_testing(app: &App, name: &str, req: &Request) -> ApiRes
             }
             let (status, answer, created) = save_locked(app, name, &b, save)?;
             if created {
-                crate::proxy::reload::repin_default(app).await;
+                crate::app::generations::repin_default(app).await;
             }
             Ok((status, answer))
         }

@@ -1,7 +1,7 @@
 //! Reaching the real system (SPEC 4, 5.3, 7, 11): the call pipeline of every mode but
 //! `replay`, for HTTP profiles here and for MCP endpoints in [`mcp`]; on-demand real calls in
-//! [`execute`] ([`execute_upstream`]); the capture of exchanges for drafts in
-//! [`super::recorder`].
+//! `crate::admin::execute_upstream`; the capture of exchanges for drafts in
+//! [`crate::app::recorder`].
 //!
 //! The server sends every proxied request here when the mode is not `replay`
 //! ([`handle`]). What happens to a call (SPEC 4):
@@ -81,18 +81,12 @@
 //! answer becomes a [`crate::record::Exchange`] (scrubbed before it is kept) in arrival
 //! order; blocked writes and failed calls are not captured.
 
-pub mod execute;
 pub mod mcp;
 
-pub use execute::execute_upstream;
-
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -104,20 +98,18 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
 
-use super::http::{full, to_http, HttpBody, HttpResponse};
 use super::pipeline::{self, CallInfo, Decision};
-use super::recorder::Recorder;
-use super::request::Request;
 use super::route;
-use super::{App, Integration};
+use crate::app::{App, Integration};
 use crate::attempt::{self, Attempt};
-use crate::config::{Config, Mode, UnmatchedWrites};
+use crate::config::{Mode, UnmatchedWrites};
 use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::http::{full, is_sse, to_http, HttpBody, HttpResponse, Request};
 use crate::profile::{NativeResponse, Profile};
 use crate::record::{self, Call, Exchange, HttpCall};
 use crate::records::{AttemptRecord, EventSource, ResultStatus};
 use crate::store::CallRecord;
-use crate::upstream::{self, Upstream};
+use crate::upstream;
 
 /// Bodies up to this size are kept in evidence; larger ones are summarized.
 pub const EVIDENCE_BODY_LIMIT: usize = 256 * 1024;
@@ -130,99 +122,6 @@ pub const SOURCE_HEADER: &str = "understudy-source";
 
 /// The MCP body tag of a tagged write: `params._meta[MCP_TAG_KEY] = "tool_test"`.
 pub const MCP_TAG_KEY: &str = "dev.understudy/source";
-
-/// How [`Forwarding`] is built (the `record`/`serve` flags).
-#[derive(Debug, Clone)]
-pub struct ForwardOptions {
-    /// `--out`: where drafts are written.
-    pub out_dir: Option<PathBuf>,
-    /// `--allow-writes` (record modes).
-    pub allow_writes: bool,
-    /// Bound on the wait for an upstream's response head.
-    pub upstream_timeout: Duration,
-}
-
-impl Default for ForwardOptions {
-    fn default() -> Self {
-        ForwardOptions {
-            out_dir: None,
-            allow_writes: false,
-            upstream_timeout: upstream::DEFAULT_TIMEOUT,
-        }
-    }
-}
-
-/// What the server holds for forwarding: the pooled upstream client, the record options, the
-/// recorder, and what was learned from the real MCP servers.
-#[derive(Debug)]
-pub struct Forwarding {
-    pub upstream: Upstream,
-    pub allow_writes: bool,
-    pub recorder: Recorder,
-    /// (integration, tool) → is a write, from forwarded `tools/list` answers.
-    learned: Mutex<HashMap<(String, String), bool>>,
-    /// attempt id → simulated writes so far (deterministic fake ids).
-    simulated: Mutex<HashMap<String, u64>>,
-    /// Arrival order of captured calls.
-    order: AtomicU64,
-}
-
-impl Forwarding {
-    /// Build the upstream client (trusting `upstream_ca`) and the recorder.
-    pub fn new(config: &Config, opts: ForwardOptions) -> Result<Forwarding, String> {
-        let upstream = Upstream::new(config.upstream_ca.as_deref(), opts.upstream_timeout)?;
-        if config.mode != Mode::Replay {
-            for i in config
-                .integrations
-                .values()
-                .filter(|i| i.upstream.is_none())
-            {
-                tracing::warn!(
-                    integration = %i.name,
-                    mode = %config.mode,
-                    "no `upstream`: what this mode would forward is not (HTTP profiles: the harness error upstream_unavailable; MCP: the mocks answer, as in replay)"
-                );
-            }
-        }
-        Ok(Forwarding {
-            upstream,
-            allow_writes: opts.allow_writes,
-            recorder: Recorder::new(opts.out_dir),
-            learned: Mutex::new(HashMap::new()),
-            simulated: Mutex::new(HashMap::new()),
-            order: AtomicU64::new(0),
-        })
-    }
-
-    /// The next arrival number of a captured call.
-    pub fn next_order(&self) -> u64 {
-        self.order.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// Remember whether an MCP tool of the real server is a write.
-    pub fn learn_tool(&self, integration: &str, tool: &str, is_write: bool) {
-        self.learned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((integration.to_string(), tool.to_string()), is_write);
-    }
-
-    /// What a forwarded `tools/list` said about a tool.
-    pub fn learned_write(&self, integration: &str, tool: &str) -> Option<bool> {
-        self.learned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(integration.to_string(), tool.to_string()))
-            .copied()
-    }
-
-    fn next_simulated(&self, attempt_id: &str) -> u64 {
-        let mut m = self.simulated.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(attempt_id.to_string()).or_default();
-        *n += 1;
-        *n
-    }
-}
 
 /// Answer one proxied request in a mode other than `replay` (module doc).
 pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
@@ -650,20 +549,6 @@ pub(crate) async fn send_upstream(
         .forward(p.into_request(body))
         .await
         .map_err(|e| e.to_harness())
-}
-
-/// `Content-Type: text/event-stream`.
-pub(crate) fn is_sse(headers: &HeaderMap) -> bool {
-    headers
-        .get(hyper::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("text/event-stream")
-        })
 }
 
 /// What reading a response body into memory came to.
@@ -1217,15 +1102,12 @@ mod tests {
     #[test]
     fn fake_ids_are_deterministic_and_well_formed() {
         let sf = Profile::builtin("salesforce").unwrap();
-        let rec = attempt::new_record(
-            chrono::Utc::now(),
-            Some("tok"),
-            None,
-            Some("run-1".into()),
-            Default::default(),
-            Default::default(),
-            false,
-        );
+        let new = attempt::NewAttempt {
+            token: Some("tok"),
+            test_run_id: Some("run-1".into()),
+            ..attempt::NewAttempt::default()
+        };
+        let rec = attempt::new_record(chrono::Utc::now(), new);
         let segs: Vec<String> = ["services", "data", "v60.0", "sobjects", "Contact"]
             .iter()
             .map(|s| s.to_string())

@@ -8,10 +8,10 @@
 //!   is resolved as for every call (path token, `Understudy-Attempt` header or proxy
 //!   credentials, else the default attempt; an unknown token is the same 401 as elsewhere). Any other path under an `mcp` integration goes through the pipeline and
 //!   is an `unmatched_request` harness error naming the endpoint.
-//! - **One [`McpEndpoint`] per (attempt, integration)** ([`Endpoints`]), created on first use:
+//! - **One [`McpEndpoint`] per (attempt, integration)** (`crate::app::endpoints::Endpoints`), created on first use:
 //!   sessions belong to one attempt (a session id of one attempt is unknown under another).
 //!   The endpoints of an attempt whose lease is over are forgotten when it is next addressed,
-//!   or by [`Endpoints::forget_attempt`] when the attempt ends.
+//!   or by `Endpoints::forget_attempt` when the attempt ends.
 //! - **Tools** ([`McpBackend::tools`]): every operation file of the integration, in file-name
 //!   order, as [`ToolInfo`] (name = operation_id, title, description, input/output schema,
 //!   annotations, result form). A tool without a pinned mock is still listed (SPEC 2.2: it is
@@ -34,7 +34,7 @@
 //! - **SSE answers** are written one event per body frame; the body yields to the connection
 //!   after each event, so each is flushed on its own (no `Content-Length`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -47,15 +47,14 @@ use hyper::body::{Body, Frame};
 use hyper::http::{HeaderValue, Method, Response, StatusCode};
 use serde_json::{json, Value};
 
-use super::http::{full, to_http, HttpResponse};
 use super::pipeline::{self, CallInfo, Decision, Wire};
-use super::request::Request;
 use super::route;
-use super::{App, Integration};
+use crate::app::{App, Integration};
 use crate::attempt::{self, Attempt};
 use crate::config::ProfileKind;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::http::{full, to_http, HttpResponse, Request};
 use crate::operation::Operation;
 use crate::profile::mcp::jsonrpc::{self, classify, Message, INTERNAL_ERROR, INVALID_PARAMS};
 use crate::profile::mcp::{
@@ -64,40 +63,6 @@ use crate::profile::mcp::{
 };
 use crate::profile::NativeResponse;
 use crate::records::AttemptRecord;
-
-/// The MCP endpoints of the running server, one per (attempt id, integration).
-#[derive(Debug, Default)]
-pub struct Endpoints {
-    map: Mutex<HashMap<(String, String), Arc<McpEndpoint>>>,
-}
-
-impl Endpoints {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<McpEndpoint>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The endpoint of `integ` in attempt `attempt_id`, created on first use.
-    pub fn get(&self, attempt_id: &str, integ: &Integration) -> Arc<McpEndpoint> {
-        self.lock()
-            .entry((attempt_id.to_string(), integ.name().to_string()))
-            .or_insert_with(|| Arc::new(McpEndpoint::new(integ.config.mcp_sse)))
-            .clone()
-    }
-
-    /// Forget every endpoint (and so every MCP session) of an attempt (it ended).
-    pub fn forget_attempt(&self, attempt_id: &str) {
-        self.lock().retain(|(a, _), _| a != attempt_id);
-    }
-
-    /// How many endpoints are alive.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// Whether `req` addresses the endpoint of an `mcp` integration: its path, after an optional
 /// `~<token>` segment, is exactly the integration's name.
@@ -127,7 +92,7 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
     };
     let method = Method::from_bytes(req.method.as_bytes()).unwrap_or(Method::GET);
     let record = attempt.record();
-    let lease = pipeline::check_lease(app, &record);
+    let lease = pipeline::check_lease(app, &attempt.read_record());
     let active = lease.is_ok();
     if let Err(decision) = lease {
         app.mcp.forget_attempt(&attempt.id);

@@ -26,13 +26,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::request::Request;
 use super::route::{self, Matched, Refusal, Target};
-use super::{App, Integration};
-use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry};
+use crate::app::{App, Integration};
+use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, RecordRef};
 use crate::contract::template::RequestView;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
+use crate::http::Request;
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
 use crate::mock::Engine;
@@ -257,8 +257,8 @@ pub fn prepare(
     req: &Request,
     info: &mut CallInfo,
 ) -> Result<Prepared, Decision> {
-    // Borrowed, not copied: the pins name every operation. Released when this returns.
     let record = attempt.read_record();
+    // Borrowed, not copied: the pins name every operation. Released when this returns.
     check_lease(app, &record)?;
     // Stage 1c: the integration.
     let Some(integ) = req
@@ -369,8 +369,8 @@ pub fn prepare(
 /// Stage 1b — the lease: a call after it expired, or after the attempt ended, is the
 /// harness error `lease_expired`.
 #[allow(clippy::result_large_err)]
-pub fn check_lease(app: &App, record: &AttemptRecord) -> Result<(), Decision> {
-    match attempt::lease_error(record, app.clock.now()) {
+pub fn check_lease(app: &App, record: &RecordRef<'_>) -> Result<(), Decision> {
+    match attempt::lease_error(record, record.lease(app.clock.now())) {
         None => Ok(()),
         Some(e) => Err(Decision::harness(e)),
     }
@@ -816,7 +816,7 @@ mod tests {
         })
         .unwrap();
         Matched {
-            target: Target::Builtin(Arc::new(super::super::BuiltinOp {
+            target: Target::Builtin(Arc::new(crate::app::BuiltinOp {
                 operation_id: "x".into(),
                 description: None,
                 matcher: m,

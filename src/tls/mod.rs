@@ -40,7 +40,7 @@ mod cache;
 mod connect;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
@@ -167,37 +167,6 @@ pub fn normalize_host(host: &str) -> Result<String, TlsError> {
     rustls::pki_types::DnsName::try_from(name.as_str())
         .map_err(|_| bad("not a valid DNS name or IP address"))?;
     Ok(name)
-}
-
-/// `understudy ca init [--dir D] [--force]`: writes the CA and prints where and what next.
-/// Exit code 0, 2 when a file exists without `--force`, 1 on any other failure.
-pub fn ca_init_cli(dir: &Path, force: bool) -> i32 {
-    match Ca::init(dir, force) {
-        Ok(paths) => {
-            println!("created a local test CA (ECDSA P-256, valid for two years):");
-            println!("  certificate  {}", paths.cert.display());
-            println!(
-                "  private key  {}  (mode 0600; never commit it)",
-                paths.key.display()
-            );
-            println!();
-            println!("Trust it only in the processes under test, e.g.:");
-            println!("  export SSL_CERT_FILE={}", paths.cert.display());
-            println!("  export REQUESTS_CA_BUNDLE={}", paths.cert.display());
-            println!("  export NODE_EXTRA_CA_CERTS={}", paths.cert.display());
-            println!("  curl --cacert {} …", paths.cert.display());
-            println!("certs/README.md covers other runtimes and how to remove the CA again.");
-            0
-        }
-        Err(e @ TlsError::Exists { .. }) => {
-            eprintln!("understudy ca init: {e}");
-            crate::commands::USAGE
-        }
-        Err(e) => {
-            eprintln!("understudy ca init: {e}");
-            1
-        }
-    }
 }
 
 #[cfg(test)]

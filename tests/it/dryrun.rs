@@ -28,9 +28,9 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use understudy::proxy::forward::execute_upstream;
-use understudy::proxy::recorder::flush_drafts;
-use understudy::proxy::AppOptions;
+use understudy::admin::execute_upstream::execute_upstream;
+use understudy::app::recorder::flush_drafts;
+use understudy::app::AppOptions;
 
 use crate::support::{self, Project, Server};
 
@@ -669,13 +669,13 @@ async fn through_the_forward_proxy_reads_are_forwarded_and_writes_blocked() {
         "profile": "rest", "operations": "mocks/api", "upstream": format!("http://{addr}/base") } } }));
     let certs = p.path().join("certs");
     understudy::tls::Ca::init(&certs, false).unwrap();
-    let app = Arc::new(understudy::proxy::App::build(p.options()).unwrap());
+    let app = Arc::new(understudy::app::App::build(p.options()).unwrap());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let me = listener.local_addr().unwrap();
     let transport =
-        understudy::proxy::Transport::for_serve(&certs, false, true, "127.0.0.1:0", me).unwrap();
+        understudy::server::Transport::for_serve(&certs, false, true, "127.0.0.1:0", me).unwrap();
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(understudy::proxy::serve_with(
+    let task = tokio::spawn(understudy::server::serve_with(
         listener,
         app.clone(),
         transport,
@@ -838,7 +838,8 @@ async fn record_writes_drafts_that_pass_check_and_replay_the_same_answers_in_ord
         "--profile",
         "salesforce",
         dir.to_str().unwrap(),
-    ]);
+    ])
+    .code();
     assert_eq!(code, 0, "check of {}", dir.display());
 
     // A replay server on the drafts answers the same calls the same way, in the same order,
@@ -1340,7 +1341,8 @@ mod mcp_forward {
             "--profile",
             "mcp",
             dir.to_str().unwrap(),
-        ]);
+        ])
+        .code();
         assert_eq!(code, 0);
     }
 }

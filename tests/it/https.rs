@@ -22,7 +22,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use understudy::proxy::{App, AppOptions, Transport};
+use understudy::app::{App, AppOptions};
+use understudy::server::Transport;
 use understudy::tls::{self, Ca};
 
 use crate::support::{counter_op, Project};
@@ -88,7 +89,7 @@ impl Running {
         let addr = listener.local_addr().unwrap();
         let transport = Transport::for_serve(certs, tls_on, proxy, "127.0.0.1:0", addr).unwrap();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(understudy::proxy::serve_with(
+        let task = tokio::spawn(understudy::server::serve_with(
             listener,
             app.clone(),
             transport,

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use understudy::app::{App, StartError};
 use understudy::attempt::{Clock, ManualClock, SystemClock};
-use understudy::proxy::{App, StartError};
 
 use crate::support::{self, mock, rest_op, standard_project, Project, Server};
 
@@ -1378,7 +1378,7 @@ async fn readme_quick_start_on_the_example_project() {
     let dir = tempfile::tempdir().unwrap();
     copy_example(dir.path());
     let config = understudy::config::Config::load(&dir.path().join("understudy.json")).unwrap();
-    let s = Server::start_with(understudy::proxy::AppOptions::new(config)).await;
+    let s = Server::start_with(understudy::app::AppOptions::new(config)).await;
 
     let lookup = s
         .call(

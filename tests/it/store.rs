@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use understudy::evidence;
+use understudy::commands::evidence as cmd_evidence;
 use understudy::records::{AttemptRecord, Pin, ToolEvent};
 use understudy::store::{CallRecord, Store, StoreError};
 
@@ -474,7 +474,7 @@ async fn exported_envelope_from_the_store() {
         )
         .await
         .unwrap();
-    let env = evidence::load_envelope(&store, "att", &["phone".to_string()])
+    let env = cmd_evidence::load_envelope(&store, "att", &["phone".to_string()])
         .unwrap()
         .unwrap();
     let keys: Vec<&str> = env
@@ -518,7 +518,10 @@ async fn exported_envelope_from_the_store() {
         store.evidence("att").unwrap()[0].arguments["phone"],
         "+15550100"
     );
-    assert_eq!(evidence::load_envelope(&store, "ghost", &[]).unwrap(), None);
+    assert_eq!(
+        cmd_evidence::load_envelope(&store, "ghost", &[]).unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
@@ -526,7 +529,7 @@ async fn evidence_command_exit_codes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     // no data dir: 2, and nothing is created
-    assert_eq!(evidence::run("att", &dir, &[]), 2);
+    assert_eq!(cmd_evidence::run("att", &dir, &[]).code(), 2);
     assert!(!dir.exists());
 
     {
@@ -550,13 +553,13 @@ async fn evidence_command_exit_codes() {
             .unwrap();
 
         // while another handle holds the data dir (as `serve` would): 2, with a clear message
-        assert_eq!(evidence::run("good", &dir, &[]), 2);
+        assert_eq!(cmd_evidence::run("good", &dir, &[]).code(), 2);
         let err = Store::open_existing(&dir).err().unwrap();
         assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
     }
-    assert_eq!(evidence::run("good", &dir, &[]), 0);
-    assert_eq!(evidence::run("bad", &dir, &[]), 1);
-    assert_eq!(evidence::run("ghost", &dir, &[]), 2);
+    assert_eq!(cmd_evidence::run("good", &dir, &[]).code(), 0);
+    assert_eq!(cmd_evidence::run("bad", &dir, &[]).code(), 1);
+    assert_eq!(cmd_evidence::run("ghost", &dir, &[]).code(), 2);
 }
 
 #[test]
@@ -682,14 +685,20 @@ async fn evidence_command_takes_data_dir_and_redaction_from_the_project_file() {
         store.put_attempt(&attempt("att")).unwrap();
         store.record_call("att", call(1)).await.unwrap();
     }
-    assert_eq!(evidence::run_with("att", None, Some(&cfg)), 0);
+    assert_eq!(cmd_evidence::run_with("att", None, Some(&cfg)).code(), 0);
     // --data-dir overrides the file
     let elsewhere = tmp.path().join("elsewhere");
-    assert_eq!(evidence::run_with("att", Some(&elsewhere), Some(&cfg)), 2);
+    assert_eq!(
+        cmd_evidence::run_with("att", Some(&elsewhere), Some(&cfg)).code(),
+        2
+    );
     // a project file that cannot be loaded is an error, not an unredacted export
     let broken = tmp.path().join("broken.json");
     std::fs::write(&broken, r#"{"data_dir": "state", "redcat": []}"#).unwrap();
-    assert_eq!(evidence::run_with("att", None, Some(&broken)), 2);
+    assert_eq!(cmd_evidence::run_with("att", None, Some(&broken)).code(), 2);
     let missing = tmp.path().join("missing.json");
-    assert_eq!(evidence::run_with("att", None, Some(&missing)), 2);
+    assert_eq!(
+        cmd_evidence::run_with("att", None, Some(&missing)).code(),
+        2
+    );
 }

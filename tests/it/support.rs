@@ -14,8 +14,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use understudy::app::{App, AppOptions};
 use understudy::config::Config;
-use understudy::proxy::{App, AppOptions};
 
 /// A project directory: `understudy.json`, `mocks/<integration>/*.json`, data dir `data/`.
 pub struct Project {
@@ -136,7 +136,7 @@ impl Server {
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(understudy::proxy::serve(
+        let task = tokio::spawn(understudy::server::serve(
             listener,
             app.clone(),
             async move {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use understudy::proxy::AppOptions;
+use understudy::app::AppOptions;
 
 use crate::support::{self, mock, rest_op, standard_project, Project, Resp, Server};
 
@@ -1018,7 +1018,7 @@ async fn hot_reload_appends_a_revision_and_running_attempts_keep_their_pins() {
     // A reload without a change of the files appends nothing (the file rule), however often.
     for integration in ["crm", "api"] {
         let o = tokio::task::block_in_place(|| {
-            understudy::proxy::reload::reload_integration(&s.app, integration)
+            understudy::app::generations::reload_integration(&s.app, integration)
         });
         assert!(o.problems.is_empty(), "{:?}", o.problems);
         assert!(o.revisions.is_empty(), "{:?}", o.revisions);

@@ -46,10 +46,13 @@ use super::{
     local_decision, record_event, relay, rest_of, scrub_value, send_upstream, Action, BodyEnd,
     Buffered, Capture, Finisher, MCP_TAG_KEY, SOURCE_HEADER,
 };
+use crate::app::{App, Integration};
 use crate::attempt::{self, Attempt};
 use crate::config::Mode;
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
+use crate::http::Request;
+use crate::http::{full, to_http, HttpResponse};
 use crate::operation::Operation;
 use crate::profile::mcp::jsonrpc::{self, INVALID_REQUEST};
 use crate::profile::mcp::tools::{render_outcome, CallAnswer};
@@ -58,12 +61,10 @@ use crate::profile::mcp::{
     ToolCallOutcome, META_SERVER_INFO,
 };
 use crate::profile::NativeResponse;
-use crate::proxy::http::{full, to_http, HttpResponse};
 use crate::proxy::mcp::mcp_response;
 use crate::proxy::mcp::{for_mcp, is_store_failure, outcome_of};
 use crate::proxy::pipeline::{self, CallInfo, Decision, Wire};
-use crate::proxy::request::Request;
-use crate::proxy::{route, App, Integration};
+use crate::proxy::route;
 use crate::record::{Call, Exchange, ToolCall, ToolOutcome};
 use crate::records::{AttemptRecord, EventSource, ResultStatus};
 
@@ -82,7 +83,7 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
     let Some(integ) = integ.filter(|i| i.config.upstream.is_some()) else {
         return crate::proxy::mcp::handle(&app, req).await;
     };
-    if pipeline::check_lease(&app, &record).is_err() {
+    if pipeline::check_lease(&app, &attempt.read_record()).is_err() {
         return crate::proxy::mcp::handle(&app, req).await;
     }
     let rest = rest_of(&req, consumed);

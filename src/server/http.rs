@@ -28,56 +28,17 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::http::{HeaderValue, Response, StatusCode};
+use hyper::http::{HeaderValue, StatusCode};
 use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use super::request::Request;
-use super::App;
-use crate::profile::NativeResponse;
-
-/// Connection and body limits.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_body: usize,
-    pub header_read_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub body_read_timeout: Duration,
-    /// How long shutdown waits for in-flight calls (longer than the largest `delay_ms`).
-    pub shutdown_grace: Duration,
-    /// Between two `heartbeat` events of a streamed `POST /tools/execute` (1 s).
-    pub sse_heartbeat: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_body: 10 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            body_read_timeout: Duration::from_secs(60),
-            shutdown_grace: Duration::from_secs(40),
-            sse_heartbeat: Duration::from_secs(1),
-        }
-    }
-}
-
-/// The body of every response: boxed, so a handler can answer a buffered body ([`full`]) or
-/// a stream (SSE events flushed one by one, for the MCP profile).
-pub type HttpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
-
-/// The hyper response type of every handler.
-pub type HttpResponse = Response<HttpBody>;
-
-/// A buffered response body.
-pub fn full(bytes: impl Into<Bytes>) -> HttpBody {
-    Full::new(bytes.into()).boxed()
-}
+use crate::app::App;
+use crate::http::{json_response, HttpResponse, Limits, Request};
 
 /// Accept connections until `shutdown` resolves, then drain and flush the store.
 /// `transport`: plain or TLS, forward proxy or not ([`super::transport`]).
@@ -146,7 +107,7 @@ pub async fn serve_listener(
     Ok(())
 }
 
-/// Buffer one request, dispatch it (admin or proxy) and convert the answer. `tunnel`: the
+/// Buffer one request and hand it to [`super::dispatch`] (admin or proxy). `tunnel`: the
 /// request came through a CONNECT tunnel ([`super::connect`]).
 pub(super) async fn handle(
     app: Arc<App>,
@@ -214,23 +175,9 @@ pub(super) async fn handle(
         request,
     ) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
-    let is_head = request.method == "HEAD";
-    let mut resp = if request.via_proxy.is_none() && crate::admin::is_admin_path(&request.path) {
-        crate::admin::handle(&app, request).await
-    } else if app.mode != crate::config::Mode::Replay {
-        // dry-run, record, record-missing, passthrough: streamed answers of the real system.
-        super::forward::handle(app.clone(), request).await
-    } else if super::mcp::is_endpoint(&app, &request) {
-        super::mcp::handle(&app, request).await
-    } else {
-        to_http(super::pipeline::handle(&app, request).await)
-    };
-    if is_head {
-        *resp.body_mut() = full(Bytes::new());
-    }
-    resp
+    super::dispatch(app, request).await
 }
 
 /// How much of an oversized body is read (and discarded) before answering 413, so that a
@@ -270,55 +217,6 @@ async fn read_body(mut body: Incoming, max: usize) -> Result<Bytes, BodyError> {
     } else {
         Ok(Bytes::from(buf))
     }
-}
-
-/// A [`NativeResponse`] as an HTTP response: the JSON body with Content-Type
-/// `application/json`, and the extra headers. When the envelope sets a Content-Type that is
-/// not JSON (`text/plain`, `text/csv`…) and `data` is a string, the string is sent as it is.
-pub fn to_http(r: NativeResponse) -> HttpResponse {
-    let mut b = Response::builder()
-        .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
-    let mut has_type = false;
-    let mut raw_text = false;
-    for (k, v) in &r.headers {
-        if k.eq_ignore_ascii_case("content-type") {
-            has_type = true;
-            raw_text = !v.to_ascii_lowercase().contains("json");
-        }
-        if let (Ok(name), Ok(value)) = (
-            hyper::header::HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            b = b.header(name, value);
-        }
-    }
-    let body = match r.body {
-        Some(serde_json::Value::String(text)) if raw_text => Bytes::from(text),
-        Some(v) => {
-            if !has_type {
-                b = b.header(hyper::header::CONTENT_TYPE, "application/json");
-            }
-            Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
-        }
-        None => Bytes::new(),
-    };
-    b.body(full(body)).unwrap_or_else(|_| {
-        Response::builder()
-            .status(StatusCode::INTERNAL_SERVER_ERROR)
-            .body(full(Bytes::new()))
-            .expect("static response")
-    })
-}
-
-/// A JSON response of understudy itself (not an integration's): `{"error":{"code","message"}}`.
-pub fn json_response(status: StatusCode, body: &serde_json::Value) -> HttpResponse {
-    Response::builder()
-        .status(status)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(full(Bytes::from(
-            serde_json::to_vec(body).unwrap_or_default(),
-        )))
-        .expect("static response")
 }
 
 fn plain_error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
@@ -504,42 +402,5 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     }
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    async fn body_of(r: HttpResponse) -> Vec<u8> {
-        r.into_body().collect().await.unwrap().to_bytes().to_vec()
-    }
-
-    #[tokio::test]
-    async fn native_responses_become_http() {
-        let r = to_http(NativeResponse {
-            status: 201,
-            headers: vec![("Location".into(), "/x".into())],
-            body: Some(json!({"id": 1})),
-        });
-        assert_eq!(r.status(), 201);
-        assert_eq!(r.headers()["content-type"], "application/json");
-        assert_eq!(r.headers()["location"], "/x");
-        assert_eq!(body_of(r).await, b"{\"id\":1}");
-        let r = to_http(NativeResponse {
-            status: 204,
-            headers: vec![],
-            body: None,
-        });
-        assert!(r.headers().get("content-type").is_none());
-        assert!(body_of(r).await.is_empty());
-        let r = to_http(NativeResponse {
-            status: 200,
-            headers: vec![("Content-Type".into(), "text/plain".into())],
-            body: Some(json!("hello")),
-        });
-        assert_eq!(r.headers()["content-type"], "text/plain");
-        assert_eq!(body_of(r).await, b"hello");
     }
 }

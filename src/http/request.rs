@@ -33,7 +33,7 @@ pub struct Request {
     /// integration was selected by the target host, and `segments` were normalized to start
     /// with that integration's name (the upstream's base path removed), so routing reads it
     /// like `/<integration>/…`. `path` stays the upstream path as sent.
-    pub via_proxy: Option<super::connect::ViaProxy>,
+    pub via_proxy: Option<ViaProxy>,
 }
 
 impl Request {
@@ -108,6 +108,24 @@ impl Request {
         };
         json!({ "method": self.method, "path": self.path, "query": q, "body": body })
     }
+}
+
+/// How a request came through the forward proxy (kept on [`Request::via_proxy`]; set by `crate::server::connect`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViaProxy {
+    /// `https` (a CONNECT tunnel) or the scheme of the absolute-form target.
+    pub scheme: String,
+    /// The target host, normalized (lowercase, no brackets, no trailing dot).
+    pub host: String,
+    pub port: u16,
+    /// The integration the host (and path) selected.
+    pub integration: String,
+    /// The attempt token of the proxy credentials, if any.
+    pub token: Option<String>,
+    /// The raw path and query relative to the integration's upstream base, escapes as
+    /// received (`/services/data/v60.0/query?q=…`): what is joined to `upstream` when the
+    /// call is forwarded.
+    pub rest: String,
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::connect::Tunnel;
 use super::http::{self, ConnState, Tracked};
-use super::App;
+use crate::app::App;
 use crate::tls::{self, Ca, LeafCache, TlsError};
 
 /// What the listener speaks.

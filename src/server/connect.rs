@@ -58,30 +58,12 @@ use hyper_util::server::graceful::Watcher;
 use serde_json::json;
 use tokio_rustls::LazyConfigAcceptor;
 
-use super::http::{json_response, HttpResponse};
-use super::request::Request;
 use super::transport::{self, Edge};
-use super::App;
-use crate::contract::template::path_segments;
+use crate::app::hosts::select;
+use crate::app::{App, UpstreamHost};
+use crate::http::request::ViaProxy;
+use crate::http::{full, json_response, HttpResponse, Request};
 use crate::tls::{self, LeafCache};
-
-/// How a request came through the forward proxy (kept on `Request::via_proxy`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ViaProxy {
-    /// `https` (a CONNECT tunnel) or the scheme of the absolute-form target.
-    pub scheme: String,
-    /// The target host, normalized (lowercase, no brackets, no trailing dot).
-    pub host: String,
-    pub port: u16,
-    /// The integration the host (and path) selected.
-    pub integration: String,
-    /// The attempt token of the proxy credentials, if any.
-    pub token: Option<String>,
-    /// The raw path and query relative to the integration's upstream base, escapes as
-    /// received (`/services/data/v60.0/query?q=…`): what is joined to `upstream` when the
-    /// call is forwarded.
-    pub rest: String,
-}
 
 /// What every request of one CONNECT tunnel inherits.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,66 +71,6 @@ pub struct Tunnel {
     pub host: String,
     pub port: u16,
     pub token: Option<String>,
-}
-
-/// One integration's upstream as the proxy matches it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UpstreamHost {
-    pub integration: String,
-    pub host: String,
-    pub port: u16,
-    /// The upstream URL's own path, as decoded segments (empty for a bare host).
-    pub base: Vec<String>,
-}
-
-impl UpstreamHost {
-    /// `None` when `upstream` is not an http(s) URL with a host (config validation refuses
-    /// those already).
-    pub fn parse(integration: &str, upstream: &str) -> Option<UpstreamHost> {
-        let uri: Uri = upstream.trim().parse().ok()?;
-        let (_, host, port, pq) = tls::absolute_form(&uri)?;
-        let path = pq.split('?').next().unwrap_or("");
-        Some(UpstreamHost {
-            integration: integration.to_string(),
-            host,
-            port,
-            base: path_segments(path),
-        })
-    }
-
-    fn label(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        let base: String = self.base.iter().map(|s| format!("/{s}")).collect();
-        format!("{host}:{}{base} ({})", self.port, self.integration)
-    }
-}
-
-/// Every integration with an `upstream`, in name order.
-pub fn upstream_hosts(app: &App) -> Vec<UpstreamHost> {
-    app.integrations
-        .values()
-        .filter_map(|i| UpstreamHost::parse(i.name(), i.config.upstream.as_deref()?))
-        .collect()
-}
-
-/// The integration serving `host:port` for a request with these (decoded) path segments: the
-/// longest upstream base path that prefixes them (ties: the first by name); when none does,
-/// the first integration on that host (its routing then says what did not match).
-pub fn select<'a>(
-    hosts: &'a [UpstreamHost],
-    host: &str,
-    port: u16,
-    segments: &[String],
-) -> Option<&'a UpstreamHost> {
-    let on_host = || hosts.iter().filter(|h| h.host == host && h.port == port);
-    on_host()
-        .filter(|h| segments.starts_with(&h.base))
-        .min_by_key(|h| std::cmp::Reverse(h.base.len()))
-        .or_else(|| on_host().next())
 }
 
 /// Normalize a request that came through the proxy (module doc) for `route`.
@@ -192,10 +114,8 @@ fn raw_after_segments(path: &str, n: usize) -> &str {
 
 /// The proxy step of every buffered request (called by the listener before dispatch): a
 /// request of a tunnel, or an HTTP/1 absolute-form request to another host when the forward
-/// proxy is on, is normalized for its integration; anything else passes unchanged. `Err` is
-/// the refusal to send instead.
-// The refusal is the request's whole answer, built once; boxing it buys nothing.
-#[allow(clippy::result_large_err)]
+/// proxy is on, is normalized for its integration; anything else passes unchanged.
+/// `Err` is the refusal to send instead (boxed: it is rare, and the `Ok` path stays small).
 pub fn route_request(
     app: &App,
     edge: &Edge,
@@ -203,12 +123,12 @@ pub fn route_request(
     uri: &Uri,
     version: Version,
     req: Request,
-) -> Result<Request, HttpResponse> {
-    let hosts = upstream_hosts(app);
+) -> Result<Request, Box<HttpResponse>> {
+    let hosts = &app.hosts;
     if let Some(t) = tunnel {
-        return match select(&hosts, &t.host, t.port, &req.segments) {
+        return match select(hosts, &t.host, t.port, &req.segments) {
             Some(route) => Ok(mark(req, route, "https", t.token.clone())),
-            None => Err(unknown_host(&t.host, t.port, &hosts)),
+            None => Err(Box::new(unknown_host(&t.host, t.port, hosts))),
         };
     }
     if edge.transport.forward_proxy.is_none() || version >= Version::HTTP_2 {
@@ -222,11 +142,11 @@ pub fn route_request(
     }
     let token = match tls::proxy_credentials_token(&req.headers) {
         Ok(t) => t,
-        Err(m) => return Err(proxy_auth_required("bad_proxy_credentials", &m)),
+        Err(m) => return Err(Box::new(proxy_auth_required("bad_proxy_credentials", &m))),
     };
-    match select(&hosts, &host, port, &req.segments) {
+    match select(hosts, &host, port, &req.segments) {
         Some(route) => Ok(mark(req, route, &scheme, token)),
-        None => Err(unknown_host(&host, port, &hosts)),
+        None => Err(Box::new(unknown_host(&host, port, hosts))),
     }
 }
 
@@ -267,10 +187,10 @@ pub async fn connect(
         Ok(hp) => hp,
         Err(m) => return refusal(StatusCode::BAD_REQUEST, "bad_connect_target", &m),
     };
-    let hosts = upstream_hosts(&app);
+    let hosts = &app.hosts;
     if !hosts.iter().any(|h| h.host == host && h.port == port) {
         tracing::warn!(%peer, %host, port, "CONNECT refused: no integration has this upstream host");
-        return unknown_host(&host, port, &hosts);
+        return unknown_host(&host, port, hosts);
     }
     let token = match tls::proxy_credentials_token(req.headers()) {
         Ok(t) => t,
@@ -303,7 +223,7 @@ pub async fn connect(
     };
     let tunnel = Tunnel { host, port, token };
     tokio::spawn(run_tunnel(app, edge, peer, watcher, cache, tunnel, req));
-    hyper::Response::new(super::http::full(bytes::Bytes::new()))
+    hyper::Response::new(full(bytes::Bytes::new()))
 }
 
 /// After the 200: take the connection over, terminate TLS for the CONNECT host, serve.
@@ -373,7 +293,7 @@ async fn tunnel_task(
 
 /// At start: how to point an agent at the proxy, and which hosts it intercepts (stderr).
 pub fn log_forward_proxy(app: &App, scheme: &str, addr: SocketAddr, ca_dir: &std::path::Path) {
-    let hosts = upstream_hosts(app);
+    let hosts = &app.hosts;
     let ca = ca_dir.join(tls::CA_CERT_FILE);
     tracing::info!(
         "forward proxy: HTTPS_PROXY={scheme}://<token>@{addr} with SSL_CERT_FILE={} (no token: the default attempt)",
@@ -384,7 +304,7 @@ pub fn log_forward_proxy(app: &App, scheme: &str, addr: SocketAddr, ca_dir: &std
             "forward proxy: no integration has an `upstream`, so every CONNECT will be refused"
         );
     }
-    for h in &hosts {
+    for h in hosts {
         tracing::info!("forward proxy intercepts {}", h.label());
     }
 }
@@ -452,6 +372,7 @@ fn proxy_auth_required(code: &str, message: &str) -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::template::path_segments;
 
     fn segs(path: &str) -> Vec<String> {
         path_segments(path)

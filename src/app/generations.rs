@@ -1,5 +1,6 @@
-//! Hot reload of operation files while `serve` runs (SPEC 12), and the swappable operation
-//! sets it replaces ([`Integrations`], the type of `App::integrations`).
+//! The swappable operation sets of a running server ([`Integrations`], the type of
+//! `App::integrations`), what a hot reload (SPEC 12; the polling task is
+//! `crate::server::reload`) does to them, and the file rule.
 //!
 //! **Generations.** `App::integrations` derefs to the *current generation*: the map of
 //! integrations with their compiled operations and built-in templates. A successful reload of
@@ -18,23 +19,6 @@
 //! pinned `initial_state` that its state lacks are added). An attempt brought back from the
 //! store after a restart sees the current generation (an earlier process's compiled
 //! operations are gone): if its contract changed meanwhile, its calls answer `stale_contract`.
-//!
-//! **Watching** ([`Watcher`], started by [`super::serve`]). Every [`POLL_INTERVAL`] the
-//! `*.json` files directly inside each operations directory (hidden files skipped, as when
-//! loading) are listed with size and modification time; a file's content is hashed
-//! (SHA-256) when those changed, when it is new, or when it was modified less than 2 s ago (a
-//! same-size rewrite inside the file system's timestamp granularity). An integration whose
-//! file set or any file's content changed since the last poll is reloaded
-//! ([`reload_integration`]):
-//! 1. load, every `check`, compile ([`crate::operation::load_integration`]), exactly as at
-//!    start;
-//! 2. on problems: each is logged (`warn`) and kept for `GET /tools/{integration}/testing`
-//!    (`problems`); nothing else changes — the previous operations and revisions keep
-//!    serving — until the next change of the directory;
-//! 3. otherwise, under the change lock ([`Integrations::change_lock`], also held by admin
-//!    saves and attempt creation so a pin never mixes two generations): every operation's
-//!    file definition is synced by the file rule below, the new generation is swapped in,
-//!    the integration's problems are cleared; then the default attempt is re-pinned.
 //!
 //! **The file rule** ([`sync_file_revision`]), at start and on every reload: an operation
 //! file's mock becomes a new revision (`source: "file"`) when its definition or its contract
@@ -57,9 +41,6 @@ use crate::error::Problem;
 use crate::operation::Operation;
 use crate::records::RevisionRecord;
 use crate::store::{Store, StoreError};
-
-/// How often the operations directories are polled.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(300);
 
 /// A file modified less than this long ago is re-hashed at every poll.
 const RACY_WINDOW: Duration = Duration::from_secs(2);
@@ -186,6 +167,11 @@ impl Integrations {
         self.reloads.subscribe()
     }
 
+    /// Count `n` finished reloads and wake [`Integrations::subscribe`] waiters.
+    pub fn reloads_finished(&self, n: u64) {
+        self.reloads.send_modify(|c| *c += n);
+    }
+
     /// Swap in a new generation where `name` is `integ`. The caller holds the change lock.
     fn replace(&self, name: &str, integ: Integration) {
         let mut map: IntegrationMap = (**self).clone();
@@ -196,7 +182,7 @@ impl Integrations {
 
     /// Whether the operations directory of `name` changed since the last call (and remember
     /// what it looks like now).
-    fn files_changed(&self, name: &str, dir: &Path) -> bool {
+    pub fn files_changed(&self, name: &str, dir: &Path) -> bool {
         let now = SystemTime::now();
         let mut seen = lock(&self.seen);
         let old = seen.entry(name.to_string()).or_default();
@@ -333,7 +319,7 @@ pub struct ReloadOutcome {
 }
 
 /// Reload one integration from its files now (steps 1–3 of the module doc, without the
-/// re-pin of the default attempt, which [`poll`] does). Blocking: file IO, compiling, fsync.
+/// re-pin of the default attempt, which `crate::server::reload::poll` does). Blocking: file IO, compiling, fsync.
 pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
     let mut out = ReloadOutcome {
         integration: name.to_string(),
@@ -380,7 +366,7 @@ pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
         .map(|p| builtins_of(p, &ops))
         .unwrap_or_default();
     let count = ops.len();
-    integ.routes = Arc::new(super::route::RouteIndex::new(&ops));
+    integ.routes = Arc::new(super::routes::RouteIndex::new(&ops));
     integ.operations = ops;
     app.integrations.replace(name, integ);
     write(&app.integrations.problems).remove(name);
@@ -404,35 +390,6 @@ fn refuse(app: &App, name: &str, problems: Vec<Problem>, out: &mut ReloadOutcome
     }
     write(&app.integrations.problems).insert(name.to_string(), problems.clone());
     out.problems = problems;
-}
-
-/// Check every operations directory once and reload the integrations whose files changed;
-/// then re-pin the default attempt and wake [`Integrations::subscribe`] waiters.
-pub async fn poll(app: &Arc<App>) -> Vec<ReloadOutcome> {
-    let a = app.clone();
-    let outcomes = tokio::task::spawn_blocking(move || {
-        let names: Vec<(String, PathBuf)> = a
-            .integrations
-            .iter()
-            .map(|(n, i)| (n.clone(), i.config.operations.clone()))
-            .collect();
-        names
-            .into_iter()
-            .filter(|(n, dir)| a.integrations.files_changed(n, dir))
-            .map(|(n, _)| reload_integration(&a, &n))
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
-    if outcomes.iter().any(|o| o.problems.is_empty()) {
-        repin_default(app).await;
-    }
-    if !outcomes.is_empty() {
-        app.integrations
-            .reloads
-            .send_modify(|n| *n += outcomes.len() as u64);
-    }
-    outcomes
 }
 
 /// Re-pin the default attempt to the latest usable revisions (after a reload or an admin
@@ -487,54 +444,6 @@ pub async fn repin_default(app: &App) {
             a.set_record(rec);
         }
         Err(e) => tracing::error!(error = %e, "cannot re-pin the default attempt"),
-    }
-}
-
-/// The polling task of a running server; [`Watcher::stop`] ends it (dropping it aborts it).
-pub struct Watcher {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Watcher {
-    /// Start polling every [`POLL_INTERVAL`].
-    pub fn start(app: Arc<App>) -> Watcher {
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(POLL_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            // The first tick is immediate; the baseline was taken when the app was built.
-            tick.tick().await;
-            loop {
-                tokio::select! {
-                    _ = &mut rx => return,
-                    _ = tick.tick() => {}
-                }
-                poll(&app).await;
-            }
-        });
-        Watcher {
-            stop: Some(tx),
-            task: Some(task),
-        }
-    }
-
-    /// Stop polling and wait for a reload in progress to finish.
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.task.take() {
-            let _ = t.await;
-        }
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
     }
 }
 

@@ -48,13 +48,12 @@ use http_body_util::BodyExt;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Map, Value};
 
+use crate::app::App;
 use crate::config::ProfileKind;
 use crate::contract::ResultForm;
 use crate::operation::call::{execute_with, validate_input};
 use crate::operation::check::{envelope_problem, schema_errors};
 use crate::operation::Operation;
-
-use crate::proxy::App;
 use crate::record;
 use crate::records::Pin;
 use crate::upstream::UpstreamErrorKind;
@@ -497,7 +496,7 @@ fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
 
 /// The JSON-RPC messages of an MCP answer (JSON or SSE).
 fn mcp_messages(headers: &HeaderMap, bytes: &[u8]) -> Vec<Value> {
-    if super::is_sse(headers) {
+    if crate::http::is_sse(headers) {
         return crate::profile::mcp::sse::parse_events(bytes)
             .into_iter()
             .filter(|(_, d)| !d.is_empty())

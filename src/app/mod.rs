@@ -1,0 +1,358 @@
+//! The state of a running server, shared by every connection and read by the handlers
+//! (`crate::admin`, `crate::proxy`) that `crate::server` dispatches to; it imports none of
+//! them.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`integration`] | [`Integration`], [`BuiltinOp`]: one integration ready to serve |
+//! | [`routes`] | the routing index of an integration's operation files |
+//! | [`generations`] | the swappable operation sets, which one an attempt sees, the file rule, applying a reload |
+//! | [`engines`] | pinned revisions compiled once |
+//! | [`hosts`] | the forward proxy's host table (upstream host → integration) |
+//! | [`forwarding`] | the forwarding modes' upstream client, record options and learned tools |
+//! | [`recorder`] | record modes: the captured exchanges and the drafts written from them |
+//! | [`endpoints`] | the MCP endpoints (and so sessions) per attempt and integration |
+//! | [`metrics`] | the counters of `GET /metrics` |
+//!
+//! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
+//! operation file (any problem refuses the start, with the `check` messages), open the store,
+//! sync every file's mock into a revision (`source: "file"`, when the file changed since its
+//! last sync: the file rule of [`generations`]), build the host table, and create the default
+//! attempt (latest revisions pinned, no token, no lease). Pinned revisions are compiled once
+//! into [`Engines`], shared by every attempt that pins them.
+
+pub mod endpoints;
+pub mod engines;
+pub mod forwarding;
+pub mod generations;
+pub mod hosts;
+pub mod integration;
+pub mod metrics;
+pub mod recorder;
+pub mod routes;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Map, Value};
+
+use crate::attempt::{self, Attempt, AttemptState, Attempts, Clock, SystemClock};
+use crate::config::{Config, Mode};
+use crate::error::Problem;
+use crate::http::Limits;
+use crate::operation::Operation;
+use crate::profile::Profile;
+use crate::records::Pin;
+use crate::store::{Store, StoreError};
+
+pub use engines::Engines;
+pub use forwarding::{ForwardOptions, Forwarding};
+pub use hosts::UpstreamHost;
+pub use integration::{builtins_of, BuiltinOp, Integration};
+pub use metrics::Metrics;
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Operation files failed `check`.
+    #[error("{} problem(s) in operation files; fix them (see `understudy check`):\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Check(Vec<Problem>),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// Something this build cannot serve (a mode or profile of a later release).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// How to build an [`App`].
+pub struct AppOptions {
+    pub config: Config,
+    /// The admin bearer token (`--admin-token` / `UNDERSTUDY_ADMIN_TOKEN`); `None` → admin API
+    /// on loopback only.
+    pub admin_token: Option<String>,
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+    /// Forwarding modes: `--out`, `--allow-writes`, the upstream timeout (`crate::proxy::forward`).
+    pub forward: ForwardOptions,
+}
+
+impl AppOptions {
+    pub fn new(config: Config) -> AppOptions {
+        AppOptions {
+            config,
+            admin_token: None,
+            clock: Arc::new(SystemClock),
+            limits: Limits::default(),
+            forward: ForwardOptions::default(),
+        }
+    }
+}
+
+/// Everything a running server shares between connections.
+pub struct App {
+    pub config: Config,
+    pub mode: Mode,
+    pub store: Store,
+    /// Derefs to the current operation sets (`BTreeMap<String, Integration>`); an attempt's
+    /// own view is [`App::integration_for`] ([`generations`]).
+    pub integrations: generations::Integrations,
+    pub engines: Engines,
+    pub attempts: Attempts,
+    pub admin_token: Option<String>,
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+    pub metrics: Metrics,
+    /// The MCP endpoints of `mcp` integrations, one per (attempt, integration).
+    pub mcp: endpoints::Endpoints,
+    /// The upstream client, record options and recorder of the forwarding modes (`crate::proxy::forward`).
+    pub forwarding: Forwarding,
+    /// The forward proxy's host table ([`hosts`]), built when the integrations are.
+    pub hosts: Vec<UpstreamHost>,
+    local_addr: OnceLock<SocketAddr>,
+    /// `https` under `--tls`, once serving.
+    scheme: OnceLock<&'static str>,
+}
+
+impl App {
+    /// Load, check, open the store, sync revisions, create the default attempt.
+    pub fn build(opts: AppOptions) -> Result<App, StartError> {
+        let AppOptions {
+            config,
+            admin_token,
+            clock,
+            limits,
+            forward,
+        } = opts;
+        let mode = config.mode;
+        let forwarding = Forwarding::new(&config, forward).map_err(StartError::Unsupported)?;
+        let started = std::time::Instant::now();
+        let mut problems = Vec::new();
+        let mut integrations = BTreeMap::new();
+        for integ in config.integrations.values() {
+            match crate::operation::load_integration(integ) {
+                Ok(ops) => {
+                    let ops: Vec<Arc<Operation>> = ops.into_iter().map(Arc::new).collect();
+                    let profile = Profile::builtin(integ.profile.as_str());
+                    let builtins = profile
+                        .as_ref()
+                        .map(|p| builtins_of(p, &ops))
+                        .unwrap_or_default();
+                    integrations.insert(
+                        integ.name.clone(),
+                        Integration {
+                            config: integ.clone(),
+                            profile,
+                            routes: Arc::new(routes::RouteIndex::new(&ops)),
+                            operations: ops,
+                            builtins,
+                        },
+                    );
+                }
+                Err(p) => problems.extend(p),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(StartError::Check(problems));
+        }
+        let loaded = started.elapsed();
+        let store = Store::open(&config.data_dir)?;
+        // The file rule of `reload`: only a file changed since its last sync appends (one
+        // flush for all of them).
+        let ops = integrations.values().flat_map(|i| i.operations.iter());
+        for (key, rev) in generations::sync_file_revisions(&store, ops.map(|o| &**o))? {
+            tracing::info!(operation = %key, revision = rev, "new revision from file");
+        }
+        let synced = started.elapsed();
+        let hosts = hosts::upstream_hosts(&integrations);
+        let app = App {
+            config,
+            mode,
+            store,
+            integrations: generations::Integrations::new(integrations),
+            engines: Engines::default(),
+            attempts: Attempts::new(),
+            admin_token: admin_token.filter(|t| !t.is_empty()),
+            clock,
+            limits,
+            metrics: Metrics::default(),
+            mcp: endpoints::Endpoints::default(),
+            forwarding,
+            hosts,
+            local_addr: OnceLock::new(),
+            scheme: OnceLock::new(),
+        };
+        app.start_default_attempt()?;
+        tracing::info!(
+            operations = app
+                .integrations
+                .values()
+                .map(|i| i.operations.len())
+                .sum::<usize>(),
+            load_and_check_ms = loaded.as_millis() as u64,
+            store_sync_ms = (synced - loaded).as_millis() as u64,
+            default_attempt_ms = (started.elapsed() - synced).as_millis() as u64,
+            "start-up"
+        );
+        Ok(app)
+    }
+
+    /// End the default attempts of earlier runs and create this run's.
+    fn start_default_attempt(&self) -> Result<(), StartError> {
+        let now = self.clock.now();
+        for mut old in self.store.attempts()? {
+            if old.is_default && old.ended_at.is_none() {
+                let remaining = self.store.clear_state(&old.attempt_id)?;
+                old.ended_at = Some(crate::util::time::rfc3339(now));
+                old.cleanup = Some(cleanup_report(remaining));
+                self.store.put_attempt(&old)?;
+            }
+        }
+        let pinned = self.pin_latest()?;
+        // Stale operations stay unpinned in the default attempt: their calls answer
+        // `stale_contract` rather than refusing the whole server.
+        // The store keys attempts by token hash: the default attempt gets a token nobody
+        // ever sees (requests without a token reach it).
+        let unused_token = attempt::new_token();
+        let new = attempt::NewAttempt {
+            token: Some(&unused_token),
+            pins: pinned.pins,
+            is_default: true,
+            ..attempt::NewAttempt::default()
+        };
+        let rec = attempt::new_record(now, new);
+        self.create_attempt(rec)?;
+        Ok(())
+    }
+
+    /// Pin the latest revision of every operation file (SPEC 6.2), listing stale ones: a
+    /// latest revision checked against another contract hash than the file's current one.
+    pub fn pin_latest(&self) -> Result<Pinned, StoreError> {
+        let mut out = Pinned::default();
+        for integ in self.integrations.values() {
+            for op in &integ.operations {
+                let key = op.key();
+                if let Some(rev) = self.store.latest_revision(&key)? {
+                    if rev.contract_hash != op.contract_hash {
+                        out.stale.push(StaleOp {
+                            operation: key,
+                            revision: rev.revision,
+                            revision_contract_hash: rev.contract_hash,
+                            current_contract_hash: op.contract_hash.clone(),
+                        });
+                    } else {
+                        out.pins.insert(
+                            key,
+                            Pin {
+                                revision: rev.revision,
+                                contract_hash: rev.contract_hash,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Store a new attempt with its initial state (the union of the pinned definitions'
+    /// `initial_state` per integration) and register it.
+    pub fn create_attempt(
+        &self,
+        rec: crate::records::AttemptRecord,
+    ) -> Result<Arc<Attempt>, StoreError> {
+        let mut state: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+        for integ in self.integrations.values() {
+            let mut s = Map::new();
+            for op in &integ.operations {
+                if let Some(pin) = rec.pins.get(&op.key()) {
+                    match self.engines.get(&self.store, op, pin) {
+                        Ok(engine) => {
+                            for (k, v) in engine.initial_state() {
+                                s.entry(k).or_insert(v);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(operation = %op.key(), error = %e, "pinned revision does not compile");
+                        }
+                    }
+                }
+            }
+            state.insert(integ.name().to_string(), s);
+        }
+        self.store.put_attempt(&rec)?;
+        for (integ, s) in &state {
+            self.store.put_state(&rec.attempt_id, integ, s)?;
+        }
+        if !rec.is_default {
+            // It keeps the operation set its pins were made with (`reload`).
+            self.integrations.bind(&rec.attempt_id);
+        }
+        let a = Attempt::new(
+            rec,
+            AttemptState {
+                state,
+                idempotency: HashMap::new(),
+            },
+        );
+        Ok(self.attempts.insert(a))
+    }
+
+    /// Called by the server once it listens: its address and the scheme of its own URLs.
+    pub fn set_serving(&self, addr: Option<SocketAddr>, scheme: &'static str) {
+        if let Some(a) = addr {
+            let _ = self.local_addr.set(a);
+        }
+        let _ = self.scheme.set(scheme);
+    }
+
+    /// The address the server listens on, once serving.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr.get().copied()
+    }
+
+    /// The scheme of the listener's own URLs: `https` under `--tls`, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme.get().copied().unwrap_or("http")
+    }
+
+    pub fn integration(&self, name: &str) -> Option<&Integration> {
+        self.integrations.get(name)
+    }
+
+    /// The integration `name` as `attempt` sees it: the operations its pins were made with,
+    /// even after a hot reload replaced them for new attempts ([`generations`]).
+    pub fn integration_for(&self, attempt: &Attempt, name: &str) -> Option<&Integration> {
+        self.integrations.for_attempt(&attempt.id).get(name)
+    }
+
+    /// The operation `"<integration>/<operation_id>"`.
+    pub fn operation(&self, key: &str) -> Option<&Arc<Operation>> {
+        let (i, o) = key.split_once('/')?;
+        self.integrations.get(i)?.operation(o)
+    }
+}
+
+/// `{"status":"verified"|"unverified","remaining_state_keys":n}`.
+pub fn cleanup_report(remaining: usize) -> Value {
+    serde_json::json!({
+        "status": if remaining == 0 { "verified" } else { "unverified" },
+        "remaining_state_keys": remaining,
+    })
+}
+
+/// The result of pinning latest revisions.
+#[derive(Debug, Default)]
+pub struct Pinned {
+    pub pins: BTreeMap<String, Pin>,
+    pub stale: Vec<StaleOp>,
+}
+
+/// An operation whose latest revision was checked against another contract.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StaleOp {
+    pub operation: String,
+    pub revision: u64,
+    pub revision_contract_hash: String,
+    pub current_contract_hash: String,
+}

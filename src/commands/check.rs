@@ -1,0 +1,123 @@
+//! `understudy check`: validate operation files (SPEC 3.4) and print every problem with its
+//! file and JSON path; exit 1 when there are problems, 2 for usage errors.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::{resolve_profile, Exit};
+use crate::cli::{CheckArgs, OutputFormat};
+use crate::config::{Config, PROJECT_FILE};
+use crate::error::Problem;
+use crate::operation::load::{load_dir, load_file};
+use crate::operation::{check_loaded, LoadedOperation};
+
+/// `understudy check`.
+pub fn check(args: &CheckArgs) -> Exit {
+    let mut problems: Vec<Problem> = Vec::new();
+    let mut operations = 0usize;
+    if args.paths.is_empty() {
+        let file = args
+            .config
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(PROJECT_FILE));
+        match Config::load(&file) {
+            Err(e) if e.not_found => {
+                eprintln!(
+                    "understudy check: {e}\nexpected a project file (--config FILE, default ./{PROJECT_FILE}) or operation files/directories as arguments"
+                );
+                return Exit::Usage;
+            }
+            Err(e) => problems.push(e.problem),
+            Ok(cfg) => {
+                for integ in cfg.integrations.values() {
+                    let profile = integ.profile.as_str();
+                    let (loaded, p) = load_dir(&integ.operations, profile);
+                    problems.extend(p);
+                    problems.extend(check_loaded(&loaded, profile));
+                    operations += loaded.len();
+                }
+            }
+        }
+    } else {
+        let cfg = match args.config.as_deref().map(Config::load).transpose() {
+            Ok(c) => c,
+            Err(e) if e.not_found => {
+                eprintln!("understudy check: {e}");
+                return Exit::Usage;
+            }
+            Err(e) => {
+                problems.push(e.problem);
+                None
+            }
+        };
+        let mut loose: BTreeMap<&'static str, Vec<LoadedOperation>> = BTreeMap::new();
+        for path in &args.paths {
+            if !path.exists() {
+                eprintln!(
+                    "understudy check: {}: no such file or directory",
+                    path.display()
+                );
+                return Exit::Usage;
+            }
+            let (profile, _) = resolve_profile(args.profile, cfg.as_ref(), path);
+            if path.is_dir() {
+                let (loaded, p) = load_dir(path, profile.as_str());
+                problems.extend(p);
+                problems.extend(check_loaded(&loaded, profile.as_str()));
+                operations += loaded.len();
+            } else {
+                match load_file(path, profile.as_str()) {
+                    Ok(l) => loose.entry(profile.as_str()).or_default().push(l),
+                    Err(p) => problems.push(p),
+                }
+            }
+        }
+        for (profile, loaded) in &loose {
+            problems.extend(check_loaded(loaded, profile));
+            operations += loaded.len();
+        }
+    }
+    report_check(args.format, operations, &problems)
+}
+
+fn report_check(format: OutputFormat, operations: usize, problems: &[Problem]) -> Exit {
+    match format {
+        OutputFormat::Json => {
+            let out = json!({
+                "ok": problems.is_empty(),
+                "operations": operations,
+                "problems": problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
+            });
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        }
+        OutputFormat::Text => {
+            for p in problems {
+                println!("{p}");
+            }
+            if problems.is_empty() {
+                eprintln!(
+                    "understudy check: ok ({operations} operation{})",
+                    if operations == 1 { "" } else { "s" }
+                );
+            } else {
+                let files: std::collections::BTreeSet<&Path> =
+                    problems.iter().map(|p| p.file.as_path()).collect();
+                eprintln!(
+                    "understudy check: {} problem{} in {} file{} ({operations} operation{})",
+                    problems.len(),
+                    if problems.len() == 1 { "" } else { "s" },
+                    files.len(),
+                    if files.len() == 1 { "" } else { "s" },
+                    if operations == 1 { "" } else { "s" },
+                );
+            }
+        }
+    }
+    if problems.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Problems
+    }
+}
