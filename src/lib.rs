@@ -41,3 +41,4 @@ pub mod record;
 pub mod store;
 pub mod tls;
 pub mod upstream;
+pub mod verify;
