@@ -57,12 +57,19 @@
 //! - `side_effects.*` and `calls.max` are inconclusive when nothing at all was recorded.
 
 pub mod check;
+pub mod eval;
+pub mod input;
 pub mod model;
 pub mod path;
+
+#[cfg(test)]
+mod eval_tests;
 
 use std::path::{Path, PathBuf};
 
 pub use check::{check_contract, ToolCatalog};
+pub use eval::{evaluate, verdict_effect, CheckResult, ContractResult, Status};
+pub use input::{AgentEvent, Call, Evidence, Item};
 pub use model::{contract_hash, parse, Problem, Risk, ToolCallContract};
 
 /// One loaded contract: the model, its hash, the file it came from.
