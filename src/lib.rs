@@ -50,3 +50,4 @@ pub mod store;
 pub mod tls;
 pub mod upstream;
 pub mod util;
+pub mod verify;

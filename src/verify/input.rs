@@ -1,0 +1,125 @@
+//! What the evaluator reads: the verifier's own small view of one attempt's evidence, so that
+//! it depends on nothing else in the crate. An adapter from the store's attempt record,
+//! `ToolEvent`s and agent-side events fills it (one field per field; see each doc).
+//!
+//! The evaluator reads the evidence **as exported**: values already redacted are the string
+//! `"[redacted]"`, which is never echoed in a check's evidence and never proves anything.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One attempt's evidence.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Evidence {
+    pub attempt_id: String,
+    /// The attempt's `test_run_id` (SPEC 8).
+    pub test_run_id: Option<String>,
+    /// The attempt was ended (`ended_at` is set).
+    pub ended: bool,
+    /// The attempt's cleanup record says `status: verified`.
+    pub cleanup_verified: bool,
+    /// `remaining_state_keys` of the cleanup record, when there is one.
+    pub remaining_keys: Option<u64>,
+    /// integration → state object: the end snapshot, or the live state while it runs.
+    pub final_state: Option<Value>,
+    /// The sequences are not 1..n without gaps or repeats: an event is missing.
+    pub has_gap: bool,
+    /// The store could not be read: nothing here can be trusted.
+    pub unreadable: bool,
+    /// Tool calls and agent-side events, sharing one sequence (any order; sorted here).
+    pub items: Vec<Item>,
+}
+
+/// One entry of the attempt's shared sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Item {
+    Call(Call),
+    Event(AgentEvent),
+}
+
+impl Item {
+    pub fn sequence(&self) -> u64 {
+        match self {
+            Item::Call(c) => c.sequence,
+            Item::Event(e) => e.sequence,
+        }
+    }
+}
+
+/// One tool call (from a `ToolEvent`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    pub sequence: u64,
+    pub integration: String,
+    /// `None` for a request that matched no operation.
+    pub operation_id: Option<String>,
+    /// `ok`, `input_error`, `harness_error`, `blocked`, `simulated`, `forwarded`, `replayed`
+    /// (anything else counts as not effective).
+    pub result_status: String,
+    pub http_status: Option<u16>,
+    pub arguments: Value,
+    /// The native result (`{"status", "data"}`), as recorded.
+    pub result: Value,
+    /// `mock`, `upstream` or `tool_test`.
+    pub source: String,
+    pub is_write: bool,
+    pub trace_id: Option<String>,
+    pub idempotency_key_ref: Option<String>,
+    /// A fault injected after the effect: the call took effect whatever its status says.
+    #[serde(default)]
+    pub fault_after_effect: bool,
+}
+
+impl Call {
+    /// `integration/operation_id` (`integration/?` when no operation matched).
+    pub fn tool(&self) -> String {
+        format!(
+            "{}/{}",
+            self.integration,
+            self.operation_id.as_deref().unwrap_or("?")
+        )
+    }
+
+    /// Is this call `integration/operation_id`?
+    pub fn is(&self, tool: &str) -> bool {
+        match (tool.split_once('/'), &self.operation_id) {
+            (Some((i, o)), Some(op)) => i == self.integration && o == op,
+            _ => false,
+        }
+    }
+
+    /// Took or pretended to take effect (SPEC 14): `ok`, `forwarded`, `simulated`, or a fault
+    /// after the effect.
+    pub fn effective(&self) -> bool {
+        self.fault_after_effect
+            || matches!(
+                self.result_status.as_str(),
+                "ok" | "forwarded" | "simulated"
+            )
+    }
+
+    /// A success the agent may report: `ok` with no HTTP error status (a mock may answer `ok`
+    /// with a 409 or a 503 it was told to give).
+    pub fn succeeded(&self) -> bool {
+        self.result_status == "ok" && self.http_status.is_none_or(|s| s < 400)
+    }
+
+    /// `sequence 3 (ok)`.
+    pub fn label(&self) -> String {
+        format!("sequence {} ({})", self.sequence, self.result_status)
+    }
+}
+
+/// One agent-side event (SPEC 15).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentEvent {
+    pub sequence: u64,
+    pub name: String,
+    /// `agent_message`, `caller_message`, `checkpoint` or `final_state`.
+    pub kind: String,
+    pub test_run_id: Option<String>,
+    pub text: Option<String>,
+    #[serde(default)]
+    pub data: Value,
+}
