@@ -49,44 +49,8 @@ impl fmt::Display for Mode {
     }
 }
 
-/// The wire dialect of an integration (SPEC section 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum ProfileKind {
-    Rest,
-    Salesforce,
-    Mcp,
-}
-
-impl ProfileKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProfileKind::Rest => "rest",
-            ProfileKind::Salesforce => "salesforce",
-            ProfileKind::Mcp => "mcp",
-        }
-    }
-
-    /// `rest` and `salesforce`: operations have a `match` and results are HTTP envelopes.
-    pub fn is_http(self) -> bool {
-        !matches!(self, ProfileKind::Mcp)
-    }
-
-    pub fn parse(s: &str) -> Option<ProfileKind> {
-        match s {
-            "rest" => Some(ProfileKind::Rest),
-            "salesforce" => Some(ProfileKind::Salesforce),
-            "mcp" => Some(ProfileKind::Mcp),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ProfileKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The wire dialect of an integration, as the project file names it (`crate::profile::ProfileKind`).
+pub use crate::profile::ProfileKind;
 
 /// What `dry-run` does with a write that matches no mocked operation (SPEC 5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

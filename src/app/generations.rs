@@ -360,11 +360,7 @@ pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
     let Some(mut integ) = app.integrations.get(name).cloned() else {
         return out;
     };
-    integ.builtins = integ
-        .profile
-        .as_ref()
-        .map(|p| builtins_of(p, &ops))
-        .unwrap_or_default();
+    integ.builtins = builtins_of(&integ.wire, &ops);
     let count = ops.len();
     integ.routes = Arc::new(super::routes::RouteIndex::new(&ops));
     integ.operations = ops;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::config::IntegrationConfig;
 use crate::contract::template::CompiledMatch;
 use crate::operation::Operation;
-use crate::profile::Profile;
+use crate::profile::Wire;
 
 use super::routes::RouteIndex;
 
@@ -24,8 +24,9 @@ pub struct BuiltinOp {
 #[derive(Debug, Clone)]
 pub struct Integration {
     pub config: IntegrationConfig,
-    /// The HTTP wire dialect; `None` for `mcp`, whose endpoint is `crate::proxy::mcp`.
-    pub profile: Option<Arc<Profile>>,
+    /// The wire dialect it serves with (built from `config.profile`): an HTTP profile, or
+    /// MCP, whose endpoint is `crate::proxy::mcp`.
+    pub wire: Wire,
     /// Its operation files, checked and compiled.
     pub operations: Vec<Arc<Operation>>,
     /// The profile's built-in templates that no operation file overrides (same id).
@@ -43,7 +44,11 @@ impl Integration {
     }
 }
 
-pub fn builtins_of(profile: &Profile, ops: &[Arc<Operation>]) -> Vec<Arc<BuiltinOp>> {
+/// The built-in templates of `wire`'s profile that no operation file overrides (none on MCP).
+pub fn builtins_of(wire: &Wire, ops: &[Arc<Operation>]) -> Vec<Arc<BuiltinOp>> {
+    let Some(profile) = wire.http() else {
+        return Vec::new();
+    };
     profile
         .templates()
         .iter()

@@ -42,7 +42,7 @@ use crate::config::{Config, Mode};
 use crate::error::Problem;
 use crate::http::Limits;
 use crate::operation::Operation;
-use crate::profile::Profile;
+use crate::profile::Wire;
 use crate::records::Pin;
 use crate::store::{Store, StoreError};
 
@@ -133,16 +133,13 @@ impl App {
             match crate::operation::load_integration(integ) {
                 Ok(ops) => {
                     let ops: Vec<Arc<Operation>> = ops.into_iter().map(Arc::new).collect();
-                    let profile = Profile::builtin(integ.profile.as_str());
-                    let builtins = profile
-                        .as_ref()
-                        .map(|p| builtins_of(p, &ops))
-                        .unwrap_or_default();
+                    let wire = Wire::of(integ.profile);
+                    let builtins = builtins_of(&wire, &ops);
                     integrations.insert(
                         integ.name.clone(),
                         Integration {
                             config: integ.clone(),
-                            profile,
+                            wire,
                             routes: Arc::new(routes::RouteIndex::new(&ops)),
                             operations: ops,
                             builtins,

@@ -1,8 +1,11 @@
 //! The request every later stage sees (STYLE habit 3): buffered and normalized once at the
 //! edge — method, raw and percent-decoded path segments, decoded query pairs, headers, body
-//! bytes, peer address and arrival time.
+//! bytes, peer address and arrival time. The body's JSON is parsed at most once per request
+//! ([`Request::json`], cached): routing, the input, write classification, the evidence's
+//! description and the secret set of a forwarded call all read that one parse.
 
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -34,6 +37,8 @@ pub struct Request {
     /// with that integration's name (the upstream's base path removed), so routing reads it
     /// like `/<integration>/…`. `path` stays the upstream path as sent.
     pub via_proxy: Option<ViaProxy>,
+    /// The body's JSON, parsed on first use ([`Request::json`]).
+    json: OnceLock<Result<Option<Value>, String>>,
 }
 
 impl Request {
@@ -58,6 +63,7 @@ impl Request {
             peer,
             received,
             via_proxy: None,
+            json: OnceLock::new(),
         }
     }
 
@@ -72,19 +78,17 @@ impl Request {
     }
 
     /// The body as JSON: `Ok(None)` for an empty body, `Err(message)` when it is not JSON or
-    /// is nested deeper than [`MAX_BODY_DEPTH`].
+    /// is nested deeper than [`MAX_BODY_DEPTH`]. Parsed on the first call, then borrowed.
+    pub fn json(&self) -> Result<Option<&Value>, &str> {
+        match self.json.get_or_init(|| parse_json(&self.body)) {
+            Ok(v) => Ok(v.as_ref()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Request::json`], owned (a copy of the one parse).
     pub fn json_body(&self) -> Result<Option<Value>, String> {
-        if self.body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(None);
-        }
-        let v: Value = serde_json::from_slice(&self.body)
-            .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
-        if json_depth(&v) > MAX_BODY_DEPTH {
-            return Err(format!(
-                "the request body is nested more than {MAX_BODY_DEPTH} levels deep"
-            ));
-        }
-        Ok(Some(v))
+        self.json().map(|v| v.cloned()).map_err(str::to_string)
     }
 
     /// `GET /path?query`, for messages.
@@ -102,12 +106,27 @@ impl Request {
             q.entry(k.clone())
                 .or_insert_with(|| Value::String(v.clone()));
         }
-        let body = match self.json_body() {
-            Ok(b) => b.unwrap_or(Value::Null),
+        let body = match self.json() {
+            Ok(b) => b.cloned().unwrap_or(Value::Null),
             Err(_) => Value::String(String::from_utf8_lossy(&self.body).into_owned()),
         };
         json!({ "method": self.method, "path": self.path, "query": q, "body": body })
     }
+}
+
+/// The body of [`Request::json`].
+fn parse_json(body: &[u8]) -> Result<Option<Value>, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
+    if json_depth(&v) > MAX_BODY_DEPTH {
+        return Err(format!(
+            "the request body is nested more than {MAX_BODY_DEPTH} levels deep"
+        ));
+    }
+    Ok(Some(v))
 }
 
 /// How a request came through the forward proxy (kept on [`Request::via_proxy`]; set by `crate::server::connect`).

@@ -30,6 +30,9 @@
 pub mod mcp;
 pub mod rest;
 pub mod salesforce;
+mod wire;
+
+pub use wire::{ProfileKind, Wire};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};

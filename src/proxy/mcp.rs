@@ -2,6 +2,9 @@
 //! between the MCP dialect ([`crate::profile::mcp`], which owns the wire) and the call
 //! pipeline ([`super::pipeline`], which owns attempts, pins, state and evidence).
 //!
+//! - **Outside `replay`** an integration with an `upstream` is proxied to the real MCP server
+//!   ([`super::forward::mcp`]) while the attempt's lease is active; without one, or after the
+//!   lease, it is answered here as in `replay`.
 //! - **Routing**: a request whose path is exactly an `mcp` integration's base — `/<integration>`
 //!   or `/~<token>/<integration>`, with or without a trailing slash, or the upstream's own
 //!   endpoint URL through the forward proxy — is this module's ([`is_endpoint`]); the attempt
@@ -19,9 +22,9 @@
 //! - **Calls** ([`McpBackend::call_tool`]) run the pipeline's own stages with
 //!   [`Wire::Mcp`]: [`pipeline::prepare_operation`] (input = the `arguments`, input
 //!   validation, the pin, `stale_contract`, the engine, the idempotency key) →
-//!   [`pipeline::evaluate`] under the attempt's state lock (shared with HTTP calls of every
-//!   integration of the attempt) → [`pipeline::record_evidence`] → [`pipeline::delay`] after the
-//!   lock is released. The event's `operation_id` is the tool name, `arguments` the
+//!   [`pipeline::run_mocked`] (evaluate under the attempt's state lock, shared with HTTP calls
+//!   of every integration of the attempt → [`pipeline::commit`] → the delay after the lock is
+//!   released). The event's `operation_id` is the tool name, `arguments` the
 //!   arguments, `result` the mock's result (for an input error, the `isError: true` tool result
 //!   the agent saw; for a harness error, the JSON-RPC `error` object), `http_status` 200 (MCP
 //!   answers are JSON-RPC over HTTP 200), `is_write` the operation's `write` or the MCP rule
@@ -47,11 +50,12 @@ use hyper::body::{Body, Frame};
 use hyper::http::{HeaderValue, Method, Response, StatusCode};
 use serde_json::{json, Value};
 
-use super::pipeline::{self, CallInfo, Decision, Wire};
+use super::decision::Decision;
+use super::pipeline::{self, CallInfo, StoreFailed};
 use super::route;
 use crate::app::{App, Integration};
-use crate::attempt::{self, Attempt};
-use crate::config::ProfileKind;
+use crate::attempt::Attempt;
+use crate::config::Mode;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::http::{full, to_http, HttpResponse, Request};
@@ -62,6 +66,7 @@ use crate::profile::mcp::{
     ToolInfo,
 };
 use crate::profile::NativeResponse;
+use crate::profile::Wire;
 use crate::records::AttemptRecord;
 
 /// Whether `req` addresses the endpoint of an `mcp` integration: its path, after an optional
@@ -73,12 +78,14 @@ pub fn is_endpoint(app: &App, req: &Request) -> bool {
     req.segments.len() == i + 1
         && app
             .integration(&req.segments[i])
-            .is_some_and(|g| g.config.profile == ProfileKind::Mcp)
+            .is_some_and(|g| matches!(g.wire, Wire::Mcp))
 }
 
-/// Answer one request to an MCP endpoint (see the module doc).
-pub async fn handle(app: &App, req: Request) -> HttpResponse {
-    let (attempt, consumed) = match route::attempt(app, &req) {
+/// Answer one request to an MCP endpoint (see the module doc). Outside `replay`, an
+/// integration with an `upstream` whose attempt's lease is active is the transparent proxy's
+/// ([`super::forward::mcp`]).
+pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
+    let (attempt, consumed) = match route::attempt(&app, &req) {
         Ok(x) => x,
         Err(r) => return to_http(pipeline::refusal(r)),
     };
@@ -88,17 +95,21 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
         .and_then(|n| app.integration_for(&attempt, n))
     else {
         // Not an endpoint after all (the path named no integration): the pipeline says so.
-        return to_http(pipeline::handle(app, req).await);
+        return pipeline::handle(app.clone(), req).await;
     };
     let method = Method::from_bytes(req.method.as_bytes()).unwrap_or(Method::GET);
+    let lease = pipeline::check_lease(&app, &attempt.read_record());
+    if app.mode != Mode::Replay && integ.config.upstream.is_some() && lease.is_ok() {
+        let integ = integ.clone();
+        return super::forward::mcp::handle(app.clone(), attempt, consumed, integ, req).await;
+    }
     let record = attempt.record();
-    let lease = pipeline::check_lease(app, &attempt.read_record());
     let active = lease.is_ok();
     if let Err(decision) = lease {
         app.mcp.forget_attempt(&attempt.id);
         if method == Method::POST {
             if let Some(message) = request_message(&req.body) {
-                return after_lease(app, &attempt, integ, &req, message, decision).await;
+                return after_lease(&app, &attempt, integ, &req, message, *decision).await;
             }
         }
     }
@@ -110,7 +121,7 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
         Arc::new(McpEndpoint::new(integ.config.mcp_sse))
     };
     let backend = Backend {
-        app,
+        app: &app,
         attempt: &attempt,
         record: &record,
         integ,
@@ -126,7 +137,7 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
         .unwrap_or_else(|p| p.into_inner())
         .take();
     match failed {
-        Some(r) => to_http(r),
+        Some(f) => to_http(f.response),
         None => mcp_response(answer),
     }
 }
@@ -172,20 +183,12 @@ async fn after_lease(
         Some(op) => write_flag(op),
         None => operation_id.is_some() && tool_is_write(None),
     };
-    let info = CallInfo {
-        execution_attempt_id: attempt::new_uuid(),
-        integration: integ.name().to_string(),
-        operation_id,
-        is_write,
-        arguments,
-        idempotency_key_ref: None,
-        trace_id: pipeline::trace_id(req),
-    };
-    let guard = attempt.lock.lock().await;
-    let (response, _) =
-        pipeline::record_evidence(app, attempt, guard, req, info, for_mcp(decision)).await;
-    if is_store_failure(&response) {
-        return to_http(response);
+    let mut info = CallInfo::new(req, integ.name(), arguments);
+    info.operation_id = operation_id;
+    info.is_write = is_write;
+    let d = Box::new(for_mcp(decision));
+    if let Err(f) = pipeline::run_mocked(app, attempt, info, Err(d), |_| ()).await {
+        return to_http(f.response);
     }
     mcp_response(harness_reply(&req.body, &err))
 }
@@ -220,7 +223,7 @@ struct Backend<'a> {
     integ: &'a Integration,
     req: &'a Request,
     /// The 500 to answer instead of the MCP answer when a call could not be recorded.
-    store_failure: Mutex<Option<NativeResponse>>,
+    store_failure: Mutex<Option<StoreFailed>>,
 }
 
 impl McpBackend for Backend<'_> {
@@ -249,56 +252,35 @@ impl Backend<'_> {
     /// One tool call through the pipeline stages (see the module doc).
     async fn call(&self, name: &str, arguments: Value) -> ToolCallOutcome {
         let op = self.integ.operation(name).cloned();
-        let mut info = CallInfo {
-            execution_attempt_id: attempt::new_uuid(),
-            integration: self.integ.name().to_string(),
-            operation_id: Some(name.to_string()),
-            is_write: op.as_deref().map(write_flag).unwrap_or(true),
-            arguments: arguments.clone(),
-            idempotency_key_ref: None,
-            trace_id: pipeline::trace_id(self.req),
-        };
+        let mut info = CallInfo::new(self.req, self.integ.name(), arguments.clone());
+        info.operation_id = Some(name.to_string());
+        info.is_write = op.as_deref().map(write_flag).unwrap_or(true);
         let prepared = match op {
             Some(op) => pipeline::prepare_operation(
                 self.app,
                 self.record,
                 self.integ,
                 op,
-                Wire::Mcp,
                 arguments,
                 self.req,
                 &mut info,
             ),
-            None => Err(Decision::harness(HarnessError::new(
-                HarnessCode::UnknownTool,
-                self.unknown_tool_message(name),
+            None => Err(Box::new(Decision::harness_on(
+                &Wire::Mcp,
+                HarnessError::new(HarnessCode::UnknownTool, self.unknown_tool_message(name)),
             ))),
         };
-        let mut guard = self.attempt.lock.lock().await;
-        let decision = match prepared {
-            Ok(p) => pipeline::evaluate(&mut guard, &p).at(Some(p.revision), p.variant.clone()),
-            Err(d) => d,
-        };
-        let outcome = outcome_of(&decision);
-        let (response, delay_ms) = pipeline::record_evidence(
-            self.app,
-            self.attempt,
-            guard,
-            self.req,
-            info,
-            for_mcp(decision),
-        )
-        .await;
-        if is_store_failure(&response) {
-            *self.store_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(response);
-            // The dialect's rendering of this outcome is discarded: `handle` answers the 500.
-            return ToolCallOutcome::Harness(HarnessError::new(
-                HarnessCode::NoMock,
-                "the call could not be recorded, so it was not answered",
-            ));
+        match pipeline::run_mocked(self.app, self.attempt, info, prepared, outcome_of).await {
+            Ok((_, outcome)) => outcome,
+            Err(f) => {
+                *self.store_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+                // The dialect's rendering of this outcome is discarded: `handle` answers the 500.
+                ToolCallOutcome::Harness(HarnessError::new(
+                    HarnessCode::NoMock,
+                    "the call could not be recorded, so it was not answered",
+                ))
+            }
         }
-        pipeline::delay(delay_ms).await;
-        outcome
     }
 
     fn unknown_tool_message(&self, name: &str) -> String {
@@ -349,14 +331,6 @@ pub(crate) fn for_mcp(mut d: Decision) -> Decision {
         };
     }
     d
-}
-
-/// `record_evidence` answered its own 500: the store refused the call.
-pub(crate) fn is_store_failure(r: &NativeResponse) -> bool {
-    r.status == 500
-        && r.headers
-            .iter()
-            .any(|(k, v)| k.eq_ignore_ascii_case("understudy-error") && v == "store_error")
 }
 
 /// The dialect's answer as an HTTP response: its status and headers as given; a JSON body

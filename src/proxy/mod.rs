@@ -1,17 +1,35 @@
 //! One proxied call, from routing to the committed evidence (SPEC 4, 5): what happens to a
-//! request that `crate::server` did not hand to the admin API.
+//! request that `crate::server` did not hand to the admin API. [`handle`] is the one entry
+//! point, in every mode.
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`route`] | attempt → integration → operation, the `unmatched_request` message |
-//! | [`pipeline`] | the call stages of SPEC 5, one documented function each, and evidence |
-//! | [`mcp`] | the MCP endpoint of `mcp` integrations in `replay` |
-//! | [`forward`] | every mode but `replay`: forwarding to the real system, unmatched writes |
+//! | [`decision`] | [`decision::Plan`] (what happens to a call) and [`decision::Decision`] (how it ended) |
+//! | [`pipeline`] | the stages: identify, plan, prepare_mock, run_mocked, commit |
+//! | [`mcp`] | the MCP endpoint of `mcp` integrations (outside `replay`: handed to `forward::mcp`) |
+//! | [`forward`] | every plan but the mock's: forwarding to the real system, blocked and simulated writes |
 //!
 //! The state these read (integrations, engines, attempts, the recorder, counters) is
 //! `crate::app`; the listener that calls them is `crate::server`.
 
+pub mod decision;
 pub mod forward;
 pub mod mcp;
 pub mod pipeline;
 pub mod route;
+
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::http::{HttpResponse, Request};
+
+/// Answer one proxied request: the MCP endpoint of an `mcp` integration, else the call
+/// pipeline of an HTTP profile. The mode is the pipeline's `plan` stage, not a branch here.
+pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
+    if mcp::is_endpoint(&app, &req) {
+        mcp::handle(app, req).await
+    } else {
+        pipeline::handle(app, req).await
+    }
+}

@@ -1,46 +1,56 @@
-//! The call pipeline of SPEC section 5, one documented function per stage, run in this order
-//! by [`handle`]:
+//! One proxied HTTP-profile call from routing to commit (SPEC 4, 5), one documented function
+//! per stage, run in this order by [`handle`] for every call in every mode:
 //!
-//! 1. [`route`](super::route) — attempt (401 for an unknown token), lease, integration,
-//!    operation ([`prepare`]);
-//! 2. [`build_input`] — path captures, query captures, then the JSON body (an object's
-//!    members merged in, later sources overriding earlier ones; any other body under `body`);
-//!    a body that is not JSON is an input error;
-//! 3. [`validate_input`] — the operation's input schema (compiled once per contract);
-//! 4. [`evaluate`] — **under the attempt's state lock**: idempotency (replay or 422), then the
-//!    pinned revision's engine against the integration's pre-call state;
-//! 5. [`validate_output`] — the output schema and the profile's envelope rule
-//!    (`output_schema_violation` is never sent as a success);
-//! 6. [`render_native`] — the adapter envelope becomes the native response;
-//! 7. [`record_evidence`] — still under the lock: the event and the integration's new state
-//!    are written atomically and durably; only then is the new state visible to the next
-//!    call. This phase runs for every call, whatever stage ended it (STYLE habit 10);
-//! 8. [`delay`] — `delay_ms`, after the lock is released;
-//! 9. respond.
+//! 1. [`identify`] — the attempt (`super::route`; 401 for an unknown token), its lease
+//!    ([`check_lease`]), the integration, the operation, the input ([`build_input`]: path
+//!    captures, query captures, then the JSON body — an object's members merged in, later
+//!    sources overriding earlier ones; any other body under `body`; a body that is not JSON
+//!    is an input error) and the write flag. A lease that is over, or a request that names no
+//!    integration, ends the call here;
+//! 2. [`plan`] — from the mode and whether the attempt pinned a mock of the matched
+//!    operation: a [`Plan`] (the mock, the real system, a blocked or simulated write, or a
+//!    refusal). Every plan but [`Plan::Mock`] is carried out by `super::forward`;
+//! 3. [`prepare_mock`] — only for [`Plan::Mock`]: the operation file (`no_mock` for a
+//!    built-in template), input validation ([`validate_input`], compiled once per contract),
+//!    the pinned revision (`no_mock`, `stale_contract`), its engine, the idempotency key;
+//! 4. [`run_mocked`] — **under the attempt's state lock**: [`evaluate`] (idempotency — replay
+//!    or 422 —, then the pinned revision's engine against the integration's pre-call state,
+//!    [`validate_output`] and the wire's rendering, once per static result: `settled`), then
+//!    [`commit`], then [`delay`] (`delay_ms`, after the lock is released);
+//! 5. [`commit`] — the one commit of every call, whatever stage or plan ended it (STYLE
+//!    habit 10): the event and the integration's new state are written in one store
+//!    transaction under the lock, the new state becomes visible to the next call, the lock is
+//!    released, then the group flush makes the write durable (the answer never leaves before
+//!    its evidence is on disk, yet calls share fsyncs). `Err` is [`StoreFailed`]: the 500 to
+//!    answer instead — an unrecorded call is never answered.
 //!
-//! Stages 2–6 return a [`Decision`] instead of side effects; only stage 7 commits. Stages 3
-//! and 5 are the call core's (`crate::operation::call`): the same functions, error paths and
-//! wording as `understudy exec` and `POST /tools/execute`.
+//! Stages 1–4 return values ([`Plan`], [`Prepared`], [`Decision`]); only stage 5 commits.
+//! Input and output validation are the call core's (`crate::operation::call`): the same
+//! functions, error paths and wording as `understudy exec` and `POST /tools/execute`. MCP
+//! tool calls (`super::mcp`, `super::forward::mcp`) run stages 3–5 with [`Wire::Mcp`].
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
+pub use super::decision::{Decision, Plan};
 use super::route::{self, Matched, Refusal, Target};
 use crate::app::{App, Integration};
 use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, RecordRef};
+use crate::config::Mode;
 use crate::contract::template::RequestView;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
-use crate::http::Request;
+use crate::http::{to_http, HttpResponse, Request};
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
 use crate::mock::Engine;
 use crate::operation::call::{validate_input, validate_output};
 use crate::operation::{IdempotencySource, Operation};
-use crate::profile::{self, NativeResponse, Profile};
-use crate::records::AttemptRecord;
-use crate::records::{EventSource, ResultStatus, ToolEvent};
+pub use crate::profile::Wire;
+use crate::profile::{NativeResponse, Profile};
+use crate::records::{AttemptRecord, EventSource, ResultStatus, ToolEvent};
 use crate::store::CallRecord;
 
 /// What is known about a call for its evidence, filled in as stages run.
@@ -54,124 +64,29 @@ pub struct CallInfo {
     pub arguments: Value,
     pub idempotency_key_ref: Option<String>,
     pub trace_id: Option<String>,
+    /// When the request arrived (the event's latency).
+    pub received: Instant,
+    /// The secret values the request carries, computed once
+    /// (`super::forward::capture::secret_values`) for a call the mock does not answer —
+    /// forwarded, blocked, simulated — whose `arguments` [`commit`] scrubs; `None` for the
+    /// mock's calls, recorded as the agent sent them.
+    pub secrets: Option<Arc<[String]>>,
 }
 
-/// How results and input errors go on the wire: an HTTP profile's native envelope, or an
-/// MCP tool result (rendered by the MCP dialect, `crate::profile::mcp`: here the mock's
-/// result passes through with HTTP status 200, as MCP answers travel as JSON-RPC over 200).
-#[derive(Debug, Clone)]
-pub enum Wire {
-    Http(Arc<Profile>),
-    Mcp,
-}
-
-impl Wire {
-    /// Stage 6 on this wire.
-    pub fn render(&self, result: &Value) -> Result<NativeResponse, HarnessError> {
-        match self {
-            Wire::Http(p) => render_native(p, result),
-            Wire::Mcp => Ok(NativeResponse {
-                status: 200,
-                headers: Vec::new(),
-                body: Some(result.clone()),
-            }),
+impl CallInfo {
+    /// A call of `integration` that no stage has looked at yet.
+    pub fn new(req: &Request, integration: &str, arguments: Value) -> CallInfo {
+        CallInfo {
+            execution_attempt_id: attempt::new_uuid(),
+            integration: integration.to_string(),
+            operation_id: None,
+            is_write: false,
+            arguments,
+            idempotency_key_ref: None,
+            trace_id: trace_id(req),
+            received: req.received,
+            secrets: None,
         }
-    }
-}
-
-/// How a call ended, before its evidence is written.
-#[derive(Debug, Clone)]
-pub struct Decision {
-    pub response: NativeResponse,
-    /// The envelope recorded as the event's `result`.
-    pub result: Value,
-    /// `ok`, `input_error`, `harness_error`, `replayed`.
-    pub result_status: ResultStatus,
-    pub error: Option<CallError>,
-    pub revision: Option<u64>,
-    pub variant: Option<String>,
-    pub rule: Option<usize>,
-    pub delay_ms: u64,
-    /// The integration's whole new state, when the call changed it.
-    pub new_state: Option<(String, Map<String, Value>)>,
-    /// The first response of an idempotent call, to remember once recorded.
-    pub remember: Option<((String, String), IdempotentEntry)>,
-}
-
-impl Decision {
-    /// A call that ended in a harness error (SPEC 5.3).
-    pub fn harness(e: HarnessError) -> Decision {
-        let response = profile::harness_response(&e);
-        Decision {
-            result: response.to_envelope(),
-            response,
-            result_status: ResultStatus::HarnessError,
-            error: Some(CallError::Harness(e)),
-            revision: None,
-            variant: None,
-            rule: None,
-            delay_ms: 0,
-            new_state: None,
-            remember: None,
-        }
-    }
-
-    /// A call that ended in an input error, in the profile's native shape (SPEC 5.2).
-    pub fn input(profile: &Profile, e: InputError) -> Decision {
-        let response = profile.input_error(&e);
-        Decision {
-            result: response.to_envelope(),
-            response,
-            result_status: ResultStatus::InputError,
-            error: Some(CallError::Input(e)),
-            revision: None,
-            variant: None,
-            rule: None,
-            delay_ms: 0,
-            new_state: None,
-            remember: None,
-        }
-    }
-
-    /// An input error on `wire`; on MCP the recorded result is the `isError: true` tool
-    /// result the agent sees.
-    pub fn input_on(wire: &Wire, e: InputError) -> Decision {
-        let Wire::Http(profile) = wire else {
-            let result = profile::mcp::input_error_result(&e);
-            return Decision {
-                response: NativeResponse {
-                    status: 200,
-                    headers: Vec::new(),
-                    body: Some(result.clone()),
-                },
-                result,
-                result_status: ResultStatus::InputError,
-                error: Some(CallError::Input(e)),
-                revision: None,
-                variant: None,
-                rule: None,
-                delay_ms: 0,
-                new_state: None,
-                remember: None,
-            };
-        };
-        Decision::input(profile, e)
-    }
-
-    fn from_error(wire: &Wire, e: CallError) -> Decision {
-        match e {
-            CallError::Input(e) => Decision::input_on(wire, e),
-            CallError::Harness(e) => Decision::harness(e),
-        }
-    }
-
-    /// The pinned revision (and the variant, unless the decision set one) of the call.
-    pub fn at(mut self, revision: Option<u64>, variant: Option<String>) -> Decision {
-        self.revision = revision;
-        if self.variant.is_none() {
-            self.variant = variant;
-        }
-        self
     }
 }
 
@@ -188,39 +103,83 @@ pub struct Prepared {
     pub idempotency: Option<(String, String)>,
 }
 
-/// Run one proxied call through every stage and return its native response.
-pub async fn handle(app: &App, req: Request) -> NativeResponse {
-    // Stage 1a: the attempt (before anything is recorded: an unknown token has no attempt).
-    let (attempt, consumed) = match route::attempt(app, &req) {
+/// What stage 1 found: the integration, its HTTP profile, and the operation.
+pub struct Identified<'a> {
+    pub integ: &'a Integration,
+    pub profile: Arc<Profile>,
+    /// How many leading path segments named the attempt.
+    pub consumed: usize,
+    /// The matched operation, or the `unmatched_request` message.
+    pub resolved: Result<Resolved, String>,
+}
+
+/// The operation a request matched, and the input built for it (stage 2).
+pub struct Resolved {
+    pub target: Target,
+    /// For a built-in template: the closest operation files, for the `no_mock` message.
+    pub near_files: Option<String>,
+    pub input: Result<Value, InputError>,
+}
+
+/// The evidence of a committed call.
+#[derive(Debug)]
+pub struct Committed {
+    /// The event's sequence number in its attempt.
+    pub sequence: u64,
+    /// The answer (the decision's native response).
+    pub response: NativeResponse,
+    pub delay_ms: u64,
+}
+
+/// The store refused (or could not make durable) a call's evidence: the 500
+/// (`Understudy-Error: store_error`) to answer instead of anything the call decided.
+#[derive(Debug)]
+pub struct StoreFailed {
+    pub response: NativeResponse,
+}
+
+/// Run one proxied HTTP-profile call through every stage and answer it.
+pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
+    let (attempt, consumed) = match route::attempt(&app, &req) {
         Ok(x) => x,
-        Err(r) => return refusal(r),
+        Err(r) => return to_http(refusal(r)),
     };
-    let mut info = CallInfo {
-        execution_attempt_id: attempt::new_uuid(),
-        integration: req.segments.get(consumed).cloned().unwrap_or_default(),
-        operation_id: None,
-        is_write: false,
-        // Set by `prepare` once the input is built (always an object); otherwise the raw
-        // request's description below.
-        arguments: Value::Null,
-        idempotency_key_ref: None,
-        trace_id: trace_id(&req),
+    let integration = req.segments.get(consumed).cloned().unwrap_or_default();
+    // `arguments` is set by `identify` once the input is built (always an object);
+    // otherwise the raw request's description below.
+    let mut info = CallInfo::new(&req, &integration, Value::Null);
+    // Stages 1–3 read the attempt's record, borrowed (not held across an await).
+    let staged = {
+        let record = attempt.read_record();
+        match identify(&app, &attempt, &record, consumed, &req, &mut info) {
+            Err(d) => Staged::Mocked(Err(d)),
+            Ok(id) => match plan(&app, &record, &id, &info) {
+                Plan::Mock => Staged::Mocked(prepare_mock(&app, &record, id, &req, &mut info)),
+                Plan::Refuse(d) => Staged::Mocked(Err(d)),
+                unmocked => Staged::Unmocked(id, unmocked),
+            },
+        }
     };
-    let prepared = prepare(app, &attempt, consumed, &req, &mut info);
     if info.arguments.is_null() {
         info.arguments = req.describe();
     }
-    let mut guard = attempt.lock.lock().await;
-    let decision = match prepared {
-        Ok(p) => {
-            let d = evaluate(&mut guard, &p);
-            d.at(Some(p.revision), p.variant.clone())
+    let prepared = match staged {
+        Staged::Mocked(p) => p,
+        Staged::Unmocked(id, plan) => {
+            return super::forward::run(&app, attempt, req, info, id, plan).await
         }
-        Err(d) => d,
     };
-    let (response, delay_ms) = record_evidence(app, &attempt, guard, &req, info, decision).await;
-    delay(delay_ms).await;
-    response
+    match run_mocked(&app, &attempt, info, prepared, |_| ()).await {
+        Ok((response, ())) => to_http(response),
+        Err(f) => to_http(f.response),
+    }
+}
+
+/// Where stages 1–3 left a call: the mock's (prepared, or its decided end), or another plan
+/// with what stage 1 identified.
+enum Staged<'a> {
+    Mocked(Result<Prepared, Box<Decision>>),
+    Unmocked(Identified<'a>, Plan),
 }
 
 /// The 401 (unknown token) or 500 (store) answer of a request that reached no attempt.
@@ -246,21 +205,19 @@ pub fn trace_id(req: &Request) -> Option<String> {
     attempt::trace_id(req.header("traceparent")?)
 }
 
-/// Stages 1b–3 and the pin lookup: lease, integration, operation, input, input validation.
-/// `Err` is the decided end of the call (recorded like any other).
-// The error is the call's decided end, moved once per call; boxing it buys nothing.
-#[allow(clippy::result_large_err)]
-pub fn prepare(
-    app: &App,
+/// Stage 1 — the lease, the integration, the operation, the input and the write flag
+/// (`info.operation_id`, `info.is_write`, `info.arguments` once the input is built). `Err` is
+/// the decided end of the call in every mode: a lease that is over, a request that names no
+/// integration, or the non-endpoint path of an `mcp` integration.
+pub fn identify<'a>(
+    app: &'a App,
     attempt: &Attempt,
+    record: &RecordRef<'_>,
     consumed: usize,
     req: &Request,
     info: &mut CallInfo,
-) -> Result<Prepared, Decision> {
-    let record = attempt.read_record();
-    // Borrowed, not copied: the pins name every operation. Released when this returns.
-    check_lease(app, &record)?;
-    // Stage 1c: the integration.
+) -> Result<Identified<'a>, Box<Decision>> {
+    check_lease(app, record)?;
     let Some(integ) = req
         .segments
         .get(consumed)
@@ -287,14 +244,14 @@ pub fn prepare(
                     .join(", ")
             ),
         };
-        return Err(Decision::harness(HarnessError::new(
+        return Err(Box::new(Decision::harness(HarnessError::new(
             HarnessCode::UnmatchedRequest,
             msg,
-        )));
+        ))));
     };
-    let Some(profile) = integ.profile.clone() else {
+    let Wire::Http(profile) = &integ.wire else {
         // An `mcp` integration: its endpoint is the base URL itself (`super::mcp`).
-        return Err(Decision::harness(HarnessError::new(
+        return Err(Box::new(Decision::harness(HarnessError::new(
             HarnessCode::UnmatchedRequest,
             format!(
                 "{} is not the endpoint of `{}`: a `{}` integration is served at its base URL /{} itself",
@@ -303,37 +260,111 @@ pub fn prepare(
                 integ.config.profile,
                 integ.name()
             ),
-        )));
+        ))));
     };
-    // Stage 1d: the operation.
+    // The operation.
     let rel = &req.segments[consumed + 1..];
     let mut query = req.query.clone();
     let method = profile.effective_method(&req.method, &mut query);
-    let body = req.json_body();
+    let body = req.json();
     let view = RequestView {
         method: &method,
         segments: rel,
         query: &query,
         headers: &req.headers,
     };
-    info.is_write = profile.is_write(&method, rel, body.as_ref().ok().and_then(Option::as_ref));
-    let matched = route::operation_with(integ, Some(&integ.routes), &view, req)
-        .map_err(|m| Decision::harness(HarnessError::new(HarnessCode::UnmatchedRequest, m)))?;
-    info.operation_id = Some(matched.target.operation_id().to_string());
-    let explicit_write = match &matched.target {
-        Target::File(op) => op.op.write,
-        Target::Builtin(b) => b.write,
-    };
-    if let Some(w) = explicit_write {
-        info.is_write = w;
+    info.is_write = profile.is_write(&method, rel, body.ok().flatten());
+    let resolved = route::operation_with(integ, Some(&integ.routes), &view, req).map(|matched| {
+        info.operation_id = Some(matched.target.operation_id().to_string());
+        let explicit_write = match &matched.target {
+            Target::File(op) => op.op.write,
+            Target::Builtin(b) => b.write,
+        };
+        if let Some(w) = explicit_write {
+            info.is_write = w;
+        }
+        // Stage 2: the input.
+        let include_query = matches!(matched.target, Target::Builtin(_));
+        let body = body.map(|b| b.cloned()).map_err(str::to_string);
+        let input = build_input(&matched, &query, include_query, body);
+        if let Ok(input) = &input {
+            info.arguments = input.clone();
+        }
+        Resolved {
+            target: matched.target,
+            near_files: matched.near_files,
+            input,
+        }
+    });
+    Ok(Identified {
+        integ,
+        profile: profile.clone(),
+        consumed,
+        resolved,
+    })
+}
+
+/// Stage 1b — the lease: a call after it expired, or after the attempt ended, is the
+/// harness error `lease_expired`.
+pub fn check_lease(app: &App, record: &RecordRef<'_>) -> Result<(), Box<Decision>> {
+    match attempt::lease_error(record, record.lease(app.clock.now())) {
+        None => Ok(()),
+        Some(e) => Err(Box::new(Decision::harness(e))),
     }
-    // Stage 2: the input.
-    let include_query = matches!(matched.target, Target::Builtin(_));
-    let input = build_input(&matched, &query, include_query, body)
-        .map_err(|e| Decision::input(&profile, e))?;
-    info.arguments = input.clone();
-    let near_files = matched.near_files.clone();
-    let op = match matched.target {
+}
+
+/// Stage 2 — what happens to an identified call (SPEC 4; the table of `super::forward`). In
+/// `replay` the mock decides every call that matched an operation, and a request that
+/// matched none is refused (`unmatched_request`). In the other modes an operation file the
+/// attempt pinned a mock of is the mock's in `dry-run` and `record-missing` (its refusals —
+/// input errors, `stale_contract` — are the mock's to give); everything else follows the
+/// mode's rule for unmocked calls ([`super::forward::policy::unmocked`]).
+pub fn plan(app: &App, record: &AttemptRecord, id: &Identified<'_>, info: &CallInfo) -> Plan {
+    if app.mode == Mode::Replay {
+        return match &id.resolved {
+            Ok(_) => Plan::Mock,
+            Err(m) => Plan::Refuse(Box::new(Decision::harness(HarnessError::new(
+                HarnessCode::UnmatchedRequest,
+                m.clone(),
+            )))),
+        };
+    }
+    let pinned = match &id.resolved {
+        Ok(Resolved {
+            target: Target::File(op),
+            ..
+        }) => record.pins.contains_key(&op.key()),
+        _ => false,
+    };
+    super::forward::policy::plan_for(app, pinned, info.is_write, id.integ)
+}
+
+/// Stage 3 — for [`Plan::Mock`]: the operation file of the matched operation (a built-in
+/// template has no mock: `no_mock`), the input, then [`prepare_operation`]. `Err` is the
+/// decided end of the call (recorded like any other).
+pub fn prepare_mock(
+    app: &App,
+    record: &AttemptRecord,
+    id: Identified<'_>,
+    req: &Request,
+    info: &mut CallInfo,
+) -> Result<Prepared, Box<Decision>> {
+    let Identified {
+        integ,
+        profile,
+        resolved,
+        ..
+    } = id;
+    let resolved = resolved.map_err(|m| {
+        Box::new(Decision::harness(HarnessError::new(
+            HarnessCode::UnmatchedRequest,
+            m,
+        )))
+    })?;
+    let input = resolved
+        .input
+        .map_err(|e| Box::new(Decision::input(&profile, e)))?;
+    let op = match resolved.target {
         Target::File(op) => op,
         Target::Builtin(b) => {
             let mut msg = format!(
@@ -345,68 +376,52 @@ pub fn prepare(
                 integ.config.operations.display(),
                 b.operation_id
             );
-            if let Some(near) = &near_files {
+            if let Some(near) = &resolved.near_files {
                 msg.push_str(&format!("; closest operation files: {near}"));
             }
-            return Err(Decision::harness(HarnessError::new(
+            return Err(Box::new(Decision::harness(HarnessError::new(
                 HarnessCode::NoMock,
                 msg,
-            )));
+            ))));
         }
     };
-    prepare_operation(
-        app,
-        &record,
-        integ,
-        op,
-        Wire::Http(profile),
-        input,
-        req,
-        info,
-    )
+    prepare_operation(app, record, integ, op, input, req, info)
 }
 
-/// Stage 1b — the lease: a call after it expired, or after the attempt ended, is the
-/// harness error `lease_expired`.
-#[allow(clippy::result_large_err)]
-pub fn check_lease(app: &App, record: &RecordRef<'_>) -> Result<(), Decision> {
-    match attempt::lease_error(record, record.lease(app.clock.now())) {
-        None => Ok(()),
-        Some(e) => Err(Decision::harness(e)),
-    }
-}
-
-/// Stage 3 and the pin lookup of a resolved operation file, shared by HTTP calls and MCP
-/// tool calls (`super::mcp`): input validation, the pinned revision (`no_mock`,
-/// `stale_contract`), its engine, the idempotency key.
-#[allow(clippy::result_large_err, clippy::too_many_arguments)]
+/// Input validation and the pin lookup of a resolved operation file, shared by HTTP calls
+/// and MCP tool calls (`super::mcp`, on the integration's wire): input validation, the pinned
+/// revision (`no_mock`, `stale_contract`), its engine, the idempotency key.
 pub fn prepare_operation(
     app: &App,
     record: &AttemptRecord,
     integ: &Integration,
     op: Arc<Operation>,
-    wire: Wire,
     input: Value,
     req: &Request,
     info: &mut CallInfo,
-) -> Result<Prepared, Decision> {
-    // Stage 3: input validation.
-    validate_input(&op, &input).map_err(|e| Decision::input_on(&wire, e))?;
+) -> Result<Prepared, Box<Decision>> {
+    let wire = &integ.wire;
+    validate_input(&op, &input).map_err(|e| Box::new(Decision::input_on(wire, e)))?;
     // The pinned revision.
     let key = op.key();
     let Some(pin) = record.pins.get(&key) else {
-        return Err(Decision::harness(HarnessError::new(
-            HarnessCode::NoMock,
-            no_pin_message(app, integ, &op, &record.attempt_id),
+        return Err(Box::new(Decision::harness_on(
+            wire,
+            HarnessError::new(
+                HarnessCode::NoMock,
+                no_pin_message(app, integ, &op, &record.attempt_id),
+            ),
         )));
     };
     if let Some(e) = attempt::stale_pin(Some(&record.attempt_id), &key, pin, &op.contract_hash) {
-        return Err(Decision::harness(e).at(Some(pin.revision), None));
+        return Err(Box::new(
+            Decision::harness_on(wire, e).at(Some(pin.revision), None),
+        ));
     }
     let engine = app
         .engines
         .get(&app.store, &op, pin)
-        .map_err(|e| Decision::from_error(&wire, e).at(Some(pin.revision), None))?;
+        .map_err(|e| Box::new(Decision::error_on(wire, e).at(Some(pin.revision), None)))?;
     let idempotency = idempotency_key(op.idempotency.as_ref(), req, &input).map(|k| {
         let r = attempt::idempotency_key_ref(&record.secret, &k);
         info.idempotency_key_ref = Some(r.clone());
@@ -416,7 +431,7 @@ pub fn prepare_operation(
         variant: record.variants.get(&key).cloned(),
         revision: pin.revision,
         op,
-        wire,
+        wire: wire.clone(),
         engine,
         input,
         idempotency,
@@ -518,6 +533,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                         response,
                         result: first.result.clone(),
                         result_status: ResultStatus::Replayed,
+                        source: EventSource::Mock,
                         error: None,
                         revision: first.revision,
                         variant: first.variant.clone(),
@@ -526,7 +542,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                         new_state: None,
                         remember: None,
                     },
-                    Err(e) => Decision::harness(e),
+                    Err(e) => Decision::harness_on(&p.wire, e),
                 };
             }
             let mut e = InputError::new(format!(
@@ -541,7 +557,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
     let pre = state.state.get(&p.op.integration).unwrap_or(&empty);
     let outcome = match p.engine.decide(p.variant.as_deref(), &p.input, pre) {
         Ok(o) => o,
-        Err(e) => return Decision::from_error(&p.wire, e),
+        Err(e) => return Decision::error_on(&p.wire, e),
     };
     // Stages 5 and 6: once per static result (see `settled`), else for this call.
     let settled = match &outcome.result {
@@ -552,7 +568,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         Some(r) => r.clone(),
         None => match check_and_render(p, outcome.result.value(), outcome.variant, outcome.rule) {
             Ok(r) => r,
-            Err(d) => return d,
+            Err(d) => return *d,
         },
     };
     let new_state = patched_state(pre, outcome.state_patch).map(|s| (p.op.integration.clone(), s));
@@ -575,6 +591,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         response,
         result,
         result_status: ResultStatus::Ok,
+        source: EventSource::Mock,
         error: None,
         revision: Some(p.revision),
         variant: Some(variant),
@@ -587,22 +604,23 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
 
 /// Stages 5 and 6 of one result: the output check, then the native response. `Err` is the
 /// decided end of the call.
-#[allow(clippy::result_large_err)]
 fn check_and_render(
     p: &Prepared,
     result: &Value,
     variant: &str,
     rule: Option<usize>,
-) -> Result<NativeResponse, Decision> {
+) -> Result<NativeResponse, Box<Decision>> {
     // Stage 5.
     if let Err(v) = validate_output(&p.op, p.engine.definition(), result, variant, rule) {
-        let mut d = Decision::harness(v.error);
+        let mut d = Decision::harness_on(&p.wire, v.error);
         d.variant = Some(variant.to_string());
         d.rule = rule;
-        return Err(d);
+        return Err(Box::new(d));
     }
     // Stage 6.
-    p.wire.render(result).map_err(Decision::harness)
+    p.wire
+        .render(result)
+        .map_err(|e| Box::new(Decision::harness_on(&p.wire, e)))
 }
 
 /// Stages 5 and 6 of a static result, done on its first call and kept in the compiled
@@ -657,37 +675,62 @@ fn patched_state(
     Some(s)
 }
 
-/// Stage 6 — the adapter envelope as the native response (SPEC 5.1).
-pub fn render_native(profile: &Profile, result: &Value) -> Result<NativeResponse, HarnessError> {
-    profile.render(result)
+/// Stage 4 — lock → evaluate → commit → delay: the one mocked run of every call the mock
+/// decides (HTTP and MCP, every mode) and of every call refused before evaluation
+/// (`prepared` is `Err`: its decision is committed as is). `seen` looks at the decision
+/// before it is committed (an MCP caller keeps the tool-call outcome for the dialect). The
+/// delay runs after the lock is released and only once the evidence is durable.
+pub async fn run_mocked<T>(
+    app: &App,
+    attempt: &Attempt,
+    info: CallInfo,
+    prepared: Result<Prepared, Box<Decision>>,
+    seen: impl FnOnce(&Decision) -> T,
+) -> Result<(NativeResponse, T), StoreFailed> {
+    let mut state = attempt.lock.lock().await;
+    let decision = match prepared {
+        Ok(p) => evaluate(&mut state, &p).at(Some(p.revision), p.variant.clone()),
+        Err(d) => *d,
+    };
+    let seen = seen(&decision);
+    let committed = commit(app, attempt, state, info, decision).await?;
+    delay(committed.delay_ms).await;
+    Ok((committed.response, seen))
 }
 
-/// Stage 7 — write the call's evidence (and the integration's new state) in one store
-/// transaction under the state lock, make the new state and the idempotency entry visible,
-/// release the lock, then wait for the group flush that makes the write durable: the answer
-/// never leaves before its evidence is on disk, yet calls to one attempt share fsyncs.
-/// A store failure answers 500 (`Understudy-Error: store_error`); a failed write commits
-/// nothing. (A failed *flush* — disk gone — answers 500 too; the write stays in the store's
-/// log and may or may not survive a crash, so it is never acknowledged.)
-pub async fn record_evidence(
+/// [`commit`] of a call decided without the attempt's state (forwarded, blocked, simulated,
+/// or failed to forward): takes the state lock, so its event is ordered with the others.
+pub async fn record(
+    app: &App,
+    attempt: &Attempt,
+    info: CallInfo,
+    decision: Decision,
+) -> Result<Committed, StoreFailed> {
+    let state = attempt.lock.lock().await;
+    commit(app, attempt, state, info, decision).await
+}
+
+/// Stage 5 — the one commit: write the call's evidence (and the integration's new state)
+/// in one store transaction under the state lock, make the new state and the idempotency
+/// entry visible, release the lock, then wait for the group flush that makes the write
+/// durable: the answer never leaves before its evidence is on disk, yet calls to one attempt
+/// share fsyncs. The arguments of a call that carries its secret set (`info.secrets`) are
+/// scrubbed first. A failed write commits nothing and is [`StoreFailed`]; so is a failed
+/// *flush* (disk gone): the write stays in the store's log and may or may not survive a
+/// crash, so it is never acknowledged.
+pub async fn commit(
     app: &App,
     attempt: &Attempt,
     mut state: tokio::sync::MutexGuard<'_, AttemptState>,
-    req: &Request,
     mut info: CallInfo,
     mut d: Decision,
-) -> (NativeResponse, u64) {
+) -> Result<Committed, StoreFailed> {
+    if let Some(secrets) = &info.secrets {
+        super::forward::capture::scrub(app, secrets, &mut info.arguments);
+    }
     // The result moves into the event (no deep copy per call): nothing below reads it.
     let result = std::mem::take(&mut d.result);
-    let (mut event, latency_ms) = tool_event(
-        app,
-        req,
-        &mut info,
-        &d,
-        d.response.status,
-        EventSource::Mock,
-    );
-    event.result = result;
+    let (event, latency_ms) = tool_event(app, &mut info, &d, result);
     let rec = CallRecord {
         event,
         state: d.new_state.clone(),
@@ -695,10 +738,10 @@ pub async fn record_evidence(
     let op_name = info.operation_id.as_deref().unwrap_or("");
     let written = app.store.write_call(&attempt.id, rec);
     if written.is_ok() {
-        if let Some((integ, s)) = d.new_state {
+        if let Some((integ, s)) = d.new_state.take() {
             state.state.insert(integ, s);
         }
-        if let Some((k, e)) = d.remember {
+        if let Some((k, e)) = d.remember.take() {
             state.idempotency.entry(k).or_insert(e);
         }
     }
@@ -707,8 +750,8 @@ pub async fn record_evidence(
         Ok(seq) => app.store.wait_durable().await.map(|()| seq),
         Err(e) => Err(e),
     };
-    match durable {
-        Ok(seq) => {
+    let e = match durable {
+        Ok(sequence) => {
             app.metrics.observe(
                 &info.integration,
                 op_name,
@@ -717,57 +760,52 @@ pub async fn record_evidence(
             );
             match &d.error {
                 Some(CallError::Harness(e)) => tracing::warn!(
-                    attempt = %attempt.id, sequence = seq, integration = %info.integration,
+                    attempt = %attempt.id, sequence, integration = %info.integration,
                     operation = op_name, code = %e.code, "harness error: {}", e.message
                 ),
                 Some(CallError::Input(e)) => tracing::info!(
-                    attempt = %attempt.id, sequence = seq, integration = %info.integration,
+                    attempt = %attempt.id, sequence, integration = %info.integration,
                     operation = op_name, "input error: {}", e.message
                 ),
                 None => tracing::debug!(
-                    attempt = %attempt.id, sequence = seq, integration = %info.integration,
-                    operation = op_name, status = d.response.status, result_status = d.result_status.as_str(), "call"
+                    attempt = %attempt.id, sequence, integration = %info.integration,
+                    operation = op_name, status = d.response.status,
+                    result_status = d.result_status.as_str(), source = d.source.as_str(), "call"
                 ),
             }
-            (d.response, d.delay_ms)
+            return Ok(Committed {
+                sequence,
+                response: d.response,
+                delay_ms: d.delay_ms,
+            });
         }
-        Err(e) => {
-            tracing::error!(attempt = %attempt.id, error = %e, "cannot record the call's evidence");
-            attempt
-                .store_failures
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            app.metrics
-                .observe(&info.integration, op_name, "store_error", latency_ms);
-            let body = json!({ "understudy_error": {
-                "kind": "internal_error",
-                "code": "store_error",
-                "message": format!("the call could not be recorded, so it was not answered: {e}"),
-            }});
-            (
-                NativeResponse {
-                    status: 500,
-                    headers: vec![("Understudy-Error".into(), "store_error".into())],
-                    body: Some(body),
-                },
-                0,
-            )
-        }
-    }
+        Err(e) => e,
+    };
+    tracing::error!(attempt = %attempt.id, error = %e, "cannot record the call's evidence");
+    attempt
+        .store_failures
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    app.metrics
+        .observe(&info.integration, op_name, "store_error", latency_ms);
+    let body = json!({ "understudy_error": {
+        "kind": "internal_error",
+        "code": "store_error",
+        "message": format!("the call could not be recorded, so it was not answered: {e}"),
+    }});
+    Err(StoreFailed {
+        response: NativeResponse {
+            status: 500,
+            headers: vec![("Understudy-Error".into(), "store_error".into())],
+            body: Some(body),
+        },
+    })
 }
 
-/// The evidence event of one decided call, and its latency so far (ms). Takes the
-/// per-call fields out of `info` (its integration and operation id stay for logging); the
-/// store assigns the sequence. One place for every path that records a call (mock, MCP,
-/// forwarded, blocked, simulated).
-pub(crate) fn tool_event(
-    app: &App,
-    req: &Request,
-    info: &mut CallInfo,
-    d: &Decision,
-    http_status: u16,
-    source: EventSource,
-) -> (ToolEvent, f64) {
-    let latency_ms = req.received.elapsed().as_secs_f64() * 1000.0;
+/// The evidence event of one decided call (its `result` given), and its latency so far
+/// (ms). Takes the per-call fields out of `info` (its integration and operation id stay for
+/// logging); the store assigns the sequence; `http_status` is the decision's.
+fn tool_event(app: &App, info: &mut CallInfo, d: &Decision, result: Value) -> (ToolEvent, f64) {
+    let latency_ms = info.received.elapsed().as_secs_f64() * 1000.0;
     let event = ToolEvent {
         sequence: 0,
         execution_attempt_id: std::mem::take(&mut info.execution_attempt_id),
@@ -778,21 +816,22 @@ pub(crate) fn tool_event(
         rule: d.rule,
         is_write: info.is_write,
         arguments: std::mem::take(&mut info.arguments),
-        result: d.result.clone(),
+        result,
         result_status: d.result_status.clone(),
-        http_status,
+        http_status: d.response.status,
         latency_ms,
         delay_ms: d.delay_ms,
         idempotency_key_ref: info.idempotency_key_ref.take(),
         trace_id: info.trace_id.take(),
-        source,
+        source: d.source.clone(),
         error: d.error.as_ref().map(CallError::to_json),
         timestamp: crate::util::time::rfc3339(app.clock.now()),
     };
     (event, latency_ms)
 }
 
-/// Stage 8 — sleep `delay_ms` (after the state change is committed and the lock released).
+/// After stage 4's commit — sleep `delay_ms` (the state change is committed and the lock
+/// released).
 pub async fn delay(ms: u64) {
     if ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::app::App;
-use crate::http::{full, to_http, HttpResponse, Request};
+use crate::http::{full, HttpResponse, Request};
 
 pub use transport::Transport;
 
@@ -58,19 +58,14 @@ pub async fn serve_with(
 }
 
 /// Answer one buffered request: the admin API on the listener's own origin, else the proxy
-/// (the forwarding modes, the MCP endpoint, or the replay pipeline). A HEAD answer keeps its
-/// headers and loses its body.
+/// (`crate::proxy::handle`, in every mode). A HEAD answer keeps its headers and loses its
+/// body.
 pub(crate) async fn dispatch(app: Arc<App>, request: Request) -> HttpResponse {
     let is_head = request.method == "HEAD";
     let mut resp = if request.via_proxy.is_none() && crate::admin::is_admin_path(&request.path) {
         crate::admin::handle(&app, request).await
-    } else if app.mode != crate::config::Mode::Replay {
-        // dry-run, record, record-missing, passthrough: streamed answers of the real system.
-        crate::proxy::forward::handle(app.clone(), request).await
-    } else if crate::proxy::mcp::is_endpoint(&app, &request) {
-        crate::proxy::mcp::handle(&app, request).await
     } else {
-        to_http(crate::proxy::pipeline::handle(&app, request).await)
+        crate::proxy::handle(app, request).await
     };
     if is_head {
         *resp.body_mut() = full(Bytes::new());

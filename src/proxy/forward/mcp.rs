@@ -13,7 +13,7 @@
 //!     (the replay pipeline: input schema, state, evidence `source: "mock"`), as JSON, or as
 //!     one SSE event when the agent accepts only SSE or the integration sets `mcp_sse`;
 //!     2026-07-28 results carry `resultType` and the server info, as in replay;
-//!   - any other tool: the rule of the mode ([`super::action_for`]): forwarded (evidence
+//!   - any other tool: the rule of the mode ([`super::policy::plan_for`]): forwarded (evidence
 //!     `forwarded`, `source: "upstream"`; `record` modes capture it for drafts), or — for a
 //!     write — blocked (a tool result with `isError: true` naming why, `blocked`), simulated
 //!     (the profile's synthetic success for the tool's result form, `simulated`) or tagged
@@ -31,28 +31,27 @@
 //!   into calls that are answered differently — gets HTTP 400 with a JSON-RPC error asking for
 //!   one call per request.
 //! - An integration without `upstream`, and any request after the attempt's lease, are
-//!   answered by the replay endpoint (`super::super::mcp`).
+//!   answered by the replay endpoint (`crate::proxy::mcp`, which hands this module the rest).
 //! - The real server unreachable: the harness error `upstream_unavailable` as MCP answers it
 //!   (JSON-RPC -32603 with the `understudy_error` data, HTTP 200), recorded in evidence.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::http::{HeaderMap, HeaderValue, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::{
-    action_for, blocked_message, buffer, forwarded_decision, http_result, is_sse, keep_exchange,
-    local_decision, record_event, relay, rest_of, scrub_value, send_upstream, Action, BodyEnd,
-    Buffered, Capture, Finisher, MCP_TAG_KEY, SOURCE_HEADER,
-};
+use super::capture::{http_result, keep_exchange, scrub, secret_values, Capture};
+use super::relay::{relay, BodyEnd, Finisher};
+use super::send::{buffer, rest_of, send_upstream, Buffered};
+use super::{policy, MCP_TAG_KEY, SOURCE_HEADER};
 use crate::app::{App, Integration};
-use crate::attempt::{self, Attempt};
-use crate::config::Mode;
+use crate::attempt::Attempt;
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
-use crate::http::Request;
-use crate::http::{full, to_http, HttpResponse};
+use crate::http::{full, is_sse, to_http, HttpResponse, Request};
 use crate::operation::Operation;
 use crate::profile::mcp::jsonrpc::{self, INVALID_REQUEST};
 use crate::profile::mcp::tools::{render_outcome, CallAnswer};
@@ -61,47 +60,42 @@ use crate::profile::mcp::{
     ToolCallOutcome, META_SERVER_INFO,
 };
 use crate::profile::NativeResponse;
-use crate::proxy::mcp::mcp_response;
-use crate::proxy::mcp::{for_mcp, is_store_failure, outcome_of};
-use crate::proxy::pipeline::{self, CallInfo, Decision, Wire};
-use crate::proxy::route;
+use crate::proxy::decision::{Decision, Plan};
+use crate::proxy::mcp::{for_mcp, mcp_response, outcome_of};
+use crate::proxy::pipeline::{self, CallInfo, StoreFailed};
 use crate::record::{Call, Exchange, ToolCall, ToolOutcome};
-use crate::records::{AttemptRecord, EventSource, ResultStatus};
+use crate::records::{EventSource, ResultStatus};
 
 /// Answer one request to an MCP endpoint outside `replay` (module doc).
-pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
-    let (attempt, consumed) = match route::attempt(&app, &req) {
-        Ok(x) => x,
-        Err(r) => return to_http(pipeline::refusal(r)),
-    };
-    let integ = req
-        .segments
-        .get(consumed)
-        .and_then(|n| app.integration_for(&attempt, n))
-        .cloned();
-    let record = attempt.record();
-    let Some(integ) = integ.filter(|i| i.config.upstream.is_some()) else {
-        return crate::proxy::mcp::handle(&app, req).await;
-    };
-    if pipeline::check_lease(&app, &attempt.read_record()).is_err() {
-        return crate::proxy::mcp::handle(&app, req).await;
-    }
-    let rest = rest_of(&req, consumed);
+/// `crate::proxy::mcp` hands it an integration with an `upstream` and an attempt whose lease
+/// is active.
+pub async fn handle(
+    app: Arc<App>,
+    attempt: Arc<Attempt>,
+    consumed: usize,
+    integ: Integration,
+    req: Request,
+) -> HttpResponse {
+    let rest = &rest_of(&req, consumed);
+    // The one parse of the JSON-RPC message (not `Request::json`: the dialect's bound on
+    // nesting is not applied to what only passes through).
     let message: Option<Value> = if req.method == "POST" {
         serde_json::from_slice(&req.body).ok()
     } else {
         None
     };
+    let sent = Sent {
+        rest,
+        message: message.as_ref(),
+    };
     let method_of = |v: &Value| v.get("method").and_then(Value::as_str).map(str::to_string);
     match &message {
         Some(m @ Value::Object(o)) if o.contains_key("id") => match method_of(m).as_deref() {
-            Some("tools/call") => {
-                tools_call(app.clone(), attempt, record, &integ, req, rest, o.clone()).await
-            }
+            Some("tools/call") => tools_call(app.clone(), attempt, &integ, req, sent, o).await,
             Some("tools/list") => {
-                forward_plain(app.clone(), attempt, &integ, req, rest, true).await
+                forward_plain(app.clone(), attempt, &integ, req, sent, true).await
             }
-            _ => forward_plain(app.clone(), attempt, &integ, req, rest, false).await,
+            _ => forward_plain(app.clone(), attempt, &integ, req, sent, false).await,
         },
         Some(Value::Array(items))
             if items
@@ -119,8 +113,24 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
                 .body(full(body.to_string()))
                 .expect("static response")
         }
-        _ => forward_plain(app.clone(), attempt, &integ, req, rest, false).await,
+        _ => forward_plain(app.clone(), attempt, &integ, req, sent, false).await,
     }
+}
+
+/// What a request to the endpoint is sent as: the path and query joined to `upstream`, and
+/// its JSON-RPC message (a POST body that is JSON).
+#[derive(Clone, Copy)]
+struct Sent<'a> {
+    rest: &'a str,
+    message: Option<&'a Value>,
+}
+
+/// A call of `integ` recorded from here: its secret set computed once (every forwarded,
+/// blocked or simulated call's evidence is scrubbed).
+fn call_info(app: &App, integ: &Integration, req: &Request, arguments: Value) -> CallInfo {
+    let mut info = CallInfo::new(req, integ.name(), arguments);
+    info.secrets = Some(secret_values(app, req).into());
+    info
 }
 
 /// The write flag of an operation file: its `write`, else the MCP annotation rule.
@@ -137,28 +147,19 @@ async fn forward_plain(
     attempt: Arc<Attempt>,
     integ: &Integration,
     req: Request,
-    rest: String,
+    sent: Sent<'_>,
     learn: bool,
 ) -> HttpResponse {
-    let resp = match send_upstream(&app, integ, &req, &rest, false, req.body.clone()).await {
+    let resp = match send_upstream(&app, integ, &req, sent.rest, false, req.body.clone()).await {
         Ok(r) => r,
         Err(e) => {
             // Recorded: a harness error fails the attempt whatever the agent does next.
-            let message: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-            let info = CallInfo {
-                execution_attempt_id: attempt::new_uuid(),
-                integration: integ.name().to_string(),
-                operation_id: None,
-                is_write: false,
-                arguments: json!({ "method": message.get("method"), "params": message.get("params") }),
-                idempotency_key_ref: None,
-                trace_id: pipeline::trace_id(&req),
-            };
-            let d = for_mcp(Decision::harness(e.clone()));
-            if let Err(r) =
-                record_event(&app, &attempt, &req, info, &d, 200, EventSource::Upstream).await
-            {
-                return to_http(r);
+            let m = sent.message.unwrap_or(&Value::Null);
+            let arguments = json!({ "method": m.get("method"), "params": m.get("params") });
+            let info = call_info(&app, integ, &req, arguments);
+            let d = for_mcp(Decision::harness(e.clone())).from(EventSource::Upstream);
+            if let Err(f) = pipeline::record(&app, &attempt, info, d).await {
+                return to_http(f.response);
             }
             return mcp_response(harness_reply(&req.body, &e));
         }
@@ -171,15 +172,8 @@ async fn forward_plain(
         learn,
         headers: parts.headers.clone(),
     });
-    let dummy = CallInfo {
-        execution_attempt_id: String::new(),
-        integration: integ.name().to_string(),
-        operation_id: None,
-        is_write: false,
-        arguments: Value::Null,
-        idempotency_key_ref: None,
-        trace_id: None,
-    };
+    // Nothing is recorded for a message that is not a tool call: `Learn` ignores it.
+    let dummy = CallInfo::new(&req, integ.name(), Value::Null);
     let out_body = if is_sse(&parts.headers) {
         relay(done, dummy, Bytes::new(), body)
     } else {
@@ -248,8 +242,7 @@ impl Finisher for Learn {
         self: Arc<Self>,
         _info: CallInfo,
         end: BodyEnd,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), NativeResponse>> + Send>>
-    {
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreFailed>> + Send>> {
         Box::pin(async move {
             if end.complete && !end.truncated {
                 self.learn_from(&end.bytes);
@@ -280,11 +273,10 @@ fn messages(headers: &HeaderMap, bytes: &[u8]) -> Vec<Value> {
 async fn tools_call(
     app: Arc<App>,
     attempt: Arc<Attempt>,
-    record: AttemptRecord,
     integ: &Integration,
     req: Request,
-    rest: String,
-    msg: Map<String, Value>,
+    sent: Sent<'_>,
+    msg: &Map<String, Value>,
 ) -> HttpResponse {
     let id = msg.get("id").cloned().unwrap_or(Value::Null);
     let params = msg
@@ -298,7 +290,7 @@ async fn tools_call(
         .map(str::to_string)
     else {
         // Malformed: the real server answers it.
-        return forward_plain(app, attempt, integ, req, rest, false).await;
+        return forward_plain(app, attempt, integ, req, sent, false).await;
     };
     let arguments = params
         .get("arguments")
@@ -307,39 +299,14 @@ async fn tools_call(
     let stateless =
         crate::profile::mcp::is_stateless_era(Some("tools/call"), Some(&params), &req.headers);
     let op = integ.operation(&name).cloned();
-    let uses_mocks = matches!(app.mode, Mode::DryRun | Mode::RecordMissing);
-    if let Some(op) = &op {
-        if uses_mocks && record.pins.contains_key(&op.key()) {
-            let call = LocalCall {
-                app: &app,
-                attempt: &attempt,
-                integ,
-                req: &req,
-                id: &id,
-                name: &name,
-                stateless,
-            };
-            return call.mocked(&record, op.clone(), arguments).await;
-        }
-    }
     let is_write = op
         .as_deref()
         .map(write_flag)
         .or_else(|| app.forwarding.learned_write(integ.name(), &name))
         .unwrap_or(true);
-    let form = match &op {
-        Some(o) => o.op.result_form.unwrap_or(ResultForm::Structured),
-        None => ResultForm::CallToolResult,
-    };
-    let info = CallInfo {
-        execution_attempt_id: attempt::new_uuid(),
-        integration: integ.name().to_string(),
-        operation_id: Some(name.clone()),
-        is_write,
-        arguments: arguments.clone(),
-        idempotency_key_ref: None,
-        trace_id: pipeline::trace_id(&req),
-    };
+    let pinned = op
+        .as_ref()
+        .is_some_and(|op| attempt.read_record().pins.contains_key(&op.key()));
     let call = LocalCall {
         app: &app,
         attempt: &attempt,
@@ -349,36 +316,19 @@ async fn tools_call(
         name: &name,
         stateless,
     };
-    match action_for(&app, is_write, integ.config.unmatched_writes) {
-        Action::Block => {
-            let what = format!("tools/call `{name}`");
-            let msg = blocked_message(&app, integ.name(), &what);
-            tracing::info!(integration = %integ.name(), operation = %name, "write blocked: {what}");
-            let result = blocked_result(&msg);
-            call.answer(
-                info,
-                result,
-                ResultStatus::Blocked,
-                ToolCallOutcome::InputError(InputError::new(msg)),
-                form,
-            )
-            .await
-        }
-        Action::Simulate => {
-            let msg = format!(
-                "understudy simulated this write (dry-run): tools/call `{name}` was not sent to the real system"
-            );
-            let result = simulated_result(form, &msg);
-            call.answer(
-                info,
-                result.clone(),
-                ResultStatus::Simulated,
-                ToolCallOutcome::Ok(result),
-                form,
-            )
-            .await
-        }
-        Action::Forward { tag, capture } => {
+    let plan = policy::plan_for(&app, pinned, is_write, integ);
+    if let (Plan::Mock, Some(op)) = (&plan, &op) {
+        return call.mocked(op.clone(), arguments).await;
+    }
+    let form = match &op {
+        Some(o) => o.op.result_form.unwrap_or(ResultForm::Structured),
+        None => ResultForm::CallToolResult,
+    };
+    let mut info = call_info(&app, integ, &req, arguments.clone());
+    info.operation_id = Some(name.clone());
+    info.is_write = is_write;
+    match plan {
+        Plan::Forward { tag, capture } => {
             let capture = capture.then(|| Capture {
                 integration: integ.name().to_string(),
                 profile: integ.config.profile,
@@ -386,82 +336,104 @@ async fn tools_call(
                 order: app.forwarding.next_order(),
                 path: String::new(),
             });
-            let body = if tag {
-                tagged_body(&msg)
-            } else {
-                req.body.clone()
-            };
-            let source = if tag {
-                EventSource::ToolTest
-            } else {
-                EventSource::Upstream
-            };
-            let resp = match send_upstream(&app, integ, &req, &rest, tag, body).await {
-                Ok(r) => r,
-                Err(e) => {
-                    let d = for_mcp(Decision::harness(e.clone()));
-                    if let Err(r) =
-                        record_event(&app, &attempt, &req, info, &d, 200, source.clone()).await
-                    {
-                        return to_http(r);
-                    }
-                    return mcp_response(harness_reply(&req.body, &e));
-                }
-            };
-            let (mut parts, body) = resp.into_parts();
-            crate::upstream::strip_response_headers(&mut parts.headers);
-            let done = Arc::new(ToolDone {
+            let done = ToolDone {
                 app: app.clone(),
                 attempt: attempt.clone(),
-                req: req.clone(),
-                source: source.clone(),
+                source: if tag {
+                    EventSource::ToolTest
+                } else {
+                    EventSource::Upstream
+                },
                 capture,
-                status: parts.status.as_u16(),
-                headers: parts.headers.clone(),
+                status: 0,
+                headers: HeaderMap::new(),
                 id: id.clone(),
                 name: name.clone(),
                 arguments,
-            });
-            let out_body = if is_sse(&parts.headers) {
-                relay(done, info, Bytes::new(), body)
-            } else {
-                match buffer(body, app.limits.max_body, app.limits.body_read_timeout).await {
-                    Buffered::Complete(bytes) => {
-                        let end = BodyEnd::complete(bytes.clone());
-                        if let Err(r) = done.clone().finish(info, end).await {
-                            return to_http(r);
-                        }
-                        full(bytes)
-                    }
-                    Buffered::Partial { prefix, rest } => relay(done, info, prefix, rest),
-                    Buffered::Failed(e) => {
-                        let h = HarnessError::new(
-                            HarnessCode::UpstreamUnavailable,
-                            format!(
-                                "the MCP server of `{}` failed while sending its answer: {e}",
-                                integ.name()
-                            ),
-                        );
-                        let d = for_mcp(Decision::harness(h.clone()));
-                        if let Err(r) =
-                            record_event(&app, &attempt, &req, info, &d, 200, source).await
-                        {
-                            return to_http(r);
-                        }
-                        return mcp_response(harness_reply(&req.body, &h));
-                    }
-                }
             };
-            let mut out = Response::new(out_body);
-            *out.status_mut() = parts.status;
-            *out.headers_mut() = parts.headers;
-            out.headers_mut().insert(
-                SOURCE_HEADER,
-                HeaderValue::from_static(if tag { "tool_test" } else { "upstream" }),
+            let body = if tag {
+                tagged_body(msg)
+            } else {
+                req.body.clone()
+            };
+            forward_call(&app, integ, &req, sent, info, done, body).await
+        }
+        Plan::Simulate => {
+            let msg = format!(
+                "understudy simulated this write (dry-run): tools/call `{name}` was not sent to the real system"
             );
-            out
+            let result = simulated_result(form, &msg);
+            let outcome = ToolCallOutcome::Ok(result.clone());
+            call.answer(info, result, ResultStatus::Simulated, outcome, form)
+                .await
+        }
+        // `Block` (and `Mock` of a tool without an operation file, which `plan_for` never
+        // gives: a pin names an operation file).
+        _ => {
+            let what = format!("tools/call `{name}`");
+            let msg = policy::blocked_message(&app, integ.name(), &what);
+            tracing::info!(integration = %integ.name(), operation = %name, "write blocked: {what}");
+            let result = blocked_result(&msg);
+            let outcome = ToolCallOutcome::InputError(InputError::new(msg));
+            call.answer(info, result, ResultStatus::Blocked, outcome, form)
+                .await
         }
     }
+}
+
+/// Forward one `tools/call` (`body`, tagged or not) and relay the real answer; `done` is
+/// finished with its status and headers once the answer's body is read or relayed.
+async fn forward_call(
+    app: &Arc<App>,
+    integ: &Integration,
+    req: &Request,
+    sent: Sent<'_>,
+    info: CallInfo,
+    mut done: ToolDone,
+    body: Bytes,
+) -> HttpResponse {
+    let tag = done.source == EventSource::ToolTest;
+    let resp = match send_upstream(app, integ, req, sent.rest, tag, body).await {
+        Ok(r) => r,
+        Err(e) => return done.failed(info, &req.body, e).await,
+    };
+    let (mut parts, body) = resp.into_parts();
+    crate::upstream::strip_response_headers(&mut parts.headers);
+    done.status = parts.status.as_u16();
+    done.headers = parts.headers.clone();
+    let done = Arc::new(done);
+    let out_body = if is_sse(&parts.headers) {
+        relay(done, info, Bytes::new(), body)
+    } else {
+        match buffer(body, app.limits.max_body, app.limits.body_read_timeout).await {
+            Buffered::Complete(bytes) => {
+                let end = BodyEnd::complete(bytes.clone());
+                if let Err(f) = done.clone().finish(info, end).await {
+                    return to_http(f.response);
+                }
+                full(bytes)
+            }
+            Buffered::Partial { prefix, rest } => relay(done, info, prefix, rest),
+            Buffered::Failed(e) => {
+                let h = HarnessError::new(
+                    HarnessCode::UpstreamUnavailable,
+                    format!(
+                        "the MCP server of `{}` failed while sending its answer: {e}",
+                        integ.name()
+                    ),
+                );
+                return done.failed(info, &req.body, h).await;
+            }
+        }
+    };
+    let mut out = Response::new(out_body);
+    *out.status_mut() = parts.status;
+    *out.headers_mut() = parts.headers;
+    out.headers_mut().insert(
+        SOURCE_HEADER,
+        HeaderValue::from_static(if tag { "tool_test" } else { "upstream" }),
+    );
+    out
 }
 
 /// The request body with the MCP body tag of a tagged write (module doc).
@@ -488,53 +460,27 @@ struct LocalCall<'a> {
 }
 
 impl LocalCall<'_> {
-    /// The mock answers (the replay pipeline's stages, as `crate::proxy::mcp` runs them).
-    async fn mocked(
-        &self,
-        record: &AttemptRecord,
-        op: Arc<Operation>,
-        arguments: Value,
-    ) -> HttpResponse {
-        let mut info = CallInfo {
-            execution_attempt_id: attempt::new_uuid(),
-            integration: self.integ.name().to_string(),
-            operation_id: Some(self.name.to_string()),
-            is_write: write_flag(&op),
-            arguments: arguments.clone(),
-            idempotency_key_ref: None,
-            trace_id: pipeline::trace_id(self.req),
-        };
+    /// The mock answers (the pipeline's stages, as `crate::proxy::mcp` runs them).
+    async fn mocked(&self, op: Arc<Operation>, arguments: Value) -> HttpResponse {
+        let mut info = CallInfo::new(self.req, self.integ.name(), arguments.clone());
+        info.operation_id = Some(self.name.to_string());
+        info.is_write = write_flag(&op);
         let form = op.op.result_form.unwrap_or(ResultForm::Structured);
         let prepared = pipeline::prepare_operation(
             self.app,
-            record,
+            &self.attempt.read_record(),
             self.integ,
             op,
-            Wire::Mcp,
             arguments,
             self.req,
             &mut info,
         );
-        let mut guard = self.attempt.lock.lock().await;
-        let decision = match prepared {
-            Ok(p) => pipeline::evaluate(&mut guard, &p).at(Some(p.revision), p.variant.clone()),
-            Err(d) => d,
-        };
-        let outcome = outcome_of(&decision);
-        let (response, delay_ms) = pipeline::record_evidence(
-            self.app,
-            self.attempt,
-            guard,
-            self.req,
-            info,
-            for_mcp(decision),
-        )
-        .await;
-        if is_store_failure(&response) {
-            return to_http(response);
+        match pipeline::run_mocked(self.app, self.attempt, info, prepared, outcome_of).await {
+            Ok((_, outcome)) => {
+                self.render(render_outcome(self.name, outcome, form, self.stateless))
+            }
+            Err(f) => to_http(f.response),
         }
-        pipeline::delay(delay_ms).await;
-        self.render(render_outcome(self.name, outcome, form, self.stateless))
     }
 
     /// Record a blocked or simulated call (`source: "mock"`) and answer it.
@@ -546,7 +492,7 @@ impl LocalCall<'_> {
         outcome: ToolCallOutcome,
         form: ResultForm,
     ) -> HttpResponse {
-        let mut d = local_decision(
+        let mut d = Decision::answered(
             NativeResponse {
                 status: 200,
                 headers: Vec::new(),
@@ -555,18 +501,8 @@ impl LocalCall<'_> {
             status,
         );
         d.result = result;
-        if let Err(r) = record_event(
-            self.app,
-            self.attempt,
-            self.req,
-            info,
-            &d,
-            200,
-            EventSource::Mock,
-        )
-        .await
-        {
-            return to_http(r);
+        if let Err(f) = pipeline::record(self.app, self.attempt, info, d).await {
+            return to_http(f.response);
         }
         // A blocked call renders as a tool error; a simulated one in the tool's form (a tool
         // the project does not know is answered as a whole CallToolResult).
@@ -626,11 +562,22 @@ fn finish_stateless(result: &mut Value, server_name: &str) {
     }
 }
 
+impl ToolDone {
+    /// The call got no answer from the real server: recorded as the harness error, answered
+    /// as MCP answers it.
+    async fn failed(&self, info: CallInfo, body: &[u8], e: HarnessError) -> HttpResponse {
+        let d = for_mcp(Decision::harness(e.clone())).from(self.source.clone());
+        if let Err(f) = pipeline::record(&self.app, &self.attempt, info, d).await {
+            return to_http(f.response);
+        }
+        mcp_response(harness_reply(body, &e))
+    }
+}
+
 /// The finishing of a forwarded `tools/call`: evidence and capture.
 struct ToolDone {
     app: Arc<App>,
     attempt: Arc<Attempt>,
-    req: Request,
     source: EventSource,
     capture: Option<Capture>,
     status: u16,
@@ -645,8 +592,7 @@ impl Finisher for ToolDone {
         self: Arc<Self>,
         info: CallInfo,
         end: BodyEnd,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), NativeResponse>> + Send>>
-    {
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreFailed>> + Send>> {
         Box::pin(async move {
             let answer = if end.complete && !end.truncated {
                 messages(&self.headers, &end.bytes)
@@ -665,18 +611,11 @@ impl Finisher for ToolDone {
                 Some(ToolOutcome::Result(r)) | Some(ToolOutcome::Error(r)) => r.clone(),
                 None => http_result(self.status, &self.headers, &end),
             };
-            scrub_value(&self.app, &self.req, &mut result);
-            let d = forwarded_decision(result);
-            record_event(
-                &self.app,
-                &self.attempt,
-                &self.req,
-                info,
-                &d,
-                self.status,
-                self.source.clone(),
-            )
-            .await?;
+            if let Some(secrets) = &info.secrets {
+                scrub(&self.app, secrets, &mut result);
+            }
+            let d = Decision::forwarded(self.status, result, self.source.clone());
+            pipeline::record(&self.app, &self.attempt, info, d).await?;
             if let (Some(c), Some(outcome)) = (&self.capture, outcome) {
                 keep_exchange(
                     &self.app,

@@ -1,0 +1,94 @@
+//! The words for an integration's wire: [`ProfileKind`], the name a project file gives
+//! (`"profile": "rest" | "salesforce" | "mcp"`), and [`Wire`], the dialect a running
+//! integration serves with — the one type the proxy passes (an HTTP [`Profile`] or MCP).
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{NativeResponse, Profile};
+use crate::error::HarnessError;
+
+/// The wire dialect of an integration (SPEC section 1), as the project file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileKind {
+    Rest,
+    Salesforce,
+    Mcp,
+}
+
+impl ProfileKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileKind::Rest => "rest",
+            ProfileKind::Salesforce => "salesforce",
+            ProfileKind::Mcp => "mcp",
+        }
+    }
+
+    /// `rest` and `salesforce`: operations have a `match` and results are HTTP envelopes.
+    pub fn is_http(self) -> bool {
+        !matches!(self, ProfileKind::Mcp)
+    }
+
+    pub fn parse(s: &str) -> Option<ProfileKind> {
+        match s {
+            "rest" => Some(ProfileKind::Rest),
+            "salesforce" => Some(ProfileKind::Salesforce),
+            "mcp" => Some(ProfileKind::Mcp),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ProfileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The dialect a running integration serves with (built once per integration from its
+/// [`ProfileKind`]): an HTTP profile's native envelope, or MCP tool results (rendered by the
+/// MCP dialect, [`super::mcp`]: a mock's result passes through with HTTP status 200, as MCP
+/// answers travel as JSON-RPC over 200).
+#[derive(Debug, Clone)]
+pub enum Wire {
+    Http(Arc<Profile>),
+    Mcp,
+}
+
+impl Wire {
+    /// The wire of `kind` (`rest` and `salesforce` are embedded HTTP profiles).
+    pub fn of(kind: ProfileKind) -> Wire {
+        match kind {
+            ProfileKind::Mcp => Wire::Mcp,
+            k => Wire::Http(
+                Profile::builtin(k.as_str()).expect("every HTTP profile kind is embedded"),
+            ),
+        }
+    }
+
+    /// The HTTP profile, `None` for MCP.
+    pub fn http(&self) -> Option<&Arc<Profile>> {
+        match self {
+            Wire::Http(p) => Some(p),
+            Wire::Mcp => None,
+        }
+    }
+
+    /// A mock's result (the adapter envelope, or an MCP tool result) as the native response
+    /// on this wire (SPEC 5.1, stage 6 of the call pipeline).
+    pub fn render(&self, result: &Value) -> Result<NativeResponse, HarnessError> {
+        match self {
+            Wire::Http(p) => p.render(result),
+            Wire::Mcp => Ok(NativeResponse {
+                status: 200,
+                headers: Vec::new(),
+                body: Some(result.clone()),
+            }),
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The two values a proxied call is decided by (STYLE habit 5: decisions, not side effects):
+//!
+//! - [`Plan`] — what happens to the call, chosen by `super::pipeline::plan` from the mode and
+//!   whether the attempt pinned a mock of the matched operation (SPEC 4): the mock answers,
+//!   the real system answers, understudy blocks or simulates the write, or the call is refused
+//!   before either (a lease that is over, a request that names nothing).
+//! - [`Decision`] — how the call ended, before its evidence is written: the native response,
+//!   the recorded result and status, who answered, the state change to commit. Only
+//!   `super::pipeline::commit` turns a decision into evidence.
+//!
+//! A decision is built for its wire ([`Decision::harness_on`], [`Decision::input_on`]): on MCP
+//! a harness error travels as a JSON-RPC error over HTTP 200 and an input error as an
+//! `isError: true` tool result, and that is what the evidence records.
+
+use serde_json::{Map, Value};
+
+use crate::attempt::IdempotentEntry;
+use crate::error::{CallError, HarnessError, InputError};
+use crate::profile::{self, NativeResponse, Profile, Wire};
+use crate::records::{EventSource, ResultStatus};
+
+/// What happens to one identified call (SPEC 4; the table of `super::forward`).
+#[derive(Debug, Clone)]
+pub enum Plan {
+    /// The pinned mock decides (`replay`; `dry-run` and `record-missing` for an operation
+    /// the attempt pinned): `super::pipeline::prepare_mock`, then `run_mocked`.
+    Mock,
+    /// The real system answers (`tag`: marked as test traffic; `capture`: kept for drafts).
+    Forward { tag: bool, capture: bool },
+    /// An unmocked write the mode does not let out: the profile's native 403.
+    Block,
+    /// An unmocked write in `dry-run` with `unmatched_writes: simulate`.
+    Simulate,
+    /// Refused before any mock or upstream: this decision is the call's end, recorded as is.
+    Refuse(Box<Decision>),
+}
+
+/// How a call ended, before its evidence is written.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub response: NativeResponse,
+    /// The envelope recorded as the event's `result`.
+    pub result: Value,
+    /// `ok`, `input_error`, `harness_error`, `replayed`, `forwarded`, `blocked`, `simulated`.
+    pub result_status: ResultStatus,
+    /// Who answered: the mock (also for refusals, blocked and simulated writes), the real
+    /// system, or the real system as tagged test traffic.
+    pub source: EventSource,
+    pub error: Option<CallError>,
+    pub revision: Option<u64>,
+    pub variant: Option<String>,
+    pub rule: Option<usize>,
+    pub delay_ms: u64,
+    /// The integration's whole new state, when the call changed it.
+    pub new_state: Option<(String, Map<String, Value>)>,
+    /// The first response of an idempotent call, to remember once recorded.
+    pub remember: Option<((String, String), IdempotentEntry)>,
+}
+
+impl Decision {
+    /// A call answered with `response`, recorded as its envelope.
+    pub fn answered(response: NativeResponse, result_status: ResultStatus) -> Decision {
+        Decision {
+            result: response.to_envelope(),
+            response,
+            result_status,
+            source: EventSource::Mock,
+            error: None,
+            revision: None,
+            variant: None,
+            rule: None,
+            delay_ms: 0,
+            new_state: None,
+            remember: None,
+        }
+    }
+
+    /// A call that ended in a harness error (SPEC 5.3), on an HTTP wire.
+    pub fn harness(e: HarnessError) -> Decision {
+        let mut d = Decision::answered(profile::harness_response(&e), ResultStatus::HarnessError);
+        d.error = Some(CallError::Harness(e));
+        d
+    }
+
+    /// A harness error on `wire` (on MCP: a JSON-RPC error over HTTP 200).
+    pub fn harness_on(wire: &Wire, e: HarnessError) -> Decision {
+        let d = Decision::harness(e);
+        match wire {
+            Wire::Http(_) => d,
+            Wire::Mcp => super::mcp::for_mcp(d),
+        }
+    }
+
+    /// A call that ended in an input error, in the profile's native shape (SPEC 5.2).
+    pub fn input(profile: &Profile, e: InputError) -> Decision {
+        let mut d = Decision::answered(profile.input_error(&e), ResultStatus::InputError);
+        d.error = Some(CallError::Input(e));
+        d
+    }
+
+    /// An input error on `wire`; on MCP the recorded result is the `isError: true` tool
+    /// result the agent sees.
+    pub fn input_on(wire: &Wire, e: InputError) -> Decision {
+        let Wire::Http(profile) = wire else {
+            let result = profile::mcp::input_error_result(&e);
+            let mut d = Decision::answered(
+                NativeResponse {
+                    status: 200,
+                    headers: Vec::new(),
+                    body: Some(result.clone()),
+                },
+                ResultStatus::InputError,
+            );
+            d.result = result;
+            d.error = Some(CallError::Input(e));
+            return d;
+        };
+        Decision::input(profile, e)
+    }
+
+    /// A call error on `wire`.
+    pub fn error_on(wire: &Wire, e: CallError) -> Decision {
+        match e {
+            CallError::Input(e) => Decision::input_on(wire, e),
+            CallError::Harness(e) => Decision::harness_on(wire, e),
+        }
+    }
+
+    /// A forwarded call: the real answer's status, and `result` (scrubbed) as the evidence.
+    pub fn forwarded(status: u16, result: Value, source: EventSource) -> Decision {
+        let mut d = Decision::answered(
+            NativeResponse {
+                status,
+                headers: Vec::new(),
+                body: None,
+            },
+            ResultStatus::Forwarded,
+        );
+        d.result = result;
+        d.source = source;
+        d
+    }
+
+    /// Who answered the call.
+    pub fn from(mut self, source: EventSource) -> Decision {
+        self.source = source;
+        self
+    }
+
+    /// The pinned revision (and the variant, unless the decision set one) of the call.
+    pub fn at(mut self, revision: Option<u64>, variant: Option<String>) -> Decision {
+        self.revision = revision;
+        if self.variant.is_none() {
+            self.variant = variant;
+        }
+        self
+    }
+}

@@ -1,0 +1,129 @@
+//! The rule of the mode for a call no mock answers (SPEC 4, 5.3; the table of
+//! [`super`]): forwarded, tagged, blocked or simulated — and what a blocked or simulated
+//! write answers: the message naming why, and the deterministic fake id of a simulated one.
+
+use sha2::{Digest, Sha256};
+
+use crate::app::{App, Integration};
+use crate::attempt;
+use crate::config::{Mode, UnmatchedWrites};
+use crate::profile::Profile;
+use crate::proxy::decision::Plan;
+use crate::records::AttemptRecord;
+
+/// The plan of a call outside `replay` (module doc of [`super`]): the mock's when the
+/// attempt pinned one (`pinned`) in `dry-run` and `record-missing`, else [`unmocked`].
+pub fn plan_for(app: &App, pinned: bool, is_write: bool, integ: &Integration) -> Plan {
+    if pinned && matches!(app.mode, Mode::DryRun | Mode::RecordMissing) {
+        return Plan::Mock;
+    }
+    unmocked(app, is_write, integ.config.unmatched_writes)
+}
+
+/// The mode's rule for a call without a mock.
+pub fn unmocked(app: &App, is_write: bool, unmatched_writes: UnmatchedWrites) -> Plan {
+    match app.mode {
+        Mode::DryRun if is_write => match unmatched_writes {
+            UnmatchedWrites::Block => Plan::Block,
+            UnmatchedWrites::Simulate => Plan::Simulate,
+            UnmatchedWrites::Tag => Plan::Forward {
+                tag: true,
+                capture: false,
+            },
+        },
+        Mode::Record | Mode::RecordMissing if is_write && !app.forwarding.allow_writes => {
+            Plan::Block
+        }
+        Mode::Record | Mode::RecordMissing => Plan::Forward {
+            tag: false,
+            capture: true,
+        },
+        _ => Plan::Forward {
+            tag: false,
+            capture: false,
+        },
+    }
+}
+
+/// Why a write was blocked, in words the agent (and the log) can act on.
+pub fn blocked_message(app: &App, integration: &str, what: &str) -> String {
+    match app.mode {
+        Mode::DryRun => format!(
+            "understudy blocked this write: {what} has no mock, and in dry-run mode writes never reach the real system (integrations.{integration}.unmatched_writes is `block`; `simulate` answers a synthetic success, `tag` forwards it marked as test traffic)"
+        ),
+        _ => format!(
+            "understudy blocked this write: {what} would change the real system, and `{}` mode blocks writes unless started with --allow-writes",
+            app.mode
+        ),
+    }
+}
+
+/// The deterministic fake id of the `n`-th simulated write of an attempt (module doc).
+/// `segments`: the request's path relative to the integration (for the sObject name).
+pub fn fake_id(
+    profile: &Profile,
+    attempt: &AttemptRecord,
+    integration: &str,
+    n: u64,
+    segments: &[String],
+) -> String {
+    let run = attempt
+        .test_run_id
+        .as_deref()
+        .unwrap_or(&attempt.attempt_id);
+    let digest =
+        Sha256::digest(format!("understudy-simulate\0{run}\0{integration}\0{n}").as_bytes());
+    let h: &[u8] = digest.as_slice();
+    if profile.name() == "salesforce" {
+        let mut body = [0u8; 12];
+        body.copy_from_slice(&h[..12]);
+        return crate::profile::salesforce::record_id(
+            crate::profile::salesforce::key_prefix_of_path(segments),
+            &body,
+        );
+    }
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h[..16]);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let x = attempt::hex(&b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &x[..8],
+        &x[8..12],
+        &x[12..16],
+        &x[16..20],
+        &x[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fake_ids_are_deterministic_and_well_formed() {
+        let sf = Profile::builtin("salesforce").unwrap();
+        let new = attempt::NewAttempt {
+            token: Some("tok"),
+            test_run_id: Some("run-1".into()),
+            ..attempt::NewAttempt::default()
+        };
+        let rec = attempt::new_record(chrono::Utc::now(), new);
+        let segs: Vec<String> = ["services", "data", "v60.0", "sobjects", "Contact"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let a = fake_id(&sf, &rec, "crm", 1, &segs);
+        assert_eq!(a.len(), 18);
+        assert!(a.starts_with("003"), "{a}");
+        assert_eq!(crate::profile::salesforce::to_18(&a[..15]), a);
+        assert_eq!(a, fake_id(&sf, &rec, "crm", 1, &segs));
+        assert_ne!(a, fake_id(&sf, &rec, "crm", 2, &segs));
+        assert!(fake_id(&sf, &rec, "crm", 1, &[]).starts_with("a00"));
+        let rest = Profile::builtin("rest").unwrap();
+        let u = fake_id(&rest, &rec, "api", 1, &[]);
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+    }
+}
