@@ -8,6 +8,10 @@
 //!   the recorded result and status, who answered, the state change to commit. Only
 //!   `super::pipeline::commit` turns a decision into evidence.
 //!
+//! - [`Committed`] / [`StoreFailed`] — what `super::pipeline::commit` made of a decision: its
+//!   evidence is durable and the response may leave, or the store refused it and the 500
+//!   leaves instead.
+//!
 //! A decision is built for its wire ([`Decision::harness_on`], [`Decision::input_on`]): on MCP
 //! a harness error travels as a JSON-RPC error over HTTP 200 and an input error as an
 //! `isError: true` tool result, and that is what the evidence records.
@@ -155,4 +159,21 @@ impl Decision {
         }
         self
     }
+}
+
+/// The evidence of a committed call.
+#[derive(Debug)]
+pub struct Committed {
+    /// The event's sequence number in its attempt.
+    pub sequence: u64,
+    /// The answer (the decision's native response).
+    pub response: NativeResponse,
+    pub delay_ms: u64,
+}
+
+/// The store refused (or could not make durable) a call's evidence: the 500
+/// (`Understudy-Error: store_error`) to answer instead of anything the call decided.
+#[derive(Debug)]
+pub struct StoreFailed {
+    pub response: NativeResponse,
 }

@@ -87,7 +87,7 @@ pub fn is_endpoint(app: &App, req: &Request) -> bool {
 pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
     let (attempt, consumed) = match route::attempt(&app, &req) {
         Ok(x) => x,
-        Err(r) => return to_http(pipeline::refusal(r)),
+        Err(r) => return to_http(r.response()),
     };
     let Some(integ) = req
         .segments
@@ -195,7 +195,7 @@ async fn after_lease(
 
 /// An operation's write flag: its `write`, else the MCP rule (a write unless
 /// `readOnlyHint: true`).
-fn write_flag(op: &Operation) -> bool {
+pub(crate) fn write_flag(op: &Operation) -> bool {
     op.op
         .write
         .unwrap_or_else(|| tool_is_write(op.op.annotations.as_ref()))

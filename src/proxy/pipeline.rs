@@ -34,8 +34,8 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-pub use super::decision::{Decision, Plan};
-use super::route::{self, Matched, Refusal, Target};
+pub use super::decision::{Committed, Decision, Plan, StoreFailed};
+use super::route::{self, Matched, Target};
 use crate::app::{App, Integration};
 use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, RecordRef};
 use crate::config::Mode;
@@ -121,28 +121,11 @@ pub struct Resolved {
     pub input: Result<Value, InputError>,
 }
 
-/// The evidence of a committed call.
-#[derive(Debug)]
-pub struct Committed {
-    /// The event's sequence number in its attempt.
-    pub sequence: u64,
-    /// The answer (the decision's native response).
-    pub response: NativeResponse,
-    pub delay_ms: u64,
-}
-
-/// The store refused (or could not make durable) a call's evidence: the 500
-/// (`Understudy-Error: store_error`) to answer instead of anything the call decided.
-#[derive(Debug)]
-pub struct StoreFailed {
-    pub response: NativeResponse,
-}
-
 /// Run one proxied HTTP-profile call through every stage and answer it.
 pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
     let (attempt, consumed) = match route::attempt(&app, &req) {
         Ok(x) => x,
-        Err(r) => return to_http(refusal(r)),
+        Err(r) => return to_http(r.response()),
     };
     let integration = req.segments.get(consumed).cloned().unwrap_or_default();
     // `arguments` is set by `identify` once the input is built (always an object);
@@ -180,21 +163,6 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
 enum Staged<'a> {
     Mocked(Result<Prepared, Box<Decision>>),
     Unmocked(Identified<'a>, Plan),
-}
-
-/// The 401 (unknown token) or 500 (store) answer of a request that reached no attempt.
-pub fn refusal(r: Refusal) -> NativeResponse {
-    let (status, code, message) = match r {
-        Refusal::UnknownToken(m) => (401, "unknown_attempt", m),
-        Refusal::Store(m) => (500, "store_error", m),
-    };
-    NativeResponse {
-        status,
-        headers: vec![("Understudy-Error".into(), code.into())],
-        body: Some(
-            json!({ "understudy_error": { "kind": "auth_error", "code": code, "message": message } }),
-        ),
-    }
 }
 
 /// `trace_id` from a single valid W3C `traceparent` header (PROTOCOLS 4.1), else `None`.

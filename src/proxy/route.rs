@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 pub use crate::app::routes::RouteIndex;
 use crate::app::{App, BuiltinOp, Integration};
@@ -23,6 +23,7 @@ use crate::attempt::Attempt;
 use crate::contract::template::{CompiledMatch, Mismatch, RequestView};
 use crate::http::Request;
 use crate::operation::Operation;
+use crate::profile::NativeResponse;
 
 /// The header that carries a capability token.
 pub const ATTEMPT_HEADER: &str = "understudy-attempt";
@@ -34,6 +35,23 @@ pub enum Refusal {
     UnknownToken(String),
     /// 500: the store could not be read.
     Store(String),
+}
+
+impl Refusal {
+    /// The answer: 401 (`unknown_attempt`) or 500 (`store_error`), JSON.
+    pub fn response(self) -> NativeResponse {
+        let (status, code, message) = match self {
+            Refusal::UnknownToken(m) => (401, "unknown_attempt", m),
+            Refusal::Store(m) => (500, "store_error", m),
+        };
+        NativeResponse {
+            status,
+            headers: vec![("Understudy-Error".into(), code.into())],
+            body: Some(
+                json!({ "understudy_error": { "kind": "auth_error", "code": code, "message": message } }),
+            ),
+        }
+    }
 }
 
 /// The attempt a request belongs to, and how many leading path segments named it.

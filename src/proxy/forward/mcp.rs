@@ -61,7 +61,7 @@ use crate::profile::mcp::{
 };
 use crate::profile::NativeResponse;
 use crate::proxy::decision::{Decision, Plan};
-use crate::proxy::mcp::{for_mcp, mcp_response, outcome_of};
+use crate::proxy::mcp::{for_mcp, mcp_response, outcome_of, write_flag};
 use crate::proxy::pipeline::{self, CallInfo, StoreFailed};
 use crate::record::{Call, Exchange, ToolCall, ToolOutcome};
 use crate::records::{EventSource, ResultStatus};
@@ -131,13 +131,6 @@ fn call_info(app: &App, integ: &Integration, req: &Request, arguments: Value) ->
     let mut info = CallInfo::new(req, integ.name(), arguments);
     info.secrets = Some(secret_values(app, req).into());
     info
-}
-
-/// The write flag of an operation file: its `write`, else the MCP annotation rule.
-fn write_flag(op: &Operation) -> bool {
-    op.op
-        .write
-        .unwrap_or_else(|| tool_is_write(op.op.annotations.as_ref()))
 }
 
 /// Forward a message that is not a tool call; learn the real tools' write flags from a
