@@ -86,6 +86,33 @@ impl DotPath {
         Ok(cur)
     }
 
+    /// The member names of the path, in order (`*` included as written).
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.segments.iter().map(|s| &*s.key)
+    }
+
+    /// Every value this path reaches when a segment that is exactly `*` matches every element
+    /// of an array or every member of an object (the `sources` paths of tool-call contracts,
+    /// SPEC 14), in document order. Without a `*` segment this is [`resolve`] as a list.
+    /// The mock engine never calls it: in a definition `*` is an ordinary member name.
+    ///
+    /// [`resolve`]: DotPath::resolve
+    pub fn resolve_wildcard<'a>(&self, root: &'a Value) -> Vec<&'a Value> {
+        let mut cur = vec![root];
+        for seg in self.segments.iter() {
+            let mut next = Vec::new();
+            for v in cur {
+                match v {
+                    Value::Array(a) if &*seg.key == "*" => next.extend(a.iter()),
+                    Value::Object(m) if &*seg.key == "*" => next.extend(m.values()),
+                    _ => next.extend(step(v, seg)),
+                }
+            }
+            cur = next;
+        }
+        cur
+    }
+
     /// A human description of where resolution stopped (`Err(i)` of [`resolve`]).
     ///
     /// [`resolve`]: DotPath::resolve

@@ -1,113 +1,73 @@
 //! Dot paths of tool-call contracts (SPEC 14 uses the rules of SPEC 3, see
 //! [`crate::mock::path`]) plus the `*` segment of `sources` paths.
 //!
-//! [`crate::mock::path::DotPath`] has no wildcard, so this small walker keeps its rules —
+//! The walking is [`crate::mock::path::DotPath`]'s (one walker for every dot path), whose rules —
 //! non-empty segments separated by single dots; a canonical decimal integer (`0`, `12`, not
 //! `01`) indexes an array; on an object every segment is a member name; a scalar has no
-//! members; a present `null` resolves — and adds one: a segment that is exactly `*` matches
+//! members; a present `null` resolves — this type keeps, adding one: a segment that is exactly `*` matches
 //! every element of an array or every member of an object. `*` is accepted only where the
 //! caller says so (`sources` paths); elsewhere it is rejected when the contract is parsed.
 
 use serde_json::Value;
 
-/// One segment of a parsed path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Seg {
-    Key { key: String, index: Option<usize> },
-    Any,
-}
+use crate::mock::path::DotPath;
 
-/// A parsed contract path.
+/// A parsed contract path: a [`DotPath`] (the one walker of SPEC 3 paths) and whether it
+/// holds a `*` segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VPath {
-    text: String,
-    segs: Vec<Seg>,
+    path: DotPath,
+    wildcard: bool,
 }
 
 impl VPath {
     /// Parse `a.b.0.c` (and `a.*.c` when `wildcard` is true). The error says what is wrong.
     pub fn parse(text: &str, wildcard: bool) -> Result<VPath, String> {
         // Same syntax errors, word for word, as the mock definitions' paths.
-        crate::mock::path::DotPath::parse(text)?;
-        let mut segs = Vec::new();
-        for seg in text.split('.') {
-            if seg == "*" {
-                if !wildcard {
-                    return Err(format!(
-                        "path `{text}`: `*` is allowed only in `sources` paths"
-                    ));
-                }
-                segs.push(Seg::Any);
-            } else {
-                segs.push(Seg::Key {
-                    key: seg.to_string(),
-                    index: array_index(seg),
-                });
-            }
+        let path = DotPath::parse(text)?;
+        let has_star = path.keys().any(|k| k == "*");
+        if has_star && !wildcard {
+            return Err(format!(
+                "path `{text}`: `*` is allowed only in `sources` paths"
+            ));
         }
         Ok(VPath {
-            text: text.to_string(),
-            segs,
+            path,
+            wildcard: has_star,
         })
     }
 
     /// The path as written.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.path.as_str()
     }
 
     /// The member names / indices, `None` for `*`.
     pub fn segments(&self) -> impl Iterator<Item = Option<&str>> {
-        self.segs.iter().map(|s| match s {
-            Seg::Key { key, .. } => Some(key.as_str()),
-            Seg::Any => None,
-        })
+        self.path.keys().map(|k| (k != "*").then_some(k))
     }
 
     /// The single value at this path (a path without `*`), if it resolves.
     pub fn get<'a>(&self, root: &'a Value) -> Option<&'a Value> {
-        let mut all = self.resolve_all(root);
-        if all.len() == 1 && !self.segs.contains(&Seg::Any) {
-            all.pop()
-        } else {
-            None
+        if self.wildcard {
+            return None;
         }
+        self.path.resolve(root).ok()
     }
 
     /// Every value this path reaches under `root`, in document order.
     pub fn resolve_all<'a>(&self, root: &'a Value) -> Vec<&'a Value> {
-        let mut cur = vec![root];
-        for seg in &self.segs {
-            let mut next = Vec::new();
-            for v in cur {
-                match (seg, v) {
-                    (Seg::Any, Value::Array(a)) => next.extend(a.iter()),
-                    (Seg::Any, Value::Object(m)) => next.extend(m.values()),
-                    (Seg::Key { key, .. }, Value::Object(m)) => next.extend(m.get(key)),
-                    (Seg::Key { index: Some(i), .. }, Value::Array(a)) => next.extend(a.get(*i)),
-                    _ => {}
-                }
-            }
-            cur = next;
+        if self.wildcard {
+            self.path.resolve_wildcard(root)
+        } else {
+            self.path.resolve(root).into_iter().collect()
         }
-        cur
     }
 }
 
 impl std::fmt::Display for VPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-fn array_index(seg: &str) -> Option<usize> {
-    let b = seg.as_bytes();
-    let canonical =
-        !b.is_empty() && b.iter().all(u8::is_ascii_digit) && (b.len() == 1 || b[0] != b'0');
-    if canonical {
-        seg.parse().ok()
-    } else {
-        None
+        f.write_str(self.as_str())
     }
 }
 
