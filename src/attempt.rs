@@ -538,6 +538,8 @@ pub struct NewAttempt<'a> {
     pub pins: BTreeMap<String, crate::records::Pin>,
     pub variants: BTreeMap<String, String>,
     pub is_default: bool,
+    /// The tool-call contracts it pins (SPEC 14).
+    pub contracts: BTreeMap<String, crate::records::PinnedContract>,
 }
 
 /// Build a new attempt record (not yet stored).
@@ -549,6 +551,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         pins,
         variants,
         is_default,
+        contracts,
     } = new;
     AttemptRecord {
         attempt_id: new_uuid(),
@@ -562,6 +565,8 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         variants,
         is_default,
         cleanup: None,
+        contracts,
+        final_state: None,
     }
 }
 

@@ -30,6 +30,9 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Print an attempt's evidence; exit 1 when its verdict is `fail`.
     Evidence(EvidenceArgs),
+    /// Evaluate tool-call contracts over an attempt's evidence; exit 1 unless every blocking
+    /// contract passed.
+    Verify(VerifyArgs),
     /// Ask a live MCP server for tools/list and write operation files.
     Discover(DiscoverArgs),
     /// Local certificate authority for `serve --tls` and `--forward-proxy`.
@@ -186,6 +189,24 @@ pub struct EvidenceArgs {
     pub data_dir: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+/// `understudy verify ATTEMPT [--contract FILE…] [--data-dir D] [--config F] [--format text|json]`.
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// The attempt id.
+    #[arg(value_name = "ATTEMPT")]
+    pub attempt: String,
+    /// A tool-call contract file (YAML or JSON); repeatable. Without one, the contracts the
+    /// attempt pinned.
+    #[arg(long = "contract", value_name = "FILE")]
+    pub contracts: Vec<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 /// `understudy discover --integration NAME`.

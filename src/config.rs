@@ -90,6 +90,8 @@ struct RawConfig {
     scrub: Scrub,
     #[serde(default)]
     redact: Vec<String>,
+    #[serde(default)]
+    contracts: Option<PathBuf>,
     integrations: BTreeMap<String, RawIntegration>,
 }
 
@@ -124,6 +126,9 @@ pub struct Config {
     pub upstream_ca: Option<PathBuf>,
     pub scrub: Scrub,
     pub redact: Vec<String>,
+    /// The tool-call contracts directory (SPEC 14): `contracts` resolved, else
+    /// `<base>/contracts` when that directory exists, else none.
+    pub contracts: Option<PathBuf>,
     pub integrations: BTreeMap<String, IntegrationConfig>,
 }
 
@@ -282,6 +287,10 @@ impl Config {
             upstream_ca: raw.upstream_ca.as_deref().map(resolve),
             scrub: raw.scrub,
             redact: raw.redact,
+            contracts: match &raw.contracts {
+                Some(p) => Some(resolve(p)),
+                None => Some(base_dir.join("contracts")).filter(|d| d.is_dir()),
+            },
             integrations,
             base_dir,
         })

@@ -50,21 +50,58 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Map, Value};
 
-use crate::records::{AttemptRecord, EventSource, ResultStatus, ToolEvent};
+use crate::records::{AgentEvent, AttemptRecord, EventSource, ResultStatus, ToolEvent};
+use crate::verify::{self, ContractResult};
 
 /// The `schema_version` of the exported envelope.
 pub const SCHEMA_VERSION: &str = "understudy.evidence.v1";
 /// What a redacted value becomes.
 pub const REDACTED: &str = "[redacted]";
-/// The SPEC 8 envelope of one attempt, with its verdict. `redact` names the object members
-/// to hide (see the module doc).
+/// Everything an attempt's envelope is built from, as the store holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub attempt: &'a AttemptRecord,
+    /// The attempt's tool calls (any order).
+    pub calls: &'a [ToolEvent],
+    /// The attempt's agent-side events (SPEC 15; any order).
+    pub events: &'a [AgentEvent],
+    /// The live state: the final state while the attempt runs (once it ended, the record's
+    /// end snapshot is used instead).
+    pub live_state: &'a BTreeMap<String, Map<String, Value>>,
+    /// Object members to hide (see the module doc).
+    pub redact: &'a [String],
+}
+
+impl<'a> Inputs<'a> {
+    /// The state the envelope and the contracts read: the end snapshot once the attempt
+    /// ended, else the live state.
+    pub fn final_state(&self) -> &'a BTreeMap<String, Map<String, Value>> {
+        self.attempt.final_state.as_ref().unwrap_or(self.live_state)
+    }
+}
+
+/// The SPEC 8 envelope of one attempt without agent-side events (see [`envelope_of`]).
 pub fn envelope(
     attempt: &AttemptRecord,
     events: &[ToolEvent],
     final_state: &BTreeMap<String, Map<String, Value>>,
     redact: &[String],
 ) -> Value {
-    let mut sorted: Vec<&ToolEvent> = events.iter().collect();
+    envelope_of(&Inputs {
+        attempt,
+        calls: events,
+        events: &[],
+        live_state: final_state,
+        redact,
+    })
+}
+
+/// The SPEC 8 envelope of one attempt, with `events`, `contract_results` (one per pinned
+/// contract, evaluated now), `verdict_reasons` and `verdict`.
+pub fn envelope_of(inputs: &Inputs<'_>) -> Value {
+    let attempt = inputs.attempt;
+    let redact = inputs.redact;
+    let mut sorted: Vec<&ToolEvent> = inputs.calls.iter().collect();
     sorted.sort_by_key(|e| e.sequence);
     let r = |v: &Value| redacted(v, redact);
 
@@ -113,6 +150,9 @@ pub fn envelope(
             }));
         }
     }
+    let mut agent: Vec<&AgentEvent> = inputs.events.iter().collect();
+    agent.sort_by_key(|e| e.sequence);
+    let events: Vec<Value> = agent.iter().map(|e| exported_event(e, redact)).collect();
 
     let pins: Map<String, Value> = attempt
         .pins
@@ -124,10 +164,18 @@ pub fn envelope(
             )
         })
         .collect();
-    let final_state: Map<String, Value> = final_state
+    let contract_pins: Map<String, Value> = attempt
+        .contracts
+        .iter()
+        .map(|(k, p)| (k.clone(), json!({ "contract_hash": p.contract_hash })))
+        .collect();
+    let final_state: Map<String, Value> = inputs
+        .final_state()
         .iter()
         .map(|(k, s)| (k.clone(), r(&Value::Object(s.clone()))))
         .collect();
+    let results = contract_results(inputs);
+    let reasons = all_reasons(inputs, &results);
 
     json!({
         "schema_version": SCHEMA_VERSION,
@@ -136,13 +184,157 @@ pub fn envelope(
         "started_at": attempt.started_at,
         "ended_at": attempt.ended_at,
         "pins": pins,
+        "contracts": contract_pins,
         "tool_events": tool_events,
+        "events": events,
         "tool_input_errors": input_errors,
         "harness_errors": harness_errors,
         "blocked_side_effects": blocked,
         "final_state": final_state,
-        "verdict": verdict(attempt, events),
+        "cleanup": attempt.cleanup,
+        "contract_results": results,
+        "verdict_reasons": reasons,
+        "verdict": if reasons.is_empty() { "pass" } else { "fail" },
     })
+}
+
+/// An agent-side event as exported: `data` redacted like arguments.
+fn exported_event(e: &AgentEvent, redact: &[String]) -> Value {
+    json!({
+        "sequence": e.sequence,
+        "name": e.name,
+        "kind": e.kind.as_str(),
+        "test_run_id": e.test_run_id,
+        "text": e.text,
+        "data": e.data.as_ref().map(|d| redacted(d, redact)),
+        "timestamp": e.timestamp,
+    })
+}
+
+/// Every reason the verdict is `fail`: the attempt's own rules (section 8, with the gap rule
+/// over calls and events together), then every non-passed check of a blocking contract.
+pub fn all_reasons(inputs: &Inputs<'_>, results: &[ContractResult]) -> Vec<String> {
+    let seqs: Vec<u64> = inputs.events.iter().map(|e| e.sequence).collect();
+    let mut reasons = reasons_with_events(inputs.attempt, inputs.calls, &seqs);
+    reasons.extend(verify::verdict_effect(results));
+    reasons
+}
+
+/// The evaluator's view of the attempt ([`verify::Evidence`]): the one adapter from the
+/// records to `verify`. Values are redacted as in the export, so a redacted value never
+/// proves anything and is never echoed.
+pub fn verify_evidence(inputs: &Inputs<'_>) -> verify::Evidence {
+    let redact = inputs.redact;
+    let attempt = inputs.attempt;
+    let mut items: Vec<verify::Item> = inputs
+        .calls
+        .iter()
+        .map(|e| {
+            verify::Item::Call(verify::Call {
+                sequence: e.sequence,
+                integration: e.integration.clone(),
+                operation_id: e.operation_id.clone(),
+                result_status: e.result_status.as_str().to_string(),
+                http_status: Some(e.http_status),
+                arguments: redacted(&e.arguments, redact),
+                result: redacted(&e.result, redact),
+                source: e.source.as_str().to_string(),
+                is_write: e.is_write,
+                trace_id: e.trace_id.clone(),
+                idempotency_key_ref: e.idempotency_key_ref.clone(),
+                fault_after_effect: false,
+            })
+        })
+        .collect();
+    items.extend(inputs.events.iter().map(|e| {
+        verify::Item::Event(verify::AgentEvent {
+            sequence: e.sequence,
+            name: e.name.clone(),
+            kind: e.kind.as_str().to_string(),
+            test_run_id: e.test_run_id.clone(),
+            text: e.text.clone(),
+            data: e
+                .data
+                .as_ref()
+                .map(|d| redacted(d, redact))
+                .unwrap_or(Value::Null),
+        })
+    }));
+    items.sort_by_key(|i| i.sequence());
+    let has_gap = items
+        .iter()
+        .enumerate()
+        .any(|(i, it)| it.sequence() != i as u64 + 1);
+    let cleanup = attempt.cleanup.as_ref();
+    let final_state: Map<String, Value> = inputs
+        .final_state()
+        .iter()
+        .map(|(k, s)| (k.clone(), redacted(&Value::Object(s.clone()), redact)))
+        .collect();
+    verify::Evidence {
+        attempt_id: attempt.attempt_id.clone(),
+        test_run_id: attempt.test_run_id.clone(),
+        ended: attempt.ended_at.is_some(),
+        cleanup_verified: cleanup
+            .and_then(|c| c.get("status"))
+            .and_then(Value::as_str)
+            == Some("verified"),
+        remaining_keys: cleanup
+            .and_then(|c| c.get("remaining_state_keys"))
+            .and_then(Value::as_u64),
+        final_state: Some(Value::Object(final_state)),
+        has_gap,
+        unreadable: false,
+        items,
+    }
+}
+
+/// One result per contract the attempt pinned (in id order), evaluated over its evidence.
+/// A pinned contract this build cannot read is `inconclusive`, never skipped.
+pub fn contract_results(inputs: &Inputs<'_>) -> Vec<ContractResult> {
+    if inputs.attempt.contracts.is_empty() {
+        return Vec::new();
+    }
+    let evidence = verify_evidence(inputs);
+    inputs
+        .attempt
+        .contracts
+        .iter()
+        .map(|(id, pin)| {
+            match serde_json::from_value::<verify::ToolCallContract>(pin.contract.clone()) {
+                Ok(c) => verify::evaluate(&c, &pin.contract_hash, &evidence),
+                Err(e) => unreadable_contract(id, &pin.contract_hash, &e.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// Evaluates contracts given by the caller (`understudy verify --contract`, `POST
+/// /attempts/{id}/verify`) over the attempt's evidence: `(contract, hash)` pairs.
+pub fn evaluate_contracts(
+    inputs: &Inputs<'_>,
+    contracts: &[(verify::ToolCallContract, String)],
+) -> Vec<ContractResult> {
+    let evidence = verify_evidence(inputs);
+    contracts
+        .iter()
+        .map(|(c, h)| verify::evaluate(c, h, &evidence))
+        .collect()
+}
+
+fn unreadable_contract(id: &str, hash: &str, why: &str) -> ContractResult {
+    ContractResult {
+        contract_id: id.to_string(),
+        contract_hash: hash.to_string(),
+        policy_version: None,
+        risk: verify::Risk::Blocking,
+        status: verify::Status::Inconclusive,
+        checks: vec![verify::CheckResult {
+            id: "contract".into(),
+            status: verify::Status::Inconclusive,
+            evidence: format!("the pinned contract cannot be read by this version: {why}"),
+        }],
+    }
 }
 
 /// `blocked`, `simulated` or `tagged` when the call is a side effect that was held back or
@@ -156,7 +348,8 @@ fn side_effect_action(e: &ToolEvent) -> Option<&'static str> {
     }
 }
 
-/// `"pass"` or `"fail"` (rules in the module doc).
+/// `"pass"` or `"fail"` by the section-8 rules alone (see [`envelope_of`] for the verdict
+/// with contracts).
 pub fn verdict(attempt: &AttemptRecord, events: &[ToolEvent]) -> &'static str {
     if verdict_reasons(attempt, events).is_empty() {
         "pass"
@@ -165,8 +358,19 @@ pub fn verdict(attempt: &AttemptRecord, events: &[ToolEvent]) -> &'static str {
     }
 }
 
-/// Why the verdict is `fail`, one line per finding; empty when it passes.
+/// Why the attempt's own rules (section 8) fail it, for an attempt without agent-side events
+/// and contracts; empty when they pass. See [`all_reasons`] for the whole verdict.
 pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<String> {
+    reasons_with_events(attempt, events, &[])
+}
+
+/// The section-8 rules; `event_seqs` are the sequences of the attempt's agent-side events,
+/// which share the sequence with calls (rule 5 counts both).
+fn reasons_with_events(
+    attempt: &AttemptRecord,
+    events: &[ToolEvent],
+    event_seqs: &[u64],
+) -> Vec<String> {
     let mut reasons = Vec::new();
     let mut sorted: Vec<&ToolEvent> = events.iter().collect();
     sorted.sort_by_key(|e| e.sequence);
@@ -258,14 +462,16 @@ pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<Str
         }
     }
 
-    // 5. contiguous sequences
-    for (i, e) in sorted.iter().enumerate() {
+    // 5. contiguous sequences, calls and agent-side events together
+    let mut all: Vec<u64> = sorted.iter().map(|e| e.sequence).collect();
+    all.extend_from_slice(event_seqs);
+    all.sort_unstable();
+    for (i, seq) in all.iter().enumerate() {
         let expected = i as u64 + 1;
-        if e.sequence != expected {
+        if *seq != expected {
             reasons.push(format!(
-                "missing evidence: expected sequence {expected}, found {} (sequences must be 1..{} without gaps or repeats)",
-                e.sequence,
-                sorted.len()
+                "missing evidence: expected sequence {expected}, found {seq} (sequences must be 1..{} without gaps or repeats)",
+                all.len()
             ));
             break;
         }
@@ -328,6 +534,8 @@ mod tests {
             variants: BTreeMap::new(),
             is_default: false,
             cleanup: None,
+            contracts: Default::default(),
+            final_state: None,
         }
     }
 
@@ -534,6 +742,11 @@ mod tests {
             "blocked_side_effects",
             "final_state",
             "verdict",
+            "contracts",
+            "events",
+            "cleanup",
+            "contract_results",
+            "verdict_reasons",
         ];
         want.sort();
         assert_eq!(keys, want);
@@ -646,5 +859,167 @@ mod tests {
         ];
         want.sort();
         assert_eq!(keys, want);
+    }
+
+    fn agent(seq: u64, name: &str) -> AgentEvent {
+        AgentEvent {
+            sequence: seq,
+            name: name.into(),
+            kind: crate::records::AgentEventKind::AgentMessage,
+            test_run_id: Some("run_84721".into()),
+            text: Some("you are booked".into()),
+            data: Some(json!({"phone": "+1555", "n": 1})),
+            timestamp: "2026-01-01T10:06:00.000Z".into(),
+        }
+    }
+
+    fn inputs<'a>(
+        a: &'a AttemptRecord,
+        calls: &'a [ToolEvent],
+        events: &'a [AgentEvent],
+        live: &'a BTreeMap<String, Map<String, Value>>,
+        redact: &'a [String],
+    ) -> Inputs<'a> {
+        Inputs {
+            attempt: a,
+            calls,
+            events,
+            live_state: live,
+            redact,
+        }
+    }
+
+    #[test]
+    fn the_gap_rule_counts_calls_and_events_together() {
+        let a = attempt();
+        let live = BTreeMap::new();
+        let calls = [ev(1, "ok"), ev(3, "ok")];
+        let events = [agent(2, "said")];
+        let i = inputs(&a, &calls, &events, &live, &[]);
+        assert!(all_reasons(&i, &[]).is_empty());
+        assert!(!verify_evidence(&i).has_gap);
+        // Without the event, sequence 2 is missing.
+        let i = inputs(&a, &calls, &[], &live, &[]);
+        assert!(all_reasons(&i, &[])[0].contains("expected sequence 2, found 3"));
+        assert!(verify_evidence(&i).has_gap);
+        // An event repeating a call's sequence is a repeat.
+        let dup = [agent(1, "said")];
+        let i = inputs(&a, &calls[..1], &dup, &live, &[]);
+        assert_eq!(all_reasons(&i, &[]).len(), 1);
+    }
+
+    #[test]
+    fn events_are_exported_redacted_and_reach_the_evaluator_redacted() {
+        let a = attempt();
+        let live = BTreeMap::new();
+        let calls = [ev(1, "ok")];
+        let events = [agent(2, "told_caller_booked")];
+        let redact = ["phone".to_string()];
+        let i = inputs(&a, &calls, &events, &live, &redact);
+        let env = envelope_of(&i);
+        assert_eq!(
+            env["events"],
+            json!([{"sequence": 2, "name": "told_caller_booked", "kind": "agent_message",
+                    "test_run_id": "run_84721", "text": "you are booked",
+                    "data": {"phone": "[redacted]", "n": 1},
+                    "timestamp": "2026-01-01T10:06:00.000Z"}])
+        );
+        assert_eq!(env["verdict"], "pass");
+        assert_eq!(env["verdict_reasons"], json!([]));
+        let e = verify_evidence(&i);
+        assert_eq!(e.items.len(), 2);
+        match &e.items[1] {
+            verify::Item::Event(ev) => assert_eq!(ev.data["phone"], "[redacted]"),
+            other => panic!("{other:?}"),
+        }
+        match &e.items[0] {
+            verify::Item::Call(c) => assert_eq!(c.arguments["phone"], "[redacted]"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_end_snapshot_is_the_final_state_once_ended() {
+        let mut a = attempt();
+        let live = BTreeMap::new();
+        let snap = BTreeMap::from([(
+            "crm".to_string(),
+            json!({"booked": true}).as_object().unwrap().clone(),
+        )]);
+        a.final_state = Some(snap);
+        a.ended_at = Some("2026-01-01T10:30:00Z".into());
+        a.cleanup = Some(json!({"status": "verified", "remaining_state_keys": 0}));
+        let i = inputs(&a, &[], &[], &live, &[]);
+        assert_eq!(
+            envelope_of(&i)["final_state"],
+            json!({"crm": {"booked": true}})
+        );
+        let e = verify_evidence(&i);
+        assert_eq!(e.final_state, Some(json!({"crm": {"booked": true}})));
+        assert!(e.ended && e.cleanup_verified && e.remaining_keys == Some(0));
+        a.cleanup = Some(json!({"status": "unverified", "remaining_state_keys": 2}));
+        let e = verify_evidence(&inputs(&a, &[], &[], &live, &[]));
+        assert!(!e.cleanup_verified && e.remaining_keys == Some(2));
+    }
+
+    #[test]
+    fn a_blocking_pinned_contract_that_fails_fails_the_verdict_and_advisory_does_not() {
+        let contract = |id: &str, risk: &str| {
+            let c = verify::parse(
+                &format!("{id}.yaml"),
+                &format!("version: 1\nid: {id}\nrisk: {risk}\ntool: crm/book\n"),
+            )
+            .unwrap();
+            crate::records::PinnedContract {
+                contract_hash: verify::contract_hash(&c),
+                contract: serde_json::to_value(&c).unwrap(),
+            }
+        };
+        let mut a = attempt();
+        a.contracts
+            .insert("adv".into(), contract("adv", "advisory"));
+        let live = BTreeMap::new();
+        let calls = [ev(1, "ok")];
+        let env = envelope_of(&inputs(&a, &calls, &[], &live, &[]));
+        // The tool was never called: inconclusive, which never passes.
+        assert_eq!(env["contract_results"][0]["status"], "inconclusive");
+        assert_eq!(env["verdict"], "pass", "advisory is reported only");
+        a.contracts
+            .insert("blk".into(), contract("blk", "blocking"));
+        let env = envelope_of(&inputs(&a, &calls, &[], &live, &[]));
+        assert_eq!(env["contract_results"].as_array().unwrap().len(), 2);
+        assert_eq!(env["verdict"], "fail");
+        let reasons = env["verdict_reasons"].as_array().unwrap();
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(
+            reasons[0].as_str().unwrap().contains("contract blk"),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons[0].as_str().unwrap().contains("tool[crm/book]"),
+            "{reasons:?}"
+        );
+        // A pinned contract this build cannot read is inconclusive, and fails the verdict.
+        a.contracts.clear();
+        a.contracts.insert(
+            "odd".into(),
+            crate::records::PinnedContract {
+                contract_hash: "sha256:x".into(),
+                contract: json!({"version": 1, "id": "odd", "tool": "crm/book", "future_key": 1}),
+            },
+        );
+        let env = envelope_of(&inputs(&a, &calls, &[], &live, &[]));
+        assert_eq!(env["contract_results"][0]["status"], "inconclusive");
+        assert_eq!(env["verdict"], "fail");
+    }
+
+    #[test]
+    fn old_attempt_records_without_the_new_members_still_read() {
+        let mut v = serde_json::to_value(attempt()).unwrap();
+        let m = v.as_object_mut().unwrap();
+        assert!(!m.contains_key("contracts") && !m.contains_key("final_state"));
+        m.remove("contracts");
+        let back: AttemptRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back, attempt());
     }
 }

@@ -1,5 +1,6 @@
-//! The serde types the data dir keeps (SPEC 6, 8, 12): revisions, attempts and their pins,
-//! and the one [`ToolEvent`] recorded per call. The store encodes them as JSON and knows
+//! The serde types the data dir keeps (SPEC 6, 8, 12, 14, 15): revisions, attempts and their
+//! pins (of revisions and of tool-call contracts), the one [`ToolEvent`] recorded per call and
+//! the [`AgentEvent`]s a test runner posts (SPEC 15), which share the attempt's sequence. The store encodes them as JSON and knows
 //! nothing else about them; the evidence module reads them to build the envelope and verdict.
 //!
 //! Field names are the SPEC's: they are the stored form and the exported form at once, so a
@@ -8,11 +9,13 @@
 //! The words of an event are typed ([`ResultStatus`], [`EventSource`], serde snake_case) but
 //! reading stays tolerant: a word outside the list (written by another version, or by hand)
 //! deserializes as `Unknown` *with its text*, so the verdict can still name it and fail.
+//! Members added after the first data dirs were written (`contracts`, `final_state` of an
+//! attempt) default when absent, so older data dirs still read.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// An immutable, numbered copy of a mock definition (SPEC 1, 12).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,7 +39,7 @@ pub struct Pin {
 }
 
 /// One attempt (SPEC 6).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AttemptRecord {
     /// Must not contain a NUL character.
     pub attempt_id: String,
@@ -54,6 +57,98 @@ pub struct AttemptRecord {
     pub is_default: bool,
     /// `{"status":"verified","remaining_state_keys":0}` once cleanup ran.
     pub cleanup: Option<Value>,
+    /// Tool-call contract id → the pinned contract (SPEC 14): its hash and the contract
+    /// itself, so a verdict read after a restart or a contract edit evaluates this version.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub contracts: BTreeMap<String, PinnedContract>,
+    /// The state as it stood when the attempt ended (integration → state object): ending
+    /// drops the live state, the envelope keeps this snapshot as `final_state` (SPEC 14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_state: Option<BTreeMap<String, Map<String, Value>>>,
+}
+
+/// A tool-call contract an attempt pinned at creation (SPEC 14).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PinnedContract {
+    /// `sha256:` of the contract's RFC 8785 canonical JSON.
+    pub contract_hash: String,
+    /// The contract as parsed (defaults filled in), kept as JSON: a later model that cannot
+    /// read it makes its result inconclusive rather than the record unreadable.
+    pub contract: Value,
+}
+
+/// One agent-side event (SPEC 15): what the agent said or what the runner observed, posted to
+/// `POST /attempts/{id}/events`. It shares the attempt's sequence with the tool calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentEvent {
+    /// Assigned by the store, in the attempt's one sequence.
+    pub sequence: u64,
+    pub name: String,
+    pub kind: AgentEventKind,
+    #[serde(default)]
+    pub test_run_id: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub data: Option<Value>,
+    /// RFC 3339, when understudy received it.
+    pub timestamp: String,
+}
+
+/// The `kind` of an agent-side event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentEventKind {
+    AgentMessage,
+    CallerMessage,
+    Checkpoint,
+    FinalState,
+    /// A kind outside the list, kept as read.
+    #[serde(untagged)]
+    Unknown(String),
+}
+
+impl AgentEventKind {
+    /// Every kind of SPEC 15.
+    pub const KNOWN: [AgentEventKind; 4] = [
+        AgentEventKind::AgentMessage,
+        AgentEventKind::CallerMessage,
+        AgentEventKind::Checkpoint,
+        AgentEventKind::FinalState,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            AgentEventKind::AgentMessage => "agent_message",
+            AgentEventKind::CallerMessage => "caller_message",
+            AgentEventKind::Checkpoint => "checkpoint",
+            AgentEventKind::FinalState => "final_state",
+            AgentEventKind::Unknown(s) => s,
+        }
+    }
+
+    /// A kind of SPEC 15, or `None`.
+    pub fn parse(s: &str) -> Option<AgentEventKind> {
+        AgentEventKind::KNOWN.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One entry of an attempt's evidence file: a call or an agent-side event.
+// Calls are the common entry: boxing them to shrink the rare event would cost every read.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvidenceEntry {
+    Call(ToolEvent),
+    Agent(AgentEvent),
+}
+
+impl EvidenceEntry {
+    pub fn sequence(&self) -> u64 {
+        match self {
+            EvidenceEntry::Call(e) => e.sequence,
+            EvidenceEntry::Agent(e) => e.sequence,
+        }
+    }
 }
 
 /// One call as the attempt saw it. One record per call, whatever its outcome.

@@ -11,12 +11,14 @@
 //! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
 //! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
-//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) | here |
+//! | `POST /attempts` | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"]}`; 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
+//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
 //! | (`{id}` = `default`) | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
-//! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8, with `verdict` (the project's `redact` list applied; `store_failures: n` and verdict `fail` when calls of this run were answered `store_error`) | here |
+//! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8 with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
+//! | `POST /attempts/{id}/events` | record an agent-side event (SPEC 15): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
+//! | `POST /attempts/{id}/verify` | evaluate tool-call contracts now: `{"contracts"?:[ids of the loaded set]}` (none: the pinned ones) → `{"attempt_id","contract_results","passed"}`; 422 `unknown_contract` | [`verify`] |
 //! | `GET /attempts/{id}/state` | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
-//! | `DELETE /attempts/{id}` | end the attempt: state dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
+//! | `DELETE /attempts/{id}` | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
 //!
 //! **Auth** (SPEC 9): with an admin token (`--admin-token` / `UNDERSTUDY_ADMIN_TOKEN`) every
 //! route needs `Authorization: Bearer <token>`, compared in constant time; without one the API
@@ -30,13 +32,15 @@
 //! `{"file","path","message"}`, `file` null for a definition sent in the body, `path` relative
 //! to the request body), `dry_run_unavailable` (422), `contract_changed` (409:
 //! `{"operation","sent_contract_hash","current_contract_hash","contract"}`), `stale_contract`
-//! (409), `default_attempt` (409), `not_recording` (409), `not_implemented` (501), `timeout` (504), `store_error`
+//! (409), `default_attempt` (409), `attempt_ended` (409), `invalid_event` (422),
+//! `unknown_contract` (422), `not_recording` (409), `not_implemented` (501), `timeout` (504), `store_error`
 //! (500).
 
 pub mod execute;
 pub mod execute_upstream;
 pub mod metrics;
 pub mod testing;
+pub mod verify;
 
 use std::collections::BTreeMap;
 
@@ -215,6 +219,8 @@ async fn route(app: &App, req: &Request) -> Routed {
         ("GET" | "HEAD", ["attempts", id, "evidence"]) => json(evidence(app, id).await),
         ("GET" | "HEAD", ["attempts", id, "state"]) => json(execute::attempt_state(app, id).await),
         ("DELETE", ["attempts", id]) => json(end_attempt(app, id).await),
+        ("POST", ["attempts", id, "events"]) => json(verify::post_event(app, id, req).await),
+        ("POST", ["attempts", id, "verify"]) => json(verify::verify(app, id, req).await),
         (_, p) => match allowed(p) {
             Some(allow) => {
                 let mut r = ApiError::new(
@@ -243,6 +249,7 @@ fn allowed(parts: &[&str]) -> Option<&'static str> {
         ["attempts"] => "POST",
         ["attempts", _] => "GET or DELETE",
         ["attempts", _, "evidence" | "state"] => "GET",
+        ["attempts", _, "events" | "verify"] => "POST",
         _ => return None,
     })
 }
@@ -252,7 +259,7 @@ fn not_found(req: &Request) -> ApiError {
         StatusCode::NOT_FOUND,
         "not_found",
         format!(
-            "no admin route {} {}; routes: GET {PREFIX}/health, GET {PREFIX}/metrics, GET {PREFIX}/tools, GET|POST {PREFIX}/tools/{{integration}}/testing, POST {PREFIX}/tools/testing, POST {PREFIX}/tools/execute, POST {PREFIX}/drafts/flush, GET {PREFIX}/revisions/{{integration}}/{{operation_id}}, POST {PREFIX}/attempts, GET|DELETE {PREFIX}/attempts/{{id}}, GET {PREFIX}/attempts/{{id}}/evidence, GET {PREFIX}/attempts/{{id}}/state",
+            "no admin route {} {}; routes: GET {PREFIX}/health, GET {PREFIX}/metrics, GET {PREFIX}/tools, GET|POST {PREFIX}/tools/{{integration}}/testing, POST {PREFIX}/tools/testing, POST {PREFIX}/tools/execute, POST {PREFIX}/drafts/flush, GET {PREFIX}/revisions/{{integration}}/{{operation_id}}, POST {PREFIX}/attempts, GET|DELETE {PREFIX}/attempts/{{id}}, GET {PREFIX}/attempts/{{id}}/evidence, GET {PREFIX}/attempts/{{id}}/state, POST {PREFIX}/attempts/{{id}}/events, POST {PREFIX}/attempts/{{id}}/verify",
             req.method, req.path
         ),
     )
@@ -358,6 +365,8 @@ struct CreateAttempt {
     variants: BTreeMap<String, String>,
     #[serde(default)]
     ttl_s: Option<u64>,
+    #[serde(default)]
+    contracts: Vec<String>,
 }
 
 fn create_attempt(app: &App, req: &Request) -> ApiResult {
@@ -386,6 +395,10 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
         )
         .with_details(unknown));
     }
+    let contracts = app
+        .contracts
+        .pin(&body.contracts)
+        .map_err(|u| verify::unknown_contract_error(&u))?;
     let token = attempt::new_token();
     let a = {
         // Pin and bind under the change lock: the pins and the operation set the attempt
@@ -416,6 +429,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             pins: pinned.pins,
             variants: body.variants,
             is_default: false,
+            contracts,
         };
         let rec = attempt::new_record(app.clock.now(), new);
         app.create_attempt(rec).map_err(store_err)?
@@ -441,8 +455,18 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             "expires_at": rec.expires_at,
             "base_urls": base_urls,
             "pins": rec.pins,
+            "contracts": contract_pins(&rec),
         }),
     ))
+}
+
+/// `{id: {"contract_hash"}}` of the attempt's pinned tool-call contracts.
+fn contract_pins(rec: &crate::records::AttemptRecord) -> Value {
+    rec.contracts
+        .iter()
+        .map(|(k, p)| (k.clone(), json!({ "contract_hash": p.contract_hash })))
+        .collect::<serde_json::Map<String, Value>>()
+        .into()
 }
 
 pub(crate) fn lookup(
@@ -465,7 +489,7 @@ async fn get_attempt(app: &App, id: &str) -> ApiResult {
     let a = lookup(app, id)?;
     let events = {
         let _g = a.lock.lock().await;
-        app.store.evidence(id).map_err(store_err)?.len()
+        app.store.timeline(id).map_err(store_err)?.len()
     };
     let r = a.record();
     Ok((
@@ -479,6 +503,7 @@ async fn get_attempt(app: &App, id: &str) -> ApiResult {
             "expires_at": r.expires_at,
             "is_default": r.is_default,
             "pins": r.pins,
+            "contracts": contract_pins(&r),
             "variants": r.variants,
             "cleanup": r.cleanup,
             "events": events,
@@ -489,16 +514,28 @@ async fn get_attempt(app: &App, id: &str) -> ApiResult {
 async fn evidence(app: &App, id: &str) -> ApiResult {
     let a = lookup(app, id)?;
     // Under the state lock: events and final state from the same instant.
-    let _g = a.lock.lock().await;
-    let rec = a.record();
-    let events = app.store.evidence(id).map_err(store_err)?;
-    let state = app.store.state(id).map_err(store_err)?;
-    let mut env = crate::evidence::envelope(&rec, &events, &state, &app.config.redact);
+    let found = {
+        let _g = a.lock.lock().await;
+        crate::commands::evidence::AttemptEvidence::read(&app.store, id).map_err(store_err)?
+    };
+    let Some(found) = found else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no attempt `{id}` in the store"),
+        ));
+    };
+    let mut env = crate::evidence::envelope_of(&found.inputs(&app.config.redact));
     // Calls answered `store_error` are missing from (or unconfirmed in) the evidence: the
     // agent saw a failure, so the attempt cannot pass.
     let failures = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);
     if failures > 0 {
         env["store_failures"] = json!(failures);
+        if let Some(r) = env["verdict_reasons"].as_array_mut() {
+            r.push(json!(format!(
+                "store failures: {failures} call(s) of this run were answered `store_error`"
+            )));
+        }
         env["verdict"] = json!("fail");
     }
     Ok((StatusCode::OK, env))
@@ -517,6 +554,8 @@ async fn end_attempt(app: &App, id: &str) -> ApiResult {
     let mut g = a.lock.lock().await;
     let mut rec = a.record();
     if a.lease(app.clock.now()) != Lease::Ended {
+        // The end snapshot (SPEC 14): what `final_state` reads once the live state is gone.
+        rec.final_state = Some(app.store.state(id).map_err(store_err)?);
         let remaining = app.store.clear_state(id).map_err(store_err)?;
         rec.ended_at = Some(crate::util::time::rfc3339(app.clock.now()));
         rec.cleanup = Some(cleanup_report(remaining));

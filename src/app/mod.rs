@@ -13,14 +13,17 @@
 //! | [`recorder`] | record modes: the captured exchanges and the drafts written from them |
 //! | [`endpoints`] | the MCP endpoints (and so sessions) per attempt and integration |
 //! | [`metrics`] | the counters of `GET /metrics` |
+//! | [`contracts`] | the tool-call contracts (SPEC 14): loaded, checked, hot-reloaded, pinned by attempts |
 //!
 //! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
 //! operation file (any problem refuses the start, with the `check` messages), open the store,
 //! sync every file's mock into a revision (`source: "file"`, when the file changed since its
-//! last sync: the file rule of [`generations`]), build the host table, and create the default
+//! last sync: the file rule of [`generations`]), load and check the tool-call contracts (any
+//! problem refuses the start too; [`contracts`]), build the host table, and create the default
 //! attempt (latest revisions pinned, no token, no lease). Pinned revisions are compiled once
 //! into [`Engines`], shared by every attempt that pins them.
 
+pub mod contracts;
 pub mod endpoints;
 pub mod engines;
 pub mod forwarding;
@@ -55,8 +58,8 @@ pub use metrics::Metrics;
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// Operation files failed `check`.
-    #[error("{} problem(s) in operation files; fix them (see `understudy check`):\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    /// Operation or contract files failed `check`.
+    #[error("{} problem(s) in operation or contract files; fix them (see `understudy check`):\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Check(Vec<Problem>),
     #[error("{0}")]
     Store(#[from] StoreError),
@@ -109,6 +112,8 @@ pub struct App {
     pub forwarding: Forwarding,
     /// The forward proxy's host table ([`hosts`]), built when the integrations are.
     pub hosts: Vec<UpstreamHost>,
+    /// The tool-call contracts attempts may pin ([`contracts`]).
+    pub contracts: contracts::Contracts,
     local_addr: OnceLock<SocketAddr>,
     /// `https` under `--tls`, once serving.
     scheme: OnceLock<&'static str>,
@@ -152,6 +157,15 @@ impl App {
         if !problems.is_empty() {
             return Err(StartError::Check(problems));
         }
+        let contract_set = match &config.contracts {
+            Some(dir) => contracts::load_checked(
+                dir,
+                &contracts::SchemaCatalog::from_integrations(&integrations),
+            )
+            .map_err(StartError::Check)?,
+            None => contracts::ContractSet::new(),
+        };
+        let contracts_dir = config.contracts.clone();
         let loaded = started.elapsed();
         let store = Store::open(&config.data_dir)?;
         // The file rule of `reload`: only a file changed since its last sync appends (one
@@ -176,6 +190,7 @@ impl App {
             mcp: endpoints::Endpoints::default(),
             forwarding,
             hosts,
+            contracts: contracts::Contracts::new(contracts_dir, contract_set),
             local_addr: OnceLock::new(),
             scheme: OnceLock::new(),
         };
@@ -199,6 +214,7 @@ impl App {
         let now = self.clock.now();
         for mut old in self.store.attempts()? {
             if old.is_default && old.ended_at.is_none() {
+                old.final_state = Some(self.store.state(&old.attempt_id)?);
                 let remaining = self.store.clear_state(&old.attempt_id)?;
                 old.ended_at = Some(crate::util::time::rfc3339(now));
                 old.cleanup = Some(cleanup_report(remaining));

@@ -1,5 +1,8 @@
-//! `understudy check`: validate operation files (SPEC 3.4) and print every problem with its
-//! file and JSON path; exit 1 when there are problems, 2 for usage errors.
+//! `understudy check`: validate operation files (SPEC 3.4) and, with a project file, its
+//! tool-call contracts (SPEC 14: the model, known tool names, argument paths the tool's input
+//! schema allows, patterns that compile), and print every problem with its file and path (a
+//! JSON path for operation files, the contract's key path for contracts); exit 1 when there
+//! are problems, 2 for usage errors.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{resolve_profile, Exit};
+use crate::app::contracts::{load_checked, SchemaCatalog};
 use crate::cli::{CheckArgs, OutputFormat};
 use crate::config::{Config, PROJECT_FILE};
 use crate::error::Problem;
@@ -17,6 +21,7 @@ use crate::operation::{check_loaded, LoadedOperation};
 pub fn check(args: &CheckArgs) -> Exit {
     let mut problems: Vec<Problem> = Vec::new();
     let mut operations = 0usize;
+    let mut contracts = 0usize;
     if args.paths.is_empty() {
         let file = args
             .config
@@ -31,12 +36,26 @@ pub fn check(args: &CheckArgs) -> Exit {
             }
             Err(e) => problems.push(e.problem),
             Ok(cfg) => {
+                let mut catalog = SchemaCatalog::default();
                 for integ in cfg.integrations.values() {
                     let profile = integ.profile.as_str();
                     let (loaded, p) = load_dir(&integ.operations, profile);
                     problems.extend(p);
                     problems.extend(check_loaded(&loaded, profile));
                     operations += loaded.len();
+                    for l in &loaded {
+                        catalog.tools.insert(
+                            format!("{}/{}", integ.name, l.op.operation_id),
+                            l.op.input_schema.clone(),
+                        );
+                    }
+                }
+                // The tool-call contracts (SPEC 14), against the operations just loaded.
+                if let Some(dir) = &cfg.contracts {
+                    match load_checked(dir, &catalog) {
+                        Ok(set) => contracts = set.len(),
+                        Err(p) => problems.extend(p),
+                    }
                 }
             }
         }
@@ -79,15 +98,26 @@ pub fn check(args: &CheckArgs) -> Exit {
             operations += loaded.len();
         }
     }
-    report_check(args.format, operations, &problems)
+    report_check(args.format, operations, contracts, &problems)
 }
 
-fn report_check(format: OutputFormat, operations: usize, problems: &[Problem]) -> Exit {
+fn report_check(
+    format: OutputFormat,
+    operations: usize,
+    contracts: usize,
+    problems: &[Problem],
+) -> Exit {
+    let and_contracts = match contracts {
+        0 => String::new(),
+        1 => ", 1 tool-call contract".to_string(),
+        n => format!(", {n} tool-call contracts"),
+    };
     match format {
         OutputFormat::Json => {
             let out = json!({
                 "ok": problems.is_empty(),
                 "operations": operations,
+                "contracts": contracts,
                 "problems": problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
             });
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -98,7 +128,7 @@ fn report_check(format: OutputFormat, operations: usize, problems: &[Problem]) -
             }
             if problems.is_empty() {
                 eprintln!(
-                    "understudy check: ok ({operations} operation{})",
+                    "understudy check: ok ({operations} operation{}){and_contracts}",
                     if operations == 1 { "" } else { "s" }
                 );
             } else {

@@ -1,29 +1,72 @@
 //! `understudy evidence ATTEMPT`: open the data dir, build the attempt's envelope
-//! ([`crate::evidence`], pure) and print it; exit 0 when the verdict is `pass`, 1 when
-//! `fail`, 2 when it cannot be read.
+//! ([`crate::evidence`], pure: calls, agent-side events, pinned contracts evaluated) and print
+//! it; exit 0 when the verdict is `pass`, 1 when `fail` (every `verdict_reasons` line on
+//! stderr), 2 when it cannot be read. [`AttemptEvidence`] is the one reader of an attempt's
+//! records, shared with the admin routes and `understudy verify`.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::Exit;
 use crate::cli::EvidenceArgs;
-use crate::evidence::{envelope, verdict_reasons};
+use crate::evidence::{envelope_of, Inputs};
+use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, ToolEvent};
 use crate::store::{Store, StoreError};
 
+/// One attempt as the store holds it: what [`crate::evidence::Inputs`] borrows.
+#[derive(Debug, Clone)]
+pub struct AttemptEvidence {
+    pub attempt: AttemptRecord,
+    pub calls: Vec<ToolEvent>,
+    pub events: Vec<AgentEvent>,
+    pub live_state: BTreeMap<String, Map<String, Value>>,
+}
+
+impl AttemptEvidence {
+    /// Reads the attempt's record, calls, agent-side events and live state; `Ok(None)` when
+    /// the attempt is unknown. The admin routes and the CLI share it.
+    pub fn read(store: &Store, attempt_id: &str) -> Result<Option<AttemptEvidence>, StoreError> {
+        let Some(attempt) = store.attempt(attempt_id)? else {
+            return Ok(None);
+        };
+        let mut calls = Vec::new();
+        let mut events = Vec::new();
+        for e in store.timeline(attempt_id)? {
+            match e {
+                EvidenceEntry::Call(c) => calls.push(c),
+                EvidenceEntry::Agent(a) => events.push(a),
+            }
+        }
+        let live_state = store.state(attempt_id)?;
+        Ok(Some(AttemptEvidence {
+            attempt,
+            calls,
+            events,
+            live_state,
+        }))
+    }
+
+    /// The envelope's inputs, with `redact`.
+    pub fn inputs<'a>(&'a self, redact: &'a [String]) -> Inputs<'a> {
+        Inputs {
+            attempt: &self.attempt,
+            calls: &self.calls,
+            events: &self.events,
+            live_state: &self.live_state,
+            redact,
+        }
+    }
+}
+
 /// Loads an attempt's envelope from an open store; `Ok(None)` when the attempt is unknown.
-/// The admin route `GET /attempts/{id}/evidence` and the CLI share it.
 pub fn load_envelope(
     store: &Store,
     attempt_id: &str,
     redact: &[String],
 ) -> Result<Option<Value>, StoreError> {
-    let Some(attempt) = store.attempt(attempt_id)? else {
-        return Ok(None);
-    };
-    let events = store.evidence(attempt_id)?;
-    let state = store.state(attempt_id)?;
-    Ok(Some(envelope(&attempt, &events, &state, redact)))
+    Ok(AttemptEvidence::read(store, attempt_id)?.map(|a| envelope_of(&a.inputs(redact))))
 }
 
 /// `understudy evidence`: see [`run_with`].
@@ -43,6 +86,19 @@ pub fn evidence(args: &EvidenceArgs) -> Exit {
 /// error, exit 2, rather than an export without its redactions). The data dir is
 /// `--data-dir D`, else the project file's `data_dir`, else `.understudy`.
 pub fn run_with(attempt_id: &str, data_dir: Option<&Path>, config: Option<&Path>) -> Exit {
+    match resolve_store(data_dir, config, "evidence") {
+        Ok((dir, redact)) => run(attempt_id, &dir, &redact),
+        Err(exit) => exit,
+    }
+}
+
+/// The data dir and the redaction list of `evidence` and `verify` (rules of [`run_with`]);
+/// `Err` after reporting a project file that cannot be loaded.
+pub(crate) fn resolve_store(
+    data_dir: Option<&Path>,
+    config: Option<&Path>,
+    cmd: &str,
+) -> Result<(PathBuf, Vec<String>), Exit> {
     let default_file = Path::new(crate::config::PROJECT_FILE);
     let file = match config {
         Some(f) => Some(f),
@@ -52,17 +108,17 @@ pub fn run_with(attempt_id: &str, data_dir: Option<&Path>, config: Option<&Path>
     let cfg = match file.map(crate::config::Config::load).transpose() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("understudy evidence: {e}");
-            return Exit::Usage;
+            eprintln!("understudy {cmd}: {e}");
+            return Err(Exit::Usage);
         }
     };
     let redact = cfg.as_ref().map(|c| c.redact.clone()).unwrap_or_default();
     let dir = match (data_dir, &cfg) {
         (Some(d), _) => d.to_path_buf(),
         (None, Some(c)) => c.data_dir.clone(),
-        (None, None) => std::path::PathBuf::from(".understudy"),
+        (None, None) => PathBuf::from(".understudy"),
     };
-    run(attempt_id, &dir, &redact)
+    Ok((dir, redact))
 }
 
 /// `understudy evidence ATTEMPT --data-dir D`: prints the envelope as pretty JSON on stdout.
@@ -77,7 +133,7 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     };
-    let attempt = match store.attempt(attempt_id) {
+    let found = match AttemptEvidence::read(&store, attempt_id) {
         Ok(Some(a)) => a,
         Ok(None) => {
             eprintln!(
@@ -91,14 +147,7 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     };
-    let (events, state) = match (store.evidence(attempt_id), store.state(attempt_id)) {
-        (Ok(ev), Ok(st)) => (ev, st),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("understudy evidence: {e}");
-            return Exit::Usage;
-        }
-    };
-    let env = envelope(&attempt, &events, &state, redact);
+    let env = envelope_of(&found.inputs(redact));
     match serde_json::to_string_pretty(&env) {
         Ok(s) => println!("{s}"),
         Err(e) => {
@@ -106,7 +155,10 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     }
-    let reasons = verdict_reasons(&attempt, &events);
+    let reasons: Vec<&str> = env["verdict_reasons"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     if reasons.is_empty() {
         Exit::Ok
     } else {

@@ -8,6 +8,7 @@
 //! | [`exec`] | `exec` |
 //! | [`generate`] | `generate` |
 //! | [`evidence`] | `evidence` |
+//! | [`verify`] | `verify` |
 //! | [`discover`] | `discover` |
 //! | [`ca`] | `ca init` |
 
@@ -18,6 +19,7 @@ pub mod evidence;
 pub mod exec;
 pub mod generate;
 pub mod serve;
+pub mod verify;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -30,9 +32,10 @@ use crate::config::{Config, ProfileKind};
 /// The process exit code of a subcommand (SPEC section 10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
-    /// 0: success (`evidence`: verdict `pass`).
+    /// 0: success (`evidence`: verdict `pass`; `verify`: every blocking contract passed).
     Ok,
-    /// 1: problems found (`check`, `generate` unsupported, `evidence` verdict `fail`), or a
+    /// 1: problems found (`check`, `generate` unsupported, `evidence` verdict `fail`,
+    /// `verify` a blocking contract not passed), or a
     /// server or tool that could not run.
     Problems,
     /// 2: a usage error (clap's included).
@@ -99,6 +102,7 @@ where
         Command::Exec(a) => exec::exec(a),
         Command::Generate(a) => generate::generate(a),
         Command::Evidence(a) => evidence::evidence(a),
+        Command::Verify(a) => verify::verify(a),
         Command::Discover(a) => discover::discover(a),
         Command::Ca(a) => match &a.command {
             CaCommand::Init(a) => ca::init(&a.dir, a.force),

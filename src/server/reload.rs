@@ -18,6 +18,10 @@
 //!    saves and attempt creation so a pin never mixes two generations): every operation's
 //!    file definition is synced by the file rule, the new generation is swapped in,
 //!    the integration's problems are cleared; then the default attempt is re-pinned.
+//!
+//! The tool-call contracts directory is polled at the same tick (`crate::app::contracts::poll`):
+//! a changed set is checked against the current operations and serves new attempts, a broken
+//! one is logged and the previous set keeps serving.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,8 +54,15 @@ pub async fn poll(app: &Arc<App>) -> Vec<ReloadOutcome> {
     if outcomes.iter().any(|o| o.problems.is_empty()) {
         repin_default(app).await;
     }
-    if !outcomes.is_empty() {
-        app.integrations.reloads_finished(outcomes.len() as u64);
+    // The tool-call contracts directory too (`crate::app::contracts`).
+    let a = app.clone();
+    let contracts = tokio::task::spawn_blocking(move || crate::app::contracts::poll(&a))
+        .await
+        .ok()
+        .flatten();
+    let finished = outcomes.len() as u64 + u64::from(contracts.is_some());
+    if finished > 0 {
+        app.integrations.reloads_finished(finished);
     }
     outcomes
 }

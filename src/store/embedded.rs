@@ -22,7 +22,7 @@ use super::keys::{
     META_REV, META_SEQ,
 };
 use super::{io_message, lock, CallRecord, StoreError};
-use crate::records::{AttemptRecord, RevisionRecord, ToolEvent};
+use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, RevisionRecord, ToolEvent};
 use crate::util::time::now_rfc3339;
 
 /// Page cache of the sled database (sled's default is 1 GB). Evidence is read back rarely
@@ -370,17 +370,52 @@ impl Embedded {
         attempt_id: &str,
         mut rec: CallRecord,
     ) -> Result<u64, StoreError> {
-        let lane = self.lane(attempt_id)?;
-        let mut lane = lock(&lane);
-        let seq = lane.last + 1;
-        rec.event.sequence = seq;
-        let event = encode_json(&rec.event)?;
         let state = match &rec.state {
             Some((integration, map)) => {
                 Some((state_key(attempt_id, integration), encode_json(map)?))
             }
             None => None,
         };
+        self.write_entry(
+            attempt_id,
+            |seq| {
+                rec.event.sequence = seq;
+                encode_json(&rec.event)
+            },
+            state,
+        )
+    }
+
+    /// An agent-side event: a frame `{"agent_event":{…}}` in the same evidence file, under
+    /// the same lane and journal as calls (so it shares their sequence and durability).
+    pub(super) fn write_agent_event(
+        &self,
+        attempt_id: &str,
+        mut ev: AgentEvent,
+    ) -> Result<u64, StoreError> {
+        self.write_entry(
+            attempt_id,
+            |seq| {
+                ev.sequence = seq;
+                encode_json(&AgentFrame { agent_event: &ev })
+            },
+            None,
+        )
+    }
+
+    /// Assigns the attempt's next sequence under its lane, writes the entry `encode(seq)`
+    /// gives to its evidence file, the state write if any and the counter, and queues the
+    /// journal frame listing the same writes.
+    fn write_entry(
+        &self,
+        attempt_id: &str,
+        encode: impl FnOnce(u64) -> Result<Vec<u8>, StoreError>,
+        state: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<u64, StoreError> {
+        let lane = self.lane(attempt_id)?;
+        let mut lane = lock(&lane);
+        let seq = lane.last + 1;
+        let event = encode(seq)?;
         let (event_key, seq_key) = (event_key(attempt_id, seq), meta_key(META_SEQ, attempt_id));
         // Event before counter (see the module doc); the journal frame lists the same writes.
         let mut payload =
@@ -434,7 +469,7 @@ impl Embedded {
         events::remove_for_test(&self.journal.lanes.dir, attempt_id, seq)
     }
 
-    pub(super) fn evidence(&self, attempt_id: &str) -> Result<Vec<ToolEvent>, StoreError> {
+    pub(super) fn timeline(&self, attempt_id: &str) -> Result<Vec<EvidenceEntry>, StoreError> {
         // The sequence counter, read before the scan (writes only add events): a trailing
         // event that is gone would otherwise leave a gap-free 1..n that passes the verdict.
         let recorded = match self.meta.get(meta_key(META_SEQ, attempt_id))? {
@@ -450,10 +485,18 @@ impl Embedded {
                     if seq > recorded {
                         break; // written, never committed (a crash, or a write in flight)
                     }
-                    let mut e: ToolEvent = decode_json(json, &format!("event {attempt_id}#{seq}"))?;
-                    e.sequence = seq;
+                    let what = format!("event {attempt_id}#{seq}");
+                    let entry = if json.starts_with(AGENT_FRAME_PREFIX) {
+                        let mut e: AgentFrameOwned = decode_json(json, &what)?;
+                        e.agent_event.sequence = seq;
+                        EvidenceEntry::Agent(e.agent_event)
+                    } else {
+                        let mut e: ToolEvent = decode_json(json, &what)?;
+                        e.sequence = seq;
+                        EvidenceEntry::Call(e)
+                    };
                     last = seq;
-                    out.push(e);
+                    out.push(entry);
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -463,7 +506,10 @@ impl Embedded {
                     let (k, v) = item?;
                     let seq = decode_u64(&k[prefix.len()..], attempt_id)?;
                     last = seq;
-                    out.push(decode_json(&v, &format!("event {attempt_id}#{seq}"))?);
+                    out.push(EvidenceEntry::Call(decode_json(
+                        &v,
+                        &format!("event {attempt_id}#{seq}"),
+                    )?));
                 }
             }
             Err(e) => {
@@ -524,6 +570,21 @@ impl Embedded {
         ))
     }
 }
+
+/// How an agent-side event is framed in an evidence file (a call's frame is the bare
+/// [`ToolEvent`], which has no `agent_event` member): `{"agent_event":{…}}`.
+#[derive(Serialize)]
+struct AgentFrame<'a> {
+    agent_event: &'a AgentEvent,
+}
+
+#[derive(serde::Deserialize)]
+struct AgentFrameOwned {
+    agent_event: AgentEvent,
+}
+
+/// The bytes an [`AgentFrame`] starts with (serde_json writes no whitespace).
+const AGENT_FRAME_PREFIX: &[u8] = b"{\"agent_event\":";
 
 pub(super) fn encode_json<T: Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(v).map_err(|e| StoreError::Backend(format!("cannot encode a record: {e}")))

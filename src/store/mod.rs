@@ -22,8 +22,9 @@
 //! one of the two: `open(data_dir, create)`, `data_dir`; `sync_revision_unflushed`,
 //! `latest_revision`, `revision`, `revisions`; `put_attempt` (durable when it returns),
 //! `attempt`, `attempts`, `attempt_by_token_hash`; `state`, `put_state`, `clear_state`
-//! (durable when they return); `write_call` (visible at once, not yet durable),
-//! `wait_durable`, `evidence`; `flush_now`, `flush_count`; and, with the `test-hooks`
+//! (durable when they return); `write_call` and `write_agent_event` (visible at once, not
+//! yet durable), `wait_durable`, `timeline` (calls and agent-side events; `evidence` is its
+//! calls); `flush_now`, `flush_count`; and, with the `test-hooks`
 //! feature, `pause_flushes`, `resume_flushes`, `remove_event_for_test`. Every rule under
 //! "Atomicity and order" and "Durability" below is part of that interface; the journal, the
 //! lanes and the frames are how the embedded backend keeps them.
@@ -51,7 +52,8 @@
 //! wrote: with one key per call its resident memory grew by ~100 bytes per call without bound
 //! (78 MB after 30 s at 16k calls/s; 47 MB with the events elsewhere, `bench/README.md`). An
 //! evidence file is a sequence of frames `length u32 LE | crc32 u32 LE | sequence u64 LE |
-//! event JSON`, appended by the attempt's lane, read whole by [`Store::evidence`] (which stops
+//! event JSON`, appended by the attempt's lane (an agent-side event of SPEC 15 is the frame
+//! JSON `{"agent_event":{…}}`, in the same file and the same sequence as calls), read whole by [`Store::evidence`] (which stops
 //! at a torn tail), so memory stays flat however long a run is.
 //!
 //! # Atomicity and order
@@ -138,7 +140,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 
-use crate::records::{AttemptRecord, RevisionRecord, ToolEvent};
+use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, RevisionRecord, ToolEvent};
 use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
 use keys::{check_attempt_id, check_key};
@@ -352,6 +354,46 @@ impl Store {
         self.inner.write_call(attempt_id, rec)
     }
 
+    /// Records one agent-side event (SPEC 15) in the attempt's evidence, with the attempt's
+    /// next sequence (shared with calls), and returns that sequence once it is durable (the
+    /// same group commit as calls).
+    pub async fn record_agent_event(
+        &self,
+        attempt_id: &str,
+        event: AgentEvent,
+    ) -> Result<u64, StoreError> {
+        let seq = self.write_agent_event(attempt_id, event)?;
+        self.wait_durable().await?;
+        Ok(seq)
+    }
+
+    /// The write half of [`Store::record_agent_event`] (not yet durable: await
+    /// [`Store::wait_durable`] before answering).
+    pub fn write_agent_event(
+        &self,
+        attempt_id: &str,
+        event: AgentEvent,
+    ) -> Result<u64, StoreError> {
+        check_attempt_id(attempt_id)?;
+        if event
+            .data
+            .as_ref()
+            .is_some_and(|v| deeper_than(v, MAX_STORED_DEPTH))
+        {
+            return Err(StoreError::Invalid(format!(
+                "the event's data nests more than {MAX_STORED_DEPTH} levels: it could not be read back, so it is not stored"
+            )));
+        }
+        self.inner.write_agent_event(attempt_id, event)
+    }
+
+    /// Every entry of the attempt's evidence — calls and agent-side events — in sequence
+    /// order.
+    pub fn timeline(&self, attempt_id: &str) -> Result<Vec<EvidenceEntry>, StoreError> {
+        check_attempt_id(attempt_id)?;
+        self.inner.timeline(attempt_id)
+    }
+
     /// Test hook: removes event `seq` of a closed attempt from its evidence file, as a lost
     /// write would (the verdict must then fail). Not for serving code.
     #[cfg(any(test, feature = "test-hooks"))]
@@ -359,10 +401,17 @@ impl Store {
         self.inner.remove_event_for_test(attempt_id, seq)
     }
 
-    /// Every event of the attempt, in sequence order.
+    /// Every call of the attempt, in sequence order (agent-side events left out: see
+    /// [`Store::timeline`]).
     pub fn evidence(&self, attempt_id: &str) -> Result<Vec<ToolEvent>, StoreError> {
-        check_attempt_id(attempt_id)?;
-        self.inner.evidence(attempt_id)
+        Ok(self
+            .timeline(attempt_id)?
+            .into_iter()
+            .filter_map(|e| match e {
+                EvidenceEntry::Call(c) => Some(c),
+                EvidenceEntry::Agent(_) => None,
+            })
+            .collect())
     }
 
     // ---- durability ----------------------------------------------------------------------

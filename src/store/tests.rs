@@ -76,6 +76,8 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
         variants: BTreeMap::new(),
         is_default: false,
         cleanup: None,
+        contracts: Default::default(),
+        final_state: None,
     };
     store.put_attempt(&a).unwrap();
     a.attempt_id = "other".into();
@@ -276,4 +278,80 @@ async fn past_the_limit_the_journal_checkpoints_and_reuses_its_space() {
     let events = store.evidence("att").unwrap();
     assert_eq!(events.len() as u64, calls);
     assert_eq!(events.last().unwrap().arguments["i"], calls - 1);
+}
+
+fn agent_event(name: &str) -> crate::records::AgentEvent {
+    crate::records::AgentEvent {
+        sequence: 0,
+        name: name.into(),
+        kind: crate::records::AgentEventKind::AgentMessage,
+        test_run_id: Some("run".into()),
+        text: Some("booked".into()),
+        data: Some(serde_json::json!({"amount": "12.50"})),
+        timestamp: now_rfc3339(),
+    }
+}
+
+#[tokio::test]
+async fn agent_events_share_the_sequence_with_calls_and_survive_a_journal_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let journal_copy;
+    {
+        let (store, event) = store_with_attempt(tmp.path());
+        let call = || CallRecord {
+            event: event.clone(),
+            state: None,
+        };
+        assert_eq!(store.record_call("att", call()).await.unwrap(), 1);
+        assert_eq!(
+            store
+                .record_agent_event("att", agent_event("said"))
+                .await
+                .unwrap(),
+            2
+        );
+        assert_eq!(store.record_call("att", call()).await.unwrap(), 3);
+        let t = store.timeline("att").unwrap();
+        assert_eq!(
+            t.iter().map(|e| e.sequence()).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        match &t[1] {
+            crate::records::EvidenceEntry::Agent(a) => {
+                assert_eq!((a.sequence, a.name.as_str()), (2, "said"));
+                assert_eq!(a.data.as_ref().unwrap()["amount"], "12.50");
+            }
+            other => panic!("{other:?}"),
+        }
+        // `evidence` is the calls alone.
+        let calls: Vec<u64> = store
+            .evidence("att")
+            .unwrap()
+            .iter()
+            .map(|e| e.sequence)
+            .collect();
+        assert_eq!(calls, [1, 3]);
+        journal_copy = std::fs::read(tmp.path().join(JOURNAL_FILE)).unwrap();
+    }
+    // A crash before the checkpoint: the evidence file and the counters gone, the journal
+    // as committed. The replay puts the event back where it was.
+    {
+        let db = sled::open(tmp.path().join(SLED_DIR)).unwrap();
+        db.open_tree("meta").unwrap().clear().unwrap();
+        db.flush().unwrap();
+    }
+    let events = tmp.path().join(EVENTS_DIR);
+    std::fs::remove_file(events::file_path(&events, "att")).unwrap();
+    std::fs::write(tmp.path().join(JOURNAL_FILE), &journal_copy).unwrap();
+    let store = Store::open(tmp.path()).unwrap();
+    let t = store.timeline("att").unwrap();
+    assert_eq!(t.len(), 3);
+    assert!(matches!(&t[1], crate::records::EvidenceEntry::Agent(a) if a.name == "said"));
+    assert_eq!(
+        store
+            .record_agent_event("att", agent_event("next"))
+            .await
+            .unwrap(),
+        4
+    );
 }

@@ -976,6 +976,12 @@ fn expected_final_state() {
         ..good()
     };
     assert_eq!(st(&c, &e, id), Inconclusive);
+    // The tool was never called: the state cannot speak for it.
+    let e = Evidence {
+        final_state: Some(json!({"crm": {}})),
+        ..with_items(vec![])
+    };
+    assert_eq!(st(&c, &e, id), Inconclusive);
 }
 
 #[test]

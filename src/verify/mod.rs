@@ -45,7 +45,9 @@
 //! - `preconditions.forbidden_before` and `side_effects.forbidden` count effective calls only
 //!   (a blocked delete deleted nothing).
 //! - `order` entries may be `integration/*`; that is where maximum matching matters.
-//! - `expected.*` reads the last effective call of `tool`, else its last call.
+//! - `expected.*` reads the last effective call of `tool`, else its last call; with no call of
+//!   `tool` at all every `expected.*` check is inconclusive (`final_state` included: the state
+//!   cannot speak for a tool that was never used).
 //! - A "success" for `after_success_only` is `result_status: ok` with no HTTP status ≥ 400.
 //! - `calls.exactly_once`/`max` failures name sequences that share an idempotency key (or
 //!   carry none); a `replayed` repeat is not effective and does not count.

@@ -6,6 +6,7 @@ mod support;
 mod cli;
 mod clients;
 mod conformance;
+mod contracts;
 mod dryrun;
 mod faults;
 mod hostile;

@@ -30,6 +30,8 @@ fn attempt(id: &str) -> AttemptRecord {
         variants: BTreeMap::new(),
         is_default: false,
         cleanup: None,
+        contracts: Default::default(),
+        final_state: None,
     }
 }
 
@@ -488,7 +490,11 @@ async fn exported_envelope_from_the_store() {
         vec![
             "attempt_id",
             "blocked_side_effects",
+            "cleanup",
+            "contract_results",
+            "contracts",
             "ended_at",
+            "events",
             "final_state",
             "harness_errors",
             "pins",
@@ -497,7 +503,8 @@ async fn exported_envelope_from_the_store() {
             "test_run_id",
             "tool_events",
             "tool_input_errors",
-            "verdict"
+            "verdict",
+            "verdict_reasons"
         ]
     );
     assert_eq!(env["schema_version"], "understudy.evidence.v1");

@@ -1,0 +1,136 @@
+//! `understudy verify ATTEMPT [--contract FILE…] [--data-dir D] [--config F] [--format
+//! text|json]` (SPEC 14): evaluate tool-call contracts over an attempt's recorded evidence,
+//! after the fact. The contracts are the given files (parsed and validated like the contracts
+//! directory; a broken file is a usage error), else the ones the attempt pinned.
+//!
+//! Text prints, per contract, a header line and one line per check: `STATUS check-id:
+//! evidence`. JSON prints `{"attempt_id","contract_results","passed"}`. Exit 0 when every
+//! blocking contract passed, 1 otherwise, 2 for usage errors (no contract, a broken contract
+//! file, a data dir or attempt that does not exist or cannot be opened).
+
+use serde_json::json;
+
+use super::evidence::{resolve_store, AttemptEvidence};
+use super::Exit;
+use crate::cli::{OutputFormat, VerifyArgs};
+use crate::store::Store;
+use crate::verify::{self, ContractResult, Risk, Status};
+
+/// `understudy verify`.
+pub fn verify(args: &VerifyArgs) -> Exit {
+    let (dir, redact) =
+        match resolve_store(args.data_dir.as_deref(), args.config.as_deref(), "verify") {
+            Ok(x) => x,
+            Err(exit) => return exit,
+        };
+    let mut given = Vec::new();
+    for f in &args.contracts {
+        let name = f.display().to_string();
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("understudy verify: {name}: cannot read: {e}");
+                return Exit::Usage;
+            }
+        };
+        match verify::parse(&name, &text) {
+            Ok(c) => {
+                let h = verify::contract_hash(&c);
+                given.push((c, h));
+            }
+            Err(problems) => {
+                for p in problems {
+                    eprintln!("understudy verify: {p}");
+                }
+                return Exit::Usage;
+            }
+        }
+    }
+    let store = match Store::open_existing(&dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("understudy verify: {e}");
+            return Exit::Usage;
+        }
+    };
+    let found = match AttemptEvidence::read(&store, &args.attempt) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            eprintln!(
+                "understudy verify: no attempt `{}` in data dir {}",
+                args.attempt,
+                dir.display()
+            );
+            return Exit::Usage;
+        }
+        Err(e) => {
+            eprintln!("understudy verify: {e}");
+            return Exit::Usage;
+        }
+    };
+    let inputs = found.inputs(&redact);
+    let results = if given.is_empty() {
+        if found.attempt.contracts.is_empty() {
+            eprintln!(
+                "understudy verify: attempt `{}` pinned no tool-call contract: name one with --contract FILE",
+                args.attempt
+            );
+            return Exit::Usage;
+        }
+        crate::evidence::contract_results(&inputs)
+    } else {
+        crate::evidence::evaluate_contracts(&inputs, &given)
+    };
+    let passed = all_blocking_passed(&results);
+    match args.format {
+        OutputFormat::Json => {
+            let out = json!({
+                "attempt_id": args.attempt,
+                "contract_results": results,
+                "passed": passed,
+            });
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        }
+        OutputFormat::Text => print!("{}", text_report(&results)),
+    }
+    if passed {
+        Exit::Ok
+    } else {
+        Exit::Problems
+    }
+}
+
+/// Every blocking contract `passed` (advisory ones are only reported).
+pub fn all_blocking_passed(results: &[ContractResult]) -> bool {
+    results
+        .iter()
+        .all(|r| r.risk != Risk::Blocking || r.status == Status::Passed)
+}
+
+/// The text form: per contract `contract ID (risk, policy P, HASH): STATUS`, then one line per
+/// check `STATUS id: evidence`.
+pub fn text_report(results: &[ContractResult]) -> String {
+    let mut out = String::new();
+    for r in results {
+        out.push_str(&format!(
+            "contract {} ({}{}, {}): {}\n",
+            r.contract_id,
+            r.risk.as_str(),
+            r.policy_version
+                .as_deref()
+                .map(|p| format!(", policy {p}"))
+                .unwrap_or_default(),
+            r.contract_hash,
+            r.status.as_str().to_uppercase()
+        ));
+        for c in &r.checks {
+            out.push_str(&format!(
+                "  {:<12} {}: {}\n",
+                c.status.as_str().to_uppercase(),
+                c.id,
+                c.evidence
+            ));
+        }
+    }
+    out
+}
