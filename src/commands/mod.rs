@@ -10,6 +10,8 @@
 //! | [`evidence`] | `evidence` |
 //! | [`discover`] | `discover` |
 //! | [`ca`] | `ca init` |
+//! | [`test`] | `test` |
+//! | [`report`] | `report` |
 
 pub mod ca;
 pub mod check;
@@ -17,7 +19,9 @@ pub mod discover;
 pub mod evidence;
 pub mod exec;
 pub mod generate;
+pub mod report;
 pub mod serve;
+pub mod test;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -41,6 +45,9 @@ pub enum Exit {
     InputError,
     /// 4: `exec`: a harness error (the mock or the fixture is at fault).
     HarnessError,
+    /// `test`: the exit code of the command under test when it failed (124 timed out, 130
+    /// interrupted, 128+N killed by signal N).
+    Code(i32),
 }
 
 impl Exit {
@@ -51,6 +58,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::InputError => 3,
             Exit::HarnessError => 4,
+            Exit::Code(c) => c,
         }
     }
 }
@@ -103,6 +111,8 @@ where
         Command::Ca(a) => match &a.command {
             CaCommand::Init(a) => ca::init(&a.dir, a.force),
         },
+        Command::Test(a) => test::test(a),
+        Command::Report(a) => report::report(a),
     }
 }
 
