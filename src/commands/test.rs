@@ -9,7 +9,8 @@
 //!    environment: `UNDERSTUDY_URL`, `UNDERSTUDY_ATTEMPT` (the token), `UNDERSTUDY_ATTEMPT_ID`,
 //!    `UNDERSTUDY_URL_<INTEGRATION>` (upper-cased, other characters `_`); with
 //!    `--forward-proxy` also `HTTPS_PROXY`/`HTTP_PROXY` (and lower-case) as
-//!    `http://<token>@127.0.0.1:<port>`, `NO_PROXY=127.0.0.1,localhost,::1` (so nothing
+//!    `http://<token>:x@127.0.0.1:<port>` (the password is ignored by understudy, but Python
+//!    requests drops proxy credentials that have none), `NO_PROXY=127.0.0.1,localhost,::1` (so nothing
 //!    inherited bypasses the proxy), and `SSL_CERT_FILE`, `CURL_CA_BUNDLE`,
 //!    `REQUESTS_CA_BUNDLE`, `NODE_EXTRA_CA_CERTS` naming the CA certificate.
 //! 4. When CMD exits — or on `--timeout`, SIGINT or SIGTERM, after which its process group
@@ -253,7 +254,9 @@ async fn run(
         }
     }
     if args.forward_proxy {
-        let proxy = format!("http://{token}@{addr}");
+        // A password is needed: Python requests (and so simple-salesforce) drops proxy
+        // credentials without one, which would send the calls to the default attempt.
+        let proxy = format!("http://{token}:x@{addr}");
         for k in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
             env.push((k.into(), proxy.clone()));
         }

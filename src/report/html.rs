@@ -43,7 +43,7 @@ table{border-collapse:collapse}td,th{border:1px solid var(--line);padding:3px 6p
 .check.status-passed td.st{color:var(--ok)}.check.status-failed td.st{color:var(--bad);font-weight:700}
 .check.status-inconclusive td.st{color:var(--warn);font-weight:700}
 .filters{margin:6px 0;display:flex;gap:12px;align-items:center}
-#timeline .row{display:grid;grid-template-columns:4em 7.5em minmax(14em,2fr) minmax(8em,1fr) 11em 4em 6em minmax(10em,3fr);
+#timeline .row{display:grid;grid-template-columns:4em 9em minmax(14em,2fr) minmax(8em,1fr) 11em 4em 6em minmax(10em,3fr);
  border-bottom:1px solid var(--line);content-visibility:auto;contain-intrinsic-size:auto 30px}
 #timeline .row>div{padding:3px 6px;overflow:hidden;text-overflow:ellipsis}
 #timeline .head{font-weight:700;background:var(--bg2);position:sticky;top:0;z-index:1;content-visibility:visible}
