@@ -37,6 +37,10 @@ pub enum Command {
     Discover(DiscoverArgs),
     /// Local certificate authority for `serve --tls` and `--forward-proxy`.
     Ca(CaArgs),
+    /// Run CMD against an in-process server and one attempt; write JSON, JUnit and HTML reports.
+    Test(TestArgs),
+    /// Write an attempt's report as JSON, JUnit XML or HTML.
+    Report(ReportArgs),
 }
 
 /// `--log-format`.
@@ -207,6 +211,69 @@ pub struct VerifyArgs {
     pub config: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+/// `understudy test [--config F] [--contract ID…] [--variant I/OP=V…] [--mode M]
+/// [--forward-proxy] [--report-dir D] [--timeout S] -- CMD ARGS…` (SPEC 16).
+#[derive(Debug, Clone, Args)]
+pub struct TestArgs {
+    /// Project file (default: ./understudy.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Contract ids the attempt pins (repeatable).
+    #[arg(long = "contract", value_name = "ID")]
+    pub contracts: Vec<String>,
+    /// Variant of an operation for this attempt: INTEGRATION/OPERATION=VARIANT (repeatable).
+    #[arg(long = "variant", value_name = "I/OP=V")]
+    pub variants: Vec<String>,
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Also act as an HTTPS forward proxy; CMD gets HTTPS_PROXY and the CA variables.
+    #[arg(long)]
+    pub forward_proxy: bool,
+    /// Directory of the local CA (default: certs/ beside the project file).
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
+    /// Data dir (default: the project file's).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Where evidence.json, junit.xml, report.html and understudy.log go.
+    #[arg(long, value_name = "DIR", default_value = "understudy-report")]
+    pub report_dir: PathBuf,
+    /// Stop CMD after this many seconds (exit 124).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// The attempt's test_run_id (default: `understudy-test-<unix time>`).
+    #[arg(long, value_name = "ID")]
+    pub test_run_id: Option<String>,
+    /// Log to stderr instead of <report dir>/understudy.log.
+    #[arg(long)]
+    pub log_stderr: bool,
+    /// The command and its arguments (after `--`).
+    #[arg(value_name = "CMD", required = true, last = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// `understudy report ATTEMPT --format json|junit|html [--out FILE] [--report-dir D]
+/// [--data-dir D] [--config F]`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The attempt id.
+    #[arg(value_name = "ATTEMPT")]
+    pub attempt: String,
+    /// Required unless --report-dir is given.
+    #[arg(long, value_enum)]
+    pub format: Option<crate::report::Format>,
+    /// Write to FILE instead of stdout.
+    #[arg(long, value_name = "FILE", conflicts_with = "report_dir")]
+    pub out: Option<PathBuf>,
+    /// Write all three reports (evidence.json, junit.xml, report.html) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `understudy discover --integration NAME`.

@@ -45,6 +45,7 @@ pub mod profile;
 pub mod proxy;
 pub mod record;
 pub mod records;
+pub mod report;
 pub mod server;
 pub mod store;
 pub mod tls;

@@ -40,6 +40,7 @@ pub mod execute;
 pub mod execute_upstream;
 pub mod metrics;
 pub mod testing;
+pub mod ui;
 pub mod verify;
 
 use std::collections::BTreeMap;
@@ -138,7 +139,12 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
     if let Err(e) = authorize(app, &req) {
         return e.response();
     }
-    match route(app, &req).await {
+    let routed = if ui::is_ui_path(&req.path) {
+        ui::handle(app, &req).await
+    } else {
+        route(app, &req).await
+    };
+    match routed {
         Ok(Reply::Json(status, body)) => json_response(status, &body),
         Ok(Reply::Http(r)) => r,
         Err(e) => e.response(),

@@ -11,6 +11,8 @@
 //! | [`verify`] | `verify` |
 //! | [`discover`] | `discover` |
 //! | [`ca`] | `ca init` |
+//! | [`test`] | `test` |
+//! | [`report`] | `report` |
 
 pub mod ca;
 pub mod check;
@@ -18,7 +20,9 @@ pub mod discover;
 pub mod evidence;
 pub mod exec;
 pub mod generate;
+pub mod report;
 pub mod serve;
+pub mod test;
 pub mod verify;
 
 use std::ffi::OsString;
@@ -44,6 +48,9 @@ pub enum Exit {
     InputError,
     /// 4: `exec`: a harness error (the mock or the fixture is at fault).
     HarnessError,
+    /// `test`: the exit code of the command under test when it failed (124 timed out, 130
+    /// interrupted, 128+N killed by signal N).
+    Code(i32),
 }
 
 impl Exit {
@@ -54,6 +61,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::InputError => 3,
             Exit::HarnessError => 4,
+            Exit::Code(c) => c,
         }
     }
 }
@@ -107,6 +115,8 @@ where
         Command::Ca(a) => match &a.command {
             CaCommand::Init(a) => ca::init(&a.dir, a.force),
         },
+        Command::Test(a) => test::test(a),
+        Command::Report(a) => report::report(a),
     }
 }
 

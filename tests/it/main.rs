@@ -17,6 +17,7 @@ mod mcp;
 mod no_silent_pass;
 mod record;
 mod regression;
+mod report;
 mod serve;
 mod store;
 mod testing_api;

@@ -1,0 +1,136 @@
+//! `understudy report ATTEMPT --format json|junit|html [--out FILE] [--report-dir D]
+//! [--data-dir D] [--config F]` (SPEC 16): the attempt's envelope from the store (as
+//! `understudy evidence` reads it, with the project's redactions), rendered by
+//! [`crate::report`]. `--report-dir D` writes all three formats into D.
+//!
+//! Exit codes: 0 written and the verdict is `pass`; 1 written and the verdict is `fail` (as
+//! `understudy evidence`, so CI can gate on it); 2 usage (no format, an unknown attempt, a
+//! data dir that is missing or held by a running server, a file that cannot be written).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::evidence::load_envelope;
+use super::Exit;
+use crate::cli::ReportArgs;
+use crate::report::{self, Format};
+use crate::store::Store;
+
+/// `understudy report` (module doc).
+pub fn report(args: &ReportArgs) -> Exit {
+    if args.format.is_none() && args.report_dir.is_none() {
+        eprintln!(
+            "understudy report: give --format json|junit|html (or --report-dir DIR for all three)"
+        );
+        return Exit::Usage;
+    }
+    let (dir, redact) = match resolve(args.data_dir.as_deref(), args.config.as_deref()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("understudy report: {e}");
+            return Exit::Usage;
+        }
+    };
+    let env = match load(&args.attempt, &dir, &redact) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("understudy report: {e}");
+            return Exit::Usage;
+        }
+    };
+    if let Some(d) = &args.report_dir {
+        if let Err(e) = write_all(d, &env) {
+            eprintln!("understudy report: {e}");
+            return Exit::Usage;
+        }
+        eprintln!("understudy report: wrote {}", d.display());
+    } else if let Some(format) = args.format {
+        let bytes = report::render(&env, format);
+        match &args.out {
+            Some(f) => {
+                if let Err(e) = std::fs::write(f, &bytes) {
+                    eprintln!("understudy report: cannot write {}: {e}", f.display());
+                    return Exit::Usage;
+                }
+            }
+            None => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                if out.write_all(&bytes).and_then(|_| out.flush()).is_err() {
+                    return Exit::Usage;
+                }
+            }
+        }
+    }
+    if report::str_at(&env, "verdict") == "pass" {
+        Exit::Ok
+    } else {
+        Exit::Problems
+    }
+}
+
+/// The data dir and redaction list, resolved as `understudy evidence` does: `--config F`,
+/// else `understudy.json` in the current directory when present; data dir `--data-dir`, else
+/// the project's, else `.understudy`.
+pub fn resolve(
+    data_dir: Option<&Path>,
+    config: Option<&Path>,
+) -> Result<(PathBuf, Vec<String>), String> {
+    let default_file = Path::new(crate::config::PROJECT_FILE);
+    let file = match config {
+        Some(f) => Some(f),
+        None if default_file.is_file() => Some(default_file),
+        None => None,
+    };
+    let cfg = file
+        .map(crate::config::Config::load)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let redact = cfg.as_ref().map(|c| c.redact.clone()).unwrap_or_default();
+    let dir = match (data_dir, &cfg) {
+        (Some(d), _) => d.to_path_buf(),
+        (None, Some(c)) => c.data_dir.clone(),
+        (None, None) => PathBuf::from(".understudy"),
+    };
+    Ok((dir, redact))
+}
+
+/// The envelope of a stored attempt, with `verdict_reasons`.
+pub fn load(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Result<Value, String> {
+    let store = Store::open_existing(data_dir).map_err(|e| e.to_string())?;
+    from_store(&store, attempt_id, redact)?.ok_or_else(|| {
+        format!(
+            "no attempt `{attempt_id}` in data dir {}",
+            data_dir.display()
+        )
+    })
+}
+
+/// [`load`] from an open store; `Ok(None)` for an unknown attempt.
+pub fn from_store(
+    store: &Store,
+    attempt_id: &str,
+    redact: &[String],
+) -> Result<Option<Value>, String> {
+    let Some(env) = load_envelope(store, attempt_id, redact).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let rec = store.attempt(attempt_id).map_err(|e| e.to_string())?;
+    let events = store.evidence(attempt_id).map_err(|e| e.to_string())?;
+    Ok(Some(match rec {
+        Some(rec) => report::with_verdict_reasons(env, &rec, &events),
+        None => env,
+    }))
+}
+
+/// Write evidence.json, junit.xml and report.html into `dir` (created when missing).
+pub fn write_all(dir: &Path, env: &Value) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for f in [Format::Json, Format::Junit, Format::Html] {
+        let p = dir.join(f.file_name());
+        std::fs::write(&p, report::render(env, f))
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
