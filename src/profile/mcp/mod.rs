@@ -118,6 +118,7 @@
 //! into a transport failure and never shows the agent the JSON-RPC error. The answer's
 //! JSON-RPC `id` is always the caller's, string or number, as received.
 
+pub mod client;
 pub mod http;
 pub mod jsonrpc;
 pub mod profile;
