@@ -165,19 +165,14 @@ pub(super) fn build_definition(
         if st.len() == 1 {
             let answer = &samples[st[0]].answer;
             if !when.is_empty() && answer != &main_result {
-                rules.push(Rule {
-                    when,
-                    result: Some(answer.clone()),
-                    set_state: None,
-                    delay_ms: None,
-                });
+                rules.push(answer_rule(when, answer.clone()));
             }
-            examples.push(Example {
-                variant: main_name.clone(),
-                input: d.input.clone(),
-                expected: answer.clone(),
-                state: None,
-            });
+            examples.push(example(
+                main_name.clone(),
+                d.input.clone(),
+                answer.clone(),
+                None,
+            ));
             continue;
         }
         seq_n += 1;
@@ -209,19 +204,14 @@ pub(super) fn build_definition(
             } else if when.is_empty() {
                 main_result = answer.clone();
             } else {
-                rules.push(Rule {
-                    when: when.clone(),
-                    result: Some(answer.clone()),
-                    set_state: None,
-                    delay_ms: None,
-                });
+                rules.push(answer_rule(when.clone(), answer.clone()));
             }
-            examples.push(Example {
-                variant: main_name.clone(),
-                input: d.input.clone(),
-                expected: answer,
-                state: Some(Map::from_iter([(counter.clone(), json!(k))])),
-            });
+            examples.push(example(
+                main_name.clone(),
+                d.input.clone(),
+                answer,
+                Some(Map::from_iter([(counter.clone(), json!(k))])),
+            ));
         }
     }
     if left_out > 0 {
@@ -284,19 +274,14 @@ pub(super) fn build_definition(
                         left_out += 1;
                         continue;
                     }
-                    rules.push(Rule {
-                        when,
-                        result: Some(answer.clone()),
-                        set_state: None,
-                        delay_ms: None,
-                    });
+                    rules.push(answer_rule(when, answer.clone()));
                 }
-                examples.push(Example {
-                    variant: c.name.clone(),
-                    input: d.input.clone(),
-                    expected: answer.clone(),
-                    state: None,
-                });
+                examples.push(example(
+                    c.name.clone(),
+                    d.input.clone(),
+                    answer.clone(),
+                    None,
+                ));
             }
             if left_out > 0 {
                 ctx.note(
@@ -341,4 +326,28 @@ fn steps(d: &Ident, samples: &[Sample]) -> Vec<usize> {
         st.pop();
     }
     st
+}
+
+/// A rule answering `result` when `when` holds, changing nothing else.
+fn answer_rule(when: Vec<Condition>, result: Value) -> Rule {
+    Rule {
+        when,
+        result: Some(result),
+        set_state: None,
+        delay_ms: None,
+    }
+}
+
+fn example(
+    variant: String,
+    input: Value,
+    expected: Value,
+    state: Option<Map<String, Value>>,
+) -> Example {
+    Example {
+        variant,
+        input,
+        expected,
+        state,
+    }
 }
