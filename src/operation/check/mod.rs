@@ -49,7 +49,7 @@ pub struct Compiled {
 }
 
 /// [`check_operation`] with the operation's current contract hash under `profile` already
-/// computed (as [`LoadedOperation::contract_hash`]), so it is not computed again; with
+/// computed (as [`super::LoadedOperation::contract_hash`]), so it is not computed again; with
 /// `keep`, what the checks compiled is moved there.
 pub fn check_operation_hashed(
     op: &OperationFile,
