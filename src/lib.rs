@@ -20,7 +20,7 @@
 //! | [`contract`] | operation files: model, directory loading, match templates, contract hash |
 //! | [`discover`] | a live MCP server's tools/list → operation files |
 //! | [`mock`] | the version-1 definition: model, references, evaluation, check, drafts |
-//! | [`profile`] | one file per wire dialect: request → (operation, input), result → response |
+//! | [`profile`] | one file per wire dialect: request → (operation, input), result → response; [`profile::mcp::client`], the one MCP client (`discover`, `POST /tools/execute` upstream) |
 //! | [`attempt`] | tokens, leases, pins, the per-attempt state lock |
 //! | [`evidence`] | events, the exported envelope, verdict, redaction |
 //! | [`store`] | sled trees, per-attempt evidence files, the write-ahead journal and its group commit — the only module that touches the data dir |

@@ -27,8 +27,10 @@
 //!   under `body` is the body itself) for methods other than GET/HEAD/DELETE. A `*` path
 //!   segment is `v62.0` for Salesforce (the API version) and otherwise cannot be built
 //!   (`cannot_build_request`).
-//! - MCP: a short session with the real server — `initialize` (2025-06-18),
-//!   `notifications/initialized`, `tools/call`, then `DELETE` of the session. The result is
+//! - MCP: one `tools/call` through the one MCP client ([`crate::profile::mcp::client`]),
+//!   which negotiates exactly as `discover` does — `server/discover` (2026-07-28) first, else
+//!   a short session (`initialize` proposing 2025-11-25, `notifications/initialized`,
+//!   `tools/call`, then `DELETE` of the session). The result is
 //!   the tool's structured output (`structuredContent`, else the JSON of its text) for
 //!   `result_form: structured`, the whole CallToolResult otherwise.
 //! - Credentials: understudy holds none of its own. The `Authorization` header sent is the
@@ -54,6 +56,7 @@ use crate::contract::ResultForm;
 use crate::operation::call::{execute_with, validate_input};
 use crate::operation::check::{envelope_problem, schema_errors};
 use crate::operation::Operation;
+use crate::profile::mcp::client::{ClientError, EraChoice, Limits, McpClient};
 use crate::record;
 use crate::records::Pin;
 use crate::upstream::UpstreamErrorKind;
@@ -494,23 +497,7 @@ fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
     Value::Object(m)
 }
 
-/// The JSON-RPC messages of an MCP answer (JSON or SSE).
-fn mcp_messages(headers: &HeaderMap, bytes: &[u8]) -> Vec<Value> {
-    if crate::http::is_sse(headers) {
-        return crate::profile::mcp::sse::parse_events(bytes)
-            .into_iter()
-            .filter(|(_, d)| !d.is_empty())
-            .filter_map(|(_, d)| serde_json::from_str(&d).ok())
-            .collect();
-    }
-    match serde_json::from_slice(bytes) {
-        Ok(Value::Array(a)) => a,
-        Ok(v) => vec![v],
-        Err(_) => Vec::new(),
-    }
-}
-
-/// One tool call in a short session with the real MCP server (module doc).
+/// One tool call through the MCP client, negotiated as `discover` negotiates (module doc).
 async fn mcp_call(
     app: &App,
     base: &str,
@@ -518,92 +505,36 @@ async fn mcp_call(
     input: &Value,
     auth: Option<&str>,
 ) -> Result<Called, CallFailure> {
-    let mut headers = json_headers(auth);
-    headers.insert(
-        hyper::header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    headers.insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    let version = "2025-06-18";
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {},
-        "clientInfo": {"name": "understudy", "version": env!("CARGO_PKG_VERSION")}}});
-    let (status, h, bytes, mut retries) = send(
-        app,
-        &Method::POST,
-        base,
-        "",
-        &headers,
-        Bytes::from(init.to_string()),
-        true,
-    )
-    .await?;
-    let init_reply = mcp_messages(&h, &bytes)
-        .into_iter()
-        .find(|m| m.get("id") == Some(&json!(1)));
-    let Some(negotiated) = init_reply
-        .as_ref()
-        .and_then(|m| m.pointer("/result/protocolVersion"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return Err((
-            "upstream_unavailable".into(),
-            format!("the MCP server did not accept `initialize` (HTTP {status})"),
-            retries,
-        ));
+    let mut client = McpClient::new(&app.forwarding.upstream, base)
+        .with_authorization(auth.map(str::to_string))
+        .with_limits(Limits {
+            read_timeout: app.limits.body_read_timeout,
+            max_body: app.limits.max_body,
+        })
+        .with_retries(2);
+    let unavailable = |e: ClientError, retries: u32| {
+        let message = match e {
+            ClientError::Refused(m) => format!("the MCP server refused the handshake: {m}"),
+            ClientError::Unreachable(m) => m,
+        };
+        ("upstream_unavailable".to_string(), message, retries)
     };
-    if let Some(sid) = h.get("mcp-session-id").cloned() {
-        headers.insert("mcp-session-id", sid);
+    if let Err(e) = client.connect(EraChoice::Auto).await {
+        return Err(unavailable(e, client.retries()));
     }
-    if let Ok(v) = HeaderValue::from_str(&negotiated) {
-        headers.insert("mcp-protocol-version", v);
-    }
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let _ = send(
-        app,
-        &Method::POST,
-        base,
-        "",
-        &headers,
-        Bytes::from(note.to_string()),
-        false,
-    )
-    .await;
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": op.id(), "arguments": input}});
-    let sent = send(
-        app,
-        &Method::POST,
-        base,
-        "",
-        &headers,
-        Bytes::from(call.to_string()),
-        !op.is_write,
-    )
-    .await;
-    if headers.contains_key("mcp-session-id") {
-        let _ = send(
-            app,
-            &Method::DELETE,
-            base,
-            "",
-            &headers,
-            Bytes::new(),
-            false,
-        )
+    let sent = client
+        .call_tool(op.id(), input, Some(&op.op.input_schema), !op.is_write)
         .await;
-    }
-    let (status, rh, bytes, r2) = sent?;
-    retries += r2;
-    let reply = mcp_messages(&rh, &bytes)
-        .into_iter()
-        .find(|m| m.get("id") == Some(&json!(2)));
-    let body = reply.clone();
-    let result = match reply {
+    client.close().await;
+    let retries = client.retries();
+    let reply = match sent {
+        Ok(r) => r,
+        Err(ClientError::Unreachable(m)) => {
+            return Err(("upstream_unavailable".into(), m, retries))
+        }
+        Err(ClientError::Refused(m)) => return Err(("upstream_error".into(), m, retries)),
+    };
+    let result = match &reply.message {
         Some(m) if m.get("result").is_some() => {
             let r = m["result"].clone();
             match op.op.result_form.unwrap_or(ResultForm::Structured) {
@@ -631,16 +562,19 @@ async fn mcp_call(
         None => {
             return Err((
                 "upstream_unavailable".into(),
-                format!("the MCP server gave no answer to tools/call (HTTP {status})"),
+                format!(
+                    "the MCP server gave no answer to tools/call (HTTP {})",
+                    reply.status
+                ),
                 retries,
             ))
         }
     };
     Ok(Called {
         request: json!({"method": "tools/call", "url": base, "name": op.id()}),
-        status,
-        headers: rh,
-        body,
+        status: reply.status,
+        headers: reply.headers,
+        body: reply.message,
         result,
         retries,
     })

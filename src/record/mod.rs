@@ -8,8 +8,11 @@
 //! inside [`drafts()`] whatever the caller did before; the server should also call
 //! [`scrub::scrub_exchange`] before it keeps an exchange in memory or evidence.
 //!
-//! - [`drafts()`] (module [`drafts`](mod@self::drafts)): grouping into operations, path templates,
-//!   variants, state sequences, examples, schemas, limits, and `check` of every draft.
+//! - [`drafts()`] (module [`drafts`](mod@self::drafts)): the entry point, contracts and `check`
+//!   of every draft; its steps in private modules beside it — `group.rs` (exchanges →
+//!   operations), `templates.rs` (path and query templates), `answers.rs` (envelopes, tool
+//!   results), `variants.rs` (variants, state sequences, examples), `limits.rs` (SPEC 3.4
+//!   limits, shrinking).
 //! - [`infer`]: id-like segments, operation names, schema inference, outcome shapes.
 //! - [`scrub`]: the secret denylist.
 //!
@@ -26,9 +29,14 @@
 //! - `DIR/record-notes.txt` lists every note of the draft set (what was scrubbed, trimmed or
 //!   dropped, and every `check` problem left) when there are notes.
 
+mod answers;
 pub mod drafts;
+mod group;
 pub mod infer;
+mod limits;
 pub mod scrub;
+mod templates;
+mod variants;
 
 pub use drafts::{drafts, exchange_input};
 pub use scrub::{is_secret_field, is_secret_header, scrub_exchange, scrub_json, SCRUBBED};

@@ -1,6 +1,9 @@
 //! Regression tests: one per bug, each comment naming what broke. Most guard a rule that was
 //! written twice and whose copies disagreed, until the layout issue (#13) left one copy.
 
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use crate::support::{Project, Server};
@@ -153,4 +156,155 @@ fn mcp_era_rule_is_one_rule_for_replay_and_forwarded_calls() {
     );
     assert!(is_stateless_era(Some("tools/call"), None, &h));
     assert!(!is_stateless_era(Some("initialize"), Some(&modern), &h));
+}
+
+/// A real MCP server (rmcp, session era, SSE answers) behind a recorder: each request's
+/// JSON-RPC method and the protocol version it carried (`initialize`'s proposed
+/// `protocolVersion`, else the `MCP-Protocol-Version` header; `-` when none).
+async fn recording_mcp_server(seen: Arc<Mutex<Vec<(String, String)>>>) -> std::net::SocketAddr {
+    use http_body_util::{BodyExt, Full};
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+    #[derive(Clone)]
+    struct Real;
+    impl ServerHandler for Real {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+        async fn list_tools(
+            &self,
+            _r: Option<PaginatedRequestParams>,
+            _c: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let tool: Tool = serde_json::from_value(json!({
+                "name": "lookup", "inputSchema": { "type": "object" },
+                "annotations": { "readOnlyHint": true } }))
+            .unwrap();
+            Ok(ListToolsResult::with_all_items(vec![tool]))
+        }
+        async fn call_tool(
+            &self,
+            _r: CallToolRequestParams,
+            _c: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            Ok(CallToolResult::structured(json!({ "found": true })).into())
+        }
+    }
+
+    let service = StreamableHttpService::new(
+        || Ok(Real),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let rmcp = hyper_util::service::TowerToHyperService::new(service.clone());
+            let seen = seen.clone();
+            let svc =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let rmcp = rmcp.clone();
+                    let seen = seen.clone();
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let bytes = body.collect().await.unwrap().to_bytes();
+                        let msg: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                        let method = msg["method"].as_str().unwrap_or(parts.method.as_str());
+                        let version = match msg.pointer("/params/protocolVersion") {
+                            Some(v) if method == "initialize" => {
+                                v.as_str().unwrap_or("?").to_string()
+                            }
+                            _ => parts
+                                .headers
+                                .get("mcp-protocol-version")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("-")
+                                .to_string(),
+                        };
+                        seen.lock().unwrap().push((method.to_string(), version));
+                        let req = hyper::Request::from_parts(parts, Full::new(bytes));
+                        hyper::service::Service::call(&rmcp, req).await
+                    }
+                });
+            tokio::spawn(async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+            });
+        }
+    });
+    addr
+}
+
+// What broke: two MCP clients negotiated differently with the same real server. `discover`
+// (`src/discover.rs`) tried `server/discover` (2026-07-28) first and then proposed
+// `2025-11-25` in `initialize`; the on-demand real call of `POST /tools/execute` with
+// `target: "upstream"` (then `proxy/forward/execute.rs`) went straight to `initialize`
+// proposing `2025-06-18`, so a dual-era server (rmcp speaks 2026-07-28) saw one understudy
+// speak two protocol versions.
+// One client now (`profile::mcp::client`), used by both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_and_execute_upstream_negotiate_the_same_mcp_version() {
+    use understudy::discover::{discover_tools, EraChoice};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let addr = recording_mcp_server(seen.clone()).await;
+    let url = format!("http://{addr}/mcp");
+
+    let upstream = understudy::upstream::Upstream::new(None, Duration::from_secs(10)).unwrap();
+    let found = discover_tools(&upstream, &url, EraChoice::Auto)
+        .await
+        .unwrap();
+    let negotiated = found.protocol_version.clone();
+    let by_discover = std::mem::take(&mut *seen.lock().unwrap());
+
+    let p = Project::new(&[("remote", "mcp")]);
+    p.write_config(json!({ "integrations": { "remote": {
+        "profile": "mcp", "operations": "mocks/remote", "upstream": url } } }));
+    p.op(
+        "remote",
+        json!({ "operation_id": "lookup", "annotations": { "readOnlyHint": true },
+                "input_schema": { "type": "object" }, "output_schema": { "type": "object" } }),
+    );
+    let s = Server::start(&p).await;
+    let body = json!({"integration": "remote", "operation_id": "lookup", "input": {},
+                      "target": "upstream"});
+    let r = s
+        .call("POST", "/_understudy/api/tools/execute", Some(&body), &[])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["error"], Value::Null, "{}", r.text);
+    assert_eq!(r.json()["result"], json!({"found": true}), "{}", r.text);
+    let by_execute = std::mem::take(&mut *seen.lock().unwrap());
+    s.stop().await.unwrap();
+
+    // The same handshake, then the same version on the request that does the work.
+    let handshake = |v: &[(String, String)]| -> Vec<(String, String)> {
+        v.iter()
+            .filter(|(m, _)| !m.starts_with("tools/"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        handshake(&by_discover),
+        handshake(&by_execute),
+        "discover {by_discover:?} vs execute {by_execute:?}"
+    );
+    let version_of = |v: &[(String, String)], method: &str| {
+        v.iter()
+            .find(|(m, _)| m == method)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {method} in {v:?}"))
+    };
+    assert_eq!(version_of(&by_discover, "tools/list"), negotiated);
+    assert_eq!(version_of(&by_execute, "tools/call"), negotiated);
 }

@@ -169,6 +169,10 @@ const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 
 /// Base64url without padding (RFC 4648 section 5).
 pub fn b64url_encode(bytes: &[u8]) -> String {
+    b64_encode(bytes, URL, false)
+}
+
+fn b64_encode(bytes: &[u8], alphabet: &[u8; 64], padded: bool) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = (chunk[0] as u32) << 16
@@ -176,7 +180,10 @@ pub fn b64url_encode(bytes: &[u8]) -> String {
             | *chunk.get(2).unwrap_or(&0) as u32;
         let chars = chunk.len() + 1;
         for i in 0..chars {
-            out.push(URL[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            out.push(alphabet[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+        if padded {
+            out.extend(std::iter::repeat_n('=', 4 - chars));
         }
     }
     out
@@ -234,6 +241,20 @@ pub fn decode_header_value(value: &str) -> Option<String> {
     }
 }
 
+/// The mirrored header form of a value (the inverse of [`decode_header_value`]): visible
+/// ASCII without surrounding spaces as it is, anything else `=?base64?<standard Base64>?=`.
+pub fn encode_header_value(value: &str) -> String {
+    let safe = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
+        && !value.starts_with("=?base64?");
+    if safe {
+        value.to_string()
+    } else {
+        format!("=?base64?{}?=", b64_encode(value.as_bytes(), STD, true))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +269,17 @@ mod tests {
             );
         }
         h
+    }
+
+    #[test]
+    fn mirrored_values_encode_and_decode() {
+        for v in ["lookup", "a b", " lead", "ü", "=?base64?x?=", ""] {
+            let e = encode_header_value(v);
+            assert!(e.bytes().all(|b| (0x20..0x7f).contains(&b)), "{e}");
+            assert_eq!(decode_header_value(&e).as_deref(), Some(v));
+        }
+        assert_eq!(encode_header_value("lookup"), "lookup");
+        assert_eq!(encode_header_value("ü"), "=?base64?w7w=?=");
     }
 
     #[test]

@@ -1,0 +1,124 @@
+//! The cross-file checks of one integration (SPEC 3.4): `initial_state` conflicts, match
+//! ties, duplicate operation ids.
+
+use super::Problem;
+use crate::config::ProfileKind;
+use crate::contract::CompiledMatch;
+use crate::mock::eval::json_equal;
+use crate::mock::path::pointer_push;
+use crate::operation::LoadedOperation;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The cross-file checks of one integration's operations (SPEC 2.2, 3.3): the same
+/// `initial_state` key with two different values, two operations that tie (equal specificity
+/// and a request both can match), the same operation id twice.
+pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut seen_ids: BTreeMap<&str, &Path> = BTreeMap::new();
+    for l in ops {
+        if let Some(first) = seen_ids.insert(&l.op.operation_id, &l.file) {
+            seen_ids.insert(&l.op.operation_id, first);
+            out.push(Problem::new(
+                &l.file,
+                "operation_id",
+                format!(
+                    "`{}` is also the operation id of {}: expected one file per operation",
+                    l.op.operation_id,
+                    first.display()
+                ),
+            ));
+        }
+    }
+    let mut state: BTreeMap<&str, (&Value, &Path)> = BTreeMap::new();
+    for l in ops {
+        let Some(init) =
+            l.op.mock
+                .as_ref()
+                .and_then(|m| m.get("initial_state"))
+                .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        for (k, v) in init {
+            match state.get(k.as_str()) {
+                None => {
+                    state.insert(k, (v, &l.file));
+                }
+                Some((first, file)) if !json_equal(first, v) => out.push(Problem::new(
+                    &l.file,
+                    pointer_push("mock/initial_state", k),
+                    format!(
+                        "`{k}` is {v} here but {first} in {}: the initial states of one integration are merged, so a key must have one value",
+                        file.display()
+                    ),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    if ProfileKind::parse(profile).is_some_and(ProfileKind::is_http) {
+        let compiled: Vec<(&LoadedOperation, CompiledMatch)> = ops
+            .iter()
+            .filter_map(|l| Some((l, CompiledMatch::compile(l.op.match_spec.as_ref()?).ok()?)))
+            .collect();
+        let matchers: Vec<&CompiledMatch> = compiled.iter().map(|(_, m)| m).collect();
+        for (i, j) in crate::contract::template::find_ties(&matchers) {
+            let (a, (b, mb)) = (compiled[i].0, &compiled[j]);
+            let (lit, cons) = mb.specificity();
+            out.push(Problem::new(
+                &b.file,
+                "match",
+                format!(
+                    "ties with `{}` ({}): a request can match both with equal specificity ({lit} literal path segments, {cons} query/header constraints); expected one of them to be more specific (a literal segment, a query or header constraint)",
+                    a.op.operation_id,
+                    a.file.display()
+                ),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::OperationFile;
+    use serde_json::json;
+
+    fn op(v: Value) -> OperationFile {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn cross_file_conflicts_and_ties() {
+        let load = |name: &str, path: &str, init: Value| LoadedOperation {
+            file: format!("ops/{name}.json").into(),
+            op: op(
+                json!({"operation_id": name, "match": {"method": "GET", "path": path},
+                "mock": {"schema_version": 1, "default_variant": "a", "initial_state": init, "variants": {}}}),
+            ),
+            contract_hash: String::new(),
+        };
+        let ops = [
+            load("a", "/x/{id}", json!({"k": 1, "same": true})),
+            load("b", "/x/*", json!({"k": 2, "same": true})),
+            load("c", "/x/literal", json!({"k": 1.0})),
+        ];
+        let p: Vec<String> = check_integration(&ops, "rest")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            p[0].starts_with("ops/b.json: mock/initial_state/k: `k` is 2 here but 1 in ops/a.json"),
+            "{p:?}"
+        );
+        assert!(
+            p[1].starts_with("ops/b.json: match: ties with `a` (ops/a.json)"),
+            "{p:?}"
+        );
+        assert!(check_integration(&ops, "mcp").len() == 1);
+    }
+}

@@ -1,0 +1,460 @@
+//! `understudy check` (SPEC 3.4).
+//!
+//! - [`check_operation`] (this file): every check of one operation file — identity, profile
+//!   rules, match template, schemas — and, through `mock.rs`, the mock definition (limits,
+//!   variants, examples evaluated and compared, output schema, native envelope, fixture
+//!   literals, stale contract hash).
+//! - [`check_integration`] (`integration.rs`): the cross-file checks of one integration
+//!   (`initial_state` conflicts, match ties, duplicate operation ids).
+//! - [`schema_errors`] and [`envelope_problem`] (`output.rs`): the two output rules, shared
+//!   with the call core ([`super::call`]).
+//!
+//! Every [`Problem`] prints as `file: json/path: what is wrong, what was expected`.
+
+mod integration;
+mod mock;
+mod output;
+
+pub use integration::check_integration;
+pub use output::{envelope_problem, schema_errors};
+
+use crate::config::ProfileKind;
+use crate::contract::{
+    compile_schema, json_stem, valid_operation_id, CompiledMatch, OperationFile,
+};
+use crate::mock::eval::Engine;
+use crate::mock::path::{pointer_push, DotPath};
+use mock::{check_mock, MockCtx};
+use serde_json::Value;
+use std::path::Path;
+
+pub use crate::error::Problem;
+
+/// Every SPEC 3.4 check of one operation file, as loaded for `profile`. `file` names the
+/// problems; when it ends in `.json` its stem must equal `operation_id` (inline operations of
+/// the admin API pass a path without `.json`, which skips that rule).
+pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Problem> {
+    check_operation_hashed(op, profile, file, None, None)
+}
+
+/// What [`check_operation_hashed`] compiled while checking (the schemas' validators, the
+/// `match` and the mock's engine), for [`super::Operation::compile_with`] to reuse instead of compiling them again.
+#[derive(Default)]
+pub struct Compiled {
+    pub input: Option<jsonschema::Validator>,
+    pub output: Option<jsonschema::Validator>,
+    pub matcher: Option<CompiledMatch>,
+    /// The mock's engine, built by the checks of its examples.
+    pub engine: Option<Engine>,
+}
+
+/// [`check_operation`] with the operation's current contract hash under `profile` already
+/// computed (as [`super::LoadedOperation::contract_hash`]), so it is not computed again; with
+/// `keep`, what the checks compiled is moved there.
+pub fn check_operation_hashed(
+    op: &OperationFile,
+    profile: &str,
+    file: &Path,
+    contract_hash: Option<&str>,
+    keep: Option<&mut Compiled>,
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut push = |path: &str, msg: String| out.push(Problem::new(file, path, msg));
+    let Some(kind) = ProfileKind::parse(profile) else {
+        push(
+            "",
+            format!("unknown profile `{profile}`: expected rest, salesforce or mcp"),
+        );
+        return out;
+    };
+    if !valid_operation_id(&op.operation_id) {
+        push(
+            "operation_id",
+            format!(
+                "`{}` is not a valid operation id: expected 1-128 characters of a-z, 0-9, `_`, `.` and `-`",
+                op.operation_id
+            ),
+        );
+    }
+    if let Some(stem) = json_stem(file) {
+        if stem != op.operation_id {
+            push(
+                "operation_id",
+                format!(
+                    "`{}` differs from the file name `{stem}.json`: expected \"{stem}\" (the file is named after the operation)",
+                    op.operation_id
+                ),
+            );
+        }
+    }
+    let mut matcher = None;
+    if kind.is_http() {
+        match &op.match_spec {
+            None => push(
+                "match",
+                format!("missing: a `{kind}` operation needs `match` with `method` and `path`"),
+            ),
+            Some(m) => match CompiledMatch::compile(m) {
+                Ok(c) => matcher = Some(c),
+                Err(e) => {
+                    let (path, msg) = match_error_path(&e);
+                    push(&path, msg);
+                }
+            },
+        }
+        for (key, present) in [
+            ("title", op.title.is_some()),
+            ("annotations", op.annotations.is_some()),
+            ("result_form", op.result_form.is_some()),
+        ] {
+            if present {
+                push(
+                    key,
+                    format!("only `mcp` operations have `{key}`; this is a `{kind}` operation"),
+                );
+            }
+        }
+    } else if op.match_spec.is_some() {
+        push(
+            "match",
+            "an `mcp` operation has no `match`: tools are called by name (the operation_id)"
+                .to_string(),
+        );
+    }
+    if let Some(a) = &op.annotations {
+        if !a.is_object() {
+            push(
+                "annotations",
+                "expected an object, as in `tools/list`".to_string(),
+            );
+        }
+    }
+    if let Some(i) = &op.idempotency {
+        match (&i.header, &i.input) {
+            (Some(h), None) => {
+                if hyper::http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                    push("idempotency/header", format!("`{h}` is not a valid header name"));
+                }
+            }
+            (None, Some(p)) => {
+                if DotPath::parse(p).is_err() {
+                    push(
+                        "idempotency/input",
+                        format!("`{p}` is not a dot path into the input, expected e.g. `request_id` or `meta.key`"),
+                    );
+                }
+            }
+            _ => push(
+                "idempotency",
+                "expected exactly one of `header` (a request header) or `input` (a dot path into the input)".into(),
+            ),
+        }
+    }
+    let input_v = compile_schema(&op.input_schema)
+        .map_err(|e| push("input_schema", format!("not a usable JSON Schema: {e}")))
+        .ok();
+    let output_v = compile_schema(&op.output_schema)
+        .map_err(|e| push("output_schema", format!("not a usable JSON Schema: {e}")))
+        .ok();
+    if let Some(m) = &matcher {
+        check_captures_allowed(m, &op.input_schema, &mut push);
+    }
+    let mut engine = None;
+    if let Some(mock) = &op.mock {
+        let ctx = MockCtx {
+            kind,
+            result_form: op.result_form,
+            contract_hash: contract_hash
+                .map(str::to_string)
+                .unwrap_or_else(|| op.contract_hash(profile)),
+            input_v: input_v.as_ref(),
+            output_v: output_v.as_ref(),
+        };
+        engine = check_mock(mock, &ctx, &mut push);
+    }
+    if let Some(k) = keep {
+        *k = Compiled {
+            input: input_v,
+            output: output_v,
+            matcher,
+            engine,
+        };
+    }
+    out
+}
+
+/// `match` compile errors start with the part they concern: turn that into a JSON path.
+fn match_error_path(e: &str) -> (String, String) {
+    for (prefix, path) in [("method: ", "match/method"), ("path: ", "match/path")] {
+        if let Some(rest) = e.strip_prefix(prefix) {
+            return (path.to_string(), rest.to_string());
+        }
+    }
+    if let Some(rest) = e.strip_prefix("query `") {
+        if let Some((key, msg)) = rest.split_once("`: ") {
+            return (pointer_push("match/query", key), msg.to_string());
+        }
+    }
+    if let Some(rest) = e.strip_prefix("headers `") {
+        if let Some((key, msg)) = rest.split_once("`: ") {
+            return (pointer_push("match/headers", key), msg.to_string());
+        }
+    }
+    ("match".to_string(), e.to_string())
+}
+
+/// A capture must be able to land in the input: flag a capture the input schema forbids
+/// (`additionalProperties: false` without a property of that name).
+fn check_captures_allowed(
+    m: &CompiledMatch,
+    input_schema: &Value,
+    push: &mut impl FnMut(&str, String),
+) {
+    if input_schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return;
+    }
+    let props = input_schema.get("properties").and_then(Value::as_object);
+    for name in m.capture_names() {
+        if !props.is_some_and(|p| p.contains_key(name)) {
+            push(
+                "match",
+                format!(
+                    "capture `{{{name}}}` goes into the input, but input_schema forbids additional properties and has no property `{name}`: add it to input_schema/properties"
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ResultForm;
+    use serde_json::json;
+
+    fn op(v: Value) -> OperationFile {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn base(profile: &str, mock: Value) -> OperationFile {
+        let mut o = op(json!({
+            "operation_id": "get_thing",
+            "match": {"method": "GET", "path": "/things/{id}"},
+            "input_schema": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
+            "output_schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "integer"}}},
+            "mock": mock
+        }));
+        if profile == "mcp" {
+            o.match_spec = None;
+        }
+        let h = o.contract_hash(profile);
+        if let Some(Value::Object(m)) = &mut o.mock {
+            m.entry("contract_hash").or_insert(Value::String(h));
+        }
+        o
+    }
+
+    fn good_mock() -> Value {
+        json!({
+            "schema_version": 1, "default_variant": "found",
+            "variants": {"found": {"result": {"status": 200, "data": {"id": {"$input": "id"}}}}},
+            "examples": [{"variant": "found", "input": {"id": "7"}, "expected": {"status": 200, "data": {"id": "7"}}}]
+        })
+    }
+
+    fn check(o: &OperationFile, profile: &str) -> Vec<String> {
+        check_operation(o, profile, Path::new("ops/get_thing.json"))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn clean_operation_has_no_problem() {
+        assert_eq!(
+            check(&base("rest", good_mock()), "rest"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn identity_and_profile_rules() {
+        let mut o = base("rest", good_mock());
+        o.operation_id = "Get-Thing".into();
+        let p = check(&o, "rest");
+        assert!(
+            p.iter()
+                .any(|p| p
+                    .starts_with("ops/get_thing.json: operation_id: `Get-Thing` is not a valid")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter().any(|p| p.contains("differs from the file name")),
+            "{p:?}"
+        );
+        let mut o = base("rest", good_mock());
+        o.match_spec = None;
+        o.title = Some("t".into());
+        let p = check(&o, "rest");
+        assert!(p.iter().any(|p| p.contains(": match: missing")), "{p:?}");
+        assert!(p.iter().any(|p| p.contains(": title: only `mcp`")), "{p:?}");
+        let o = base("rest", good_mock());
+        let p = check(&o, "mcp");
+        assert!(
+            p.iter()
+                .any(|p| p.contains(": match: an `mcp` operation has no `match`")),
+            "{p:?}"
+        );
+        let mut o = base("rest", good_mock());
+        o.match_spec.as_mut().unwrap().path = "/things/x{id}".into();
+        let p = check(&o, "rest");
+        assert!(
+            p.iter().any(|p| p.contains(": match/path: segment 2")),
+            "{p:?}"
+        );
+        assert!(check(&base("rest", good_mock()), "soap")[0].contains("unknown profile"));
+    }
+
+    #[test]
+    fn mock_limits_and_structure() {
+        let mut m = good_mock();
+        m["variants"]["found"]["delay_ms"] = json!(30001);
+        m["variants"]["other"] = json!({"result": {"status": 404}});
+        m["default_variant"] = json!("missing");
+        m["examples"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"variant": "nope", "input": {}, "expected": {}}));
+        let p = check(&base("rest", m), "rest");
+        for want in [
+            "mock/variants/found/delay_ms: 30001: at most 30000",
+            "mock/variants/other: no example",
+            "mock/default_variant: `missing` names no variant",
+            "mock/examples/1/variant: `nope` names no variant",
+        ] {
+            assert!(p.iter().any(|p| p.contains(want)), "{want}: {p:?}");
+        }
+        let mut m = good_mock();
+        m["variants"]["found"]["resutl"] = json!(1);
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p[0].contains("mock/variants/found/resutl: unknown field `resutl`"),
+            "{p:?}"
+        );
+        let mut m = good_mock();
+        m["examples"][0] = json!(["found", {"id": "7"}, {"status": 200}]);
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p[0].contains("mock/examples/0: expected an object (an example), got an array"),
+            "{p:?}"
+        );
+        let mut m = good_mock();
+        m["schema_version"] = json!(2);
+        let p = check(&base("rest", m), "rest");
+        assert!(p[0].contains("mock/schema_version: 2: expected 1"), "{p:?}");
+        let mut m = good_mock();
+        for i in 0..31 {
+            m["variants"][format!("v{i}")] = json!({"result": {"status": 200}});
+        }
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/variants: 32 variants: at most 30")),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn examples_are_evaluated_compared_and_validated() {
+        let mut m = good_mock();
+        m["examples"][0]["expected"]["data"]["id"] = json!("8");
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter().any(|p| p.contains("mock/examples/0/expected/data/id: the rendered result is \"7\" but expected says \"8\"")),
+            "{p:?}"
+        );
+        let mut m = good_mock();
+        m["examples"][0]["input"] = json!({"id": 7});
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/examples/0/input: does not match input_schema: at /id")),
+            "{p:?}"
+        );
+        let mut o = base("rest", good_mock());
+        o.output_schema = json!({"type": "object", "properties": {"data": {"properties": {"id": {"type": "integer"}}}}});
+        let h = o.contract_hash("rest");
+        o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
+        let p = check(&o, "rest");
+        assert!(
+            p.iter().any(|p| p.contains(
+                "mock/examples/0: the rendered result does not match output_schema: at /data/id"
+            )),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn envelope_rules() {
+        let mut m = good_mock();
+        m["variants"]["found"]["result"] = json!({"totalSize": 0, "done": true, "records": []});
+        m["examples"][0]["expected"] = json!({"totalSize": 0, "done": true, "records": []});
+        let mut o = base("rest", m);
+        o.output_schema = json!({});
+        let h = o.contract_hash("rest");
+        o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
+        let p = check(&o, "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/examples/0: the rendered result has the member `done`")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/variants/found/result: has the member `done`")),
+            "{p:?}"
+        );
+        let k = ProfileKind::Rest;
+        assert!(envelope_problem(k, None, &json!({"status": 200})).is_none());
+        assert!(envelope_problem(k, None, &json!({"status": 600})).is_some());
+        assert!(envelope_problem(k, None, &json!({"status": 200.5})).is_some());
+        assert!(envelope_problem(k, None, &json!({"status": 200, "headers": {"a": 1}})).is_some());
+        let mcp = ProfileKind::Mcp;
+        assert!(envelope_problem(mcp, None, &json!({"a": 1})).is_none());
+        assert!(envelope_problem(mcp, None, &json!([1])).is_some());
+        let ctr = Some(ResultForm::CallToolResult);
+        assert!(envelope_problem(
+            mcp,
+            ctr,
+            &json!({"content": [{"type": "text", "text": "x"}], "isError": true})
+        )
+        .is_none());
+        assert!(envelope_problem(mcp, ctr, &json!({"text": "x"})).is_some());
+        assert!(envelope_problem(mcp, ctr, &json!({"content": [{"text": "x"}]})).is_some());
+    }
+
+    #[test]
+    fn stale_hash_names_both() {
+        let mut o = base("rest", good_mock());
+        o.description = Some("changed".into());
+        let p = check(&o, "rest");
+        let stale: Vec<_> = p
+            .iter()
+            .filter(|p| p.contains("mock/contract_hash: stale"))
+            .collect();
+        assert_eq!(stale.len(), 1, "{p:?}");
+        assert_eq!(stale[0].matches("sha256:").count(), 2);
+    }
+
+    #[test]
+    fn bad_literal_is_reported() {
+        let mut m = good_mock();
+        m["variants"]["found"]["result"]["data"]["n"] = json!({"$number": "abc"});
+        let p = check(&base("rest", m), "rest");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("mock/variants/found/result/data/n")),
+            "{p:?}"
+        );
+    }
+}

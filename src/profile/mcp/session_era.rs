@@ -1,0 +1,291 @@
+//! The session era of [`McpEndpoint`] (2025-03-26 to 2025-11-25): `initialize` and its
+//! negotiation, `Mcp-Session-Id` and `MCP-Protocol-Version` on every later message, batches
+//! where the version allows them, and `DELETE` ending a session (rules in the module doc of
+//! [`super`]).
+
+use super::*;
+
+impl McpEndpoint {
+    pub(super) fn delete(&self, headers: &HeaderMap) -> McpResponse {
+        let p = profile();
+        match one(headers, HEADER_PROTOCOL_VERSION) {
+            One::Value(v) if p.is_modern_version(v) => return method_not_allowed("POST"),
+            One::Value(v) if !p.is_session_version(v) => {
+                return refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    &unsupported_header_version(v),
+                    &Value::Null,
+                )
+            }
+            One::Bad => {
+                return refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: invalid MCP-Protocol-Version header",
+                    &Value::Null,
+                )
+            }
+            _ => {}
+        }
+        match one(headers, HEADER_SESSION_ID) {
+            One::Absent => refuse(
+                400,
+                TRANSPORT_ERROR,
+                "Bad Request: Mcp-Session-Id header is required",
+                &Value::Null,
+            ),
+            One::Bad => refuse(
+                400,
+                TRANSPORT_ERROR,
+                "Bad Request: invalid Mcp-Session-Id header",
+                &Value::Null,
+            ),
+            One::Value(id) => {
+                if self.sessions.end(id) {
+                    McpResponse {
+                        status: 204,
+                        headers: Vec::new(),
+                        body: McpBody::Empty,
+                    }
+                } else {
+                    refuse(404, SESSION_NOT_FOUND, "Session not found", &Value::Null)
+                }
+            }
+        }
+    }
+
+    /// The live session a session-era message names, and the protocol version it speaks.
+    pub(super) fn session_of(
+        &self,
+        headers: &HeaderMap,
+        id: &Value,
+    ) -> Result<(String, String), McpResponse> {
+        let sid = match one(headers, HEADER_SESSION_ID) {
+            One::Value(s) => s.to_string(),
+            One::Absent => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: Mcp-Session-Id header is required",
+                    id,
+                ))
+            }
+            One::Bad => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: invalid Mcp-Session-Id header",
+                    id,
+                ))
+            }
+        };
+        let Some(session) = self.sessions.get(&sid) else {
+            return Err(refuse(404, SESSION_NOT_FOUND, "Session not found", id));
+        };
+        let version = match one(headers, HEADER_PROTOCOL_VERSION) {
+            One::Absent => session.protocol_version,
+            One::Value(v) if profile().is_session_version(v) => v.to_string(),
+            One::Value(v) => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    &unsupported_header_version(v),
+                    id,
+                ))
+            }
+            One::Bad => {
+                return Err(refuse(
+                    400,
+                    TRANSPORT_ERROR,
+                    "Bad Request: invalid MCP-Protocol-Version header",
+                    id,
+                ))
+            }
+        };
+        Ok((sid, version))
+    }
+
+    pub(super) fn session_framing(&self, accepts: Accepts, sid: String, version: &str) -> Framing {
+        Framing {
+            accepts,
+            session_id: Some(sid),
+            priming: profile()
+                .mcp
+                .session_era
+                .sse_priming
+                .iter()
+                .any(|v| v == version),
+            event_ids: true,
+        }
+    }
+
+    pub(super) async fn session_post<B: McpBackend + ?Sized>(
+        &self,
+        msg: Message,
+        headers: &HeaderMap,
+        accepts: Accepts,
+        backend: &B,
+    ) -> McpResponse {
+        if let Message::Request { id, method, params } = &msg {
+            if method == "initialize" {
+                return self.initialize(id, params.as_ref(), accepts, backend);
+            }
+        }
+        let (sid, version) = match self.session_of(headers, &msg.id()) {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        match msg {
+            Message::Notification { method, .. } => {
+                if method == "notifications/initialized" {
+                    self.sessions.mark_initialized(&sid);
+                }
+                accepted(Some(&sid))
+            }
+            Message::Response => accepted(Some(&sid)),
+            Message::Request { id, method, params } => {
+                let answer = self
+                    .dispatch(Era::Session, &id, &method, params.as_ref(), backend)
+                    .await;
+                let framing = self.session_framing(accepts, sid, &version);
+                self.reply(vec![answer], framing, false)
+            }
+        }
+    }
+
+    pub(super) fn initialize<B: McpBackend + ?Sized>(
+        &self,
+        id: &Value,
+        params: Option<&Map<String, Value>>,
+        accepts: Accepts,
+        backend: &B,
+    ) -> McpResponse {
+        let p = profile();
+        let no_session = Framing {
+            accepts,
+            session_id: None,
+            priming: false,
+            event_ids: true,
+        };
+        let Some(requested) = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+        else {
+            let a = Answer::err(
+                id,
+                INVALID_PARAMS,
+                "Invalid params: initialize needs params.protocolVersion (a string)",
+                None,
+                200,
+            );
+            return self.reply(vec![a], no_session, false);
+        };
+        let negotiated = if p.is_session_version(requested) {
+            requested
+        } else {
+            p.latest_session_version()
+        };
+        let sid = match self.sessions.create(negotiated) {
+            Ok(s) => s,
+            Err(e) => {
+                let a = Answer::err(
+                    id,
+                    INTERNAL_ERROR,
+                    &format!("Internal error: no randomness for a session id: {e}"),
+                    None,
+                    500,
+                );
+                return self.reply(vec![a], no_session, false);
+            }
+        };
+        let result = json!({
+            "protocolVersion": negotiated,
+            "capabilities": p.mcp.capabilities,
+            "serverInfo": {"name": backend.server_name(), "version": env!("CARGO_PKG_VERSION")},
+        });
+        let framing = self.session_framing(accepts, sid, negotiated);
+        self.reply(vec![Answer::ok(id, result)], framing, false)
+    }
+
+    pub(super) async fn batch<B: McpBackend + ?Sized>(
+        &self,
+        items: &[Value],
+        headers: &HeaderMap,
+        accepts: Accepts,
+        backend: &B,
+    ) -> McpResponse {
+        let p = profile();
+        if items.is_empty() {
+            return refuse(
+                400,
+                INVALID_REQUEST,
+                "Invalid Request: empty batch",
+                &Value::Null,
+            );
+        }
+        if let One::Value(v) = one(headers, HEADER_PROTOCOL_VERSION) {
+            if p.is_modern_version(v) {
+                return refuse(
+                    400,
+                    INVALID_REQUEST,
+                    &format!(
+                        "Invalid Request: JSON-RPC batches are not supported in protocol version {v}"
+                    ),
+                    &Value::Null,
+                );
+            }
+        }
+        let (sid, version) = match self.session_of(headers, &Value::Null) {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        if !p.mcp.session_era.batching.contains(&version) {
+            return refuse(
+                400,
+                INVALID_REQUEST,
+                &format!(
+                    "Invalid Request: JSON-RPC batches are not supported in protocol version {version} (only in {})",
+                    p.mcp.session_era.batching.join(", ")
+                ),
+                &Value::Null,
+            );
+        }
+        let mut answers = Vec::new();
+        for item in items {
+            match classify(item) {
+                Err(inv) => answers.push(Answer::err(
+                    &inv.id,
+                    INVALID_REQUEST,
+                    &inv.message,
+                    None,
+                    200,
+                )),
+                Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                    answers.push(Answer::err(
+                        &id,
+                        INVALID_REQUEST,
+                        "Invalid Request: initialize must not be part of a JSON-RPC batch",
+                        None,
+                        200,
+                    ))
+                }
+                Ok(Message::Request { id, method, params }) => answers.push(
+                    self.dispatch(Era::Session, &id, &method, params.as_ref(), backend)
+                        .await,
+                ),
+                Ok(Message::Notification { method, .. }) => {
+                    if method == "notifications/initialized" {
+                        self.sessions.mark_initialized(&sid);
+                    }
+                }
+                Ok(Message::Response) => {}
+            }
+        }
+        if answers.is_empty() {
+            return accepted(Some(&sid));
+        }
+        let framing = self.session_framing(accepts, sid, &version);
+        self.reply(answers, framing, true)
+    }
+}
