@@ -241,6 +241,10 @@ pub struct AttemptState {
     pub state: BTreeMap<String, Map<String, Value>>,
     /// (`"<integration>/<operation_id>"`, idempotency key ref) → the first response.
     pub idempotency: HashMap<(String, String), IdempotentEntry>,
+    /// `"<integration>/<operation_id>"` → how far its seeded chaos has gone
+    /// ([`crate::fault::decide`]). Rebuilt empty after a restart until events carry their
+    /// `fault` member.
+    pub chaos: HashMap<String, crate::fault::ChaosCounter>,
 }
 
 impl AttemptState {
@@ -268,7 +272,11 @@ impl AttemptState {
                     });
             }
         }
-        AttemptState { state, idempotency }
+        AttemptState {
+            state,
+            idempotency,
+            chaos: HashMap::new(),
+        }
     }
 }
 
@@ -538,6 +546,8 @@ pub struct NewAttempt<'a> {
     pub pins: BTreeMap<String, crate::records::Pin>,
     pub variants: BTreeMap<String, String>,
     pub is_default: bool,
+    /// Seeded chaos per operation (validated by the caller: [`crate::fault::chaos_problems`]).
+    pub faults: crate::fault::ChaosFaults,
 }
 
 /// Build a new attempt record (not yet stored).
@@ -549,6 +559,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         pins,
         variants,
         is_default,
+        faults,
     } = new;
     AttemptRecord {
         attempt_id: new_uuid(),
@@ -562,6 +573,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         variants,
         is_default,
         cleanup: None,
+        faults,
     }
 }
 

@@ -328,6 +328,7 @@ mod tests {
             variants: BTreeMap::new(),
             is_default: false,
             cleanup: None,
+            faults: BTreeMap::new(),
         }
     }
 

@@ -11,8 +11,8 @@
 //! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
 //! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600}`; 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
-//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","cleanup","events"}` (never the token or the secret) | here |
+//! | `POST /attempts` | create an attempt (SPEC 6.2): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}}` (seeded chaos, [`crate::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins"}`; 409 `stale_contract` listing stale operations in `details` | here |
+//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","variants","faults","cleanup","events"}` (never the token or the secret) | here |
 //! | (`{id}` = `default`) | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
 //! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8, with `verdict` (the project's `redact` list applied; `store_failures: n` and verdict `fail` when calls of this run were answered `store_error`) | here |
 //! | `GET /attempts/{id}/state` | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
@@ -358,6 +358,9 @@ struct CreateAttempt {
     variants: BTreeMap<String, String>,
     #[serde(default)]
     ttl_s: Option<u64>,
+    /// Seeded chaos per operation (`crate::fault`).
+    #[serde(default)]
+    faults: crate::fault::ChaosFaults,
 }
 
 fn create_attempt(app: &App, req: &Request) -> ApiResult {
@@ -386,6 +389,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
         )
         .with_details(unknown));
     }
+    fault_problems(app, &body.faults)?;
     let token = attempt::new_token();
     let a = {
         // Pin and bind under the change lock: the pins and the operation set the attempt
@@ -416,6 +420,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             pins: pinned.pins,
             variants: body.variants,
             is_default: false,
+            faults: body.faults,
         };
         let rec = attempt::new_record(app.clock.now(), new);
         app.create_attempt(rec).map_err(store_err)?
@@ -443,6 +448,45 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             "pins": rec.pins,
         }),
     ))
+}
+
+/// `faults` of `POST /attempts`: 422 `unknown_operation` naming the keys this server does
+/// not have, else 422 `invalid_fault` listing every problem (`faults/<key>/<field>: …`).
+fn fault_problems(app: &App, faults: &crate::fault::ChaosFaults) -> Result<(), ApiError> {
+    let mut unknown = Vec::new();
+    let mut problems = Vec::new();
+    for (key, spec) in faults {
+        if app.operation(key).is_none() {
+            unknown.push(json!(key));
+            continue;
+        }
+        let mcp = key
+            .split_once('/')
+            .and_then(|(i, _)| app.integrations.get(i))
+            .is_some_and(|i| i.profile.is_none());
+        problems.extend(
+            crate::fault::chaos_problems(key, spec, mcp)
+                .into_iter()
+                .map(Value::from),
+        );
+    }
+    if !unknown.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown_operation",
+            "`faults` names operations this server does not have: expected keys \"<integration>/<operation_id>\"",
+        )
+        .with_details(unknown));
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_fault",
+            "`faults` has invalid entries (see details)",
+        )
+        .with_details(problems));
+    }
+    Ok(())
 }
 
 pub(crate) fn lookup(
@@ -480,6 +524,7 @@ async fn get_attempt(app: &App, id: &str) -> ApiResult {
             "is_default": r.is_default,
             "pins": r.pins,
             "variants": r.variants,
+            "faults": r.faults,
             "cleanup": r.cleanup,
             "events": events,
         }),

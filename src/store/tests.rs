@@ -76,6 +76,7 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
         variants: BTreeMap::new(),
         is_default: false,
         cleanup: None,
+        faults: BTreeMap::new(),
     };
     store.put_attempt(&a).unwrap();
     a.attempt_id = "other".into();

@@ -30,6 +30,7 @@ fn attempt(id: &str) -> AttemptRecord {
         variants: BTreeMap::new(),
         is_default: false,
         cleanup: None,
+        faults: BTreeMap::new(),
     }
 }
 
