@@ -420,9 +420,9 @@ pub enum FaultAnswer {
     /// Abort the connection with a TCP RST (HTTP/1.1: `SO_LINGER` 0, then drop), or the
     /// stream with `RST_STREAM` (h2).
     Reset,
-    /// No response: HTTP/1.1 closes the connection (FIN) without a byte; h2 has no
-    /// per-stream close, so the connection ends with `GOAWAY` (NO_ERROR) and the stream
-    /// never gets headers.
+    /// No response: HTTP/1.1 closes the connection (FIN, no `SO_LINGER` 0) without a byte;
+    /// h2 has no per-stream close, so the stream is reset like [`FaultAnswer::Reset`]
+    /// (other streams of the connection live on).
     Close,
     /// Send nothing for `ms`, then as [`FaultAnswer::Close`].
     Hold { ms: u64 },
