@@ -241,6 +241,10 @@ pub struct AttemptState {
     pub state: BTreeMap<String, Map<String, Value>>,
     /// (`"<integration>/<operation_id>"`, idempotency key ref) → the first response.
     pub idempotency: HashMap<(String, String), IdempotentEntry>,
+    /// `"<integration>/<operation_id>"` → how far its seeded chaos has gone
+    /// ([`crate::fault::decide`]). Rebuilt empty after a restart until events carry their
+    /// `fault` member.
+    pub chaos: HashMap<String, crate::fault::ChaosCounter>,
 }
 
 impl AttemptState {
@@ -268,7 +272,11 @@ impl AttemptState {
                     });
             }
         }
-        AttemptState { state, idempotency }
+        AttemptState {
+            state,
+            idempotency,
+            chaos: HashMap::new(),
+        }
     }
 }
 
@@ -540,6 +548,8 @@ pub struct NewAttempt<'a> {
     pub is_default: bool,
     /// The tool-call contracts it pins (SPEC 14).
     pub contracts: BTreeMap<String, crate::records::PinnedContract>,
+    /// Seeded chaos per operation (validated by the caller: [`crate::fault::chaos_problems`]).
+    pub faults: crate::fault::ChaosFaults,
 }
 
 /// Build a new attempt record (not yet stored).
@@ -552,6 +562,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         variants,
         is_default,
         contracts,
+        faults,
     } = new;
     AttemptRecord {
         attempt_id: new_uuid(),
@@ -567,6 +578,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         cleanup: None,
         contracts,
         final_state: None,
+        faults,
     }
 }
 

@@ -536,6 +536,7 @@ mod tests {
             cleanup: None,
             contracts: Default::default(),
             final_state: None,
+            faults: BTreeMap::new(),
         }
     }
 

@@ -23,6 +23,7 @@
 //! | [`profile`] | one file per wire dialect: request → (operation, input), result → response; [`profile::mcp::client`], the one MCP client (`discover`, `POST /tools/execute` upstream) |
 //! | [`attempt`] | tokens, leases, pins, the per-attempt state lock |
 //! | [`evidence`] | events, the exported envelope, verdict, redaction |
+//! | [`fault`] | faults on purpose: their checks, seeded chaos, the plan the pipeline follows, the evidence member (pure) |
 //! | [`store`] | sled trees, per-attempt evidence files, the write-ahead journal and its group commit — the only module that touches the data dir |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
 //! | [`upstream`] | the upstream HTTP(S) client of record/dry-run/passthrough: rustls, header hygiene, streaming |
@@ -38,6 +39,7 @@ pub mod contract;
 pub mod discover;
 pub mod error;
 pub mod evidence;
+pub mod fault;
 pub mod http;
 pub mod mock;
 pub mod operation;

@@ -65,6 +65,10 @@ pub struct AttemptRecord {
     /// drops the live state, the envelope keeps this snapshot as `final_state` (SPEC 14).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_state: Option<BTreeMap<String, Map<String, Value>>>,
+    /// Seeded chaos of `POST /attempts` `"faults"`: `"<integration>/<operation_id>"` → when
+    /// its calls fault ([`crate::fault`]). Absent in records written before faults.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub faults: BTreeMap<String, crate::fault::ChaosFault>,
 }
 
 /// A tool-call contract an attempt pinned at creation (SPEC 14).
@@ -280,6 +284,22 @@ impl std::fmt::Display for EventSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The `fault` member of a call's evidence (issue 15; [`crate::fault`]): the call's answer
+/// failed on purpose. `kind` is a fault kind word (`timeout`, …), kept as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRecord {
+    pub kind: String,
+    /// The call took effect (`result_status: "ok"`); `false`: nothing changed (`blocked`).
+    pub after_effect: bool,
+    /// `mock` (the definition) or `chaos` (the attempt's seeded faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// The status line the client received; absent when none was sent (reset, close,
+    /// timeout). The event's `http_status` is the decided one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_status: Option<u16>,
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@
 //! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
 //! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"]}`; 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
-//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
+//! | `POST /attempts` | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}}` (seeded chaos, [`crate::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
+//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
 //! | (`{id}` = `default`) | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
 //! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8 with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
 //! | `POST /attempts/{id}/events` | record an agent-side event (SPEC 15): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
@@ -373,6 +373,9 @@ struct CreateAttempt {
     ttl_s: Option<u64>,
     #[serde(default)]
     contracts: Vec<String>,
+    /// Seeded chaos per operation (`crate::fault`).
+    #[serde(default)]
+    faults: crate::fault::ChaosFaults,
 }
 
 fn create_attempt(app: &App, req: &Request) -> ApiResult {
@@ -405,6 +408,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
         .contracts
         .pin(&body.contracts)
         .map_err(|u| verify::unknown_contract_error(&u))?;
+    fault_problems(app, &body.faults)?;
     let token = attempt::new_token();
     let a = {
         // Pin and bind under the change lock: the pins and the operation set the attempt
@@ -436,6 +440,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             variants: body.variants,
             is_default: false,
             contracts,
+            faults: body.faults,
         };
         let rec = attempt::new_record(app.clock.now(), new);
         app.create_attempt(rec).map_err(store_err)?
@@ -475,6 +480,45 @@ fn contract_pins(rec: &crate::records::AttemptRecord) -> Value {
         .into()
 }
 
+/// `faults` of `POST /attempts`: 422 `unknown_operation` naming the keys this server does
+/// not have, else 422 `invalid_fault` listing every problem (`faults/<key>/<field>: …`).
+fn fault_problems(app: &App, faults: &crate::fault::ChaosFaults) -> Result<(), ApiError> {
+    let mut unknown = Vec::new();
+    let mut problems = Vec::new();
+    for (key, spec) in faults {
+        if app.operation(key).is_none() {
+            unknown.push(json!(key));
+            continue;
+        }
+        let mcp = key
+            .split_once('/')
+            .and_then(|(i, _)| app.integrations.get(i))
+            .is_some_and(|i| matches!(i.wire, crate::profile::Wire::Mcp));
+        problems.extend(
+            crate::fault::chaos_problems(key, spec, mcp)
+                .into_iter()
+                .map(Value::from),
+        );
+    }
+    if !unknown.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown_operation",
+            "`faults` names operations this server does not have: expected keys \"<integration>/<operation_id>\"",
+        )
+        .with_details(unknown));
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_fault",
+            "`faults` has invalid entries (see details)",
+        )
+        .with_details(problems));
+    }
+    Ok(())
+}
+
 pub(crate) fn lookup(
     app: &App,
     id: &str,
@@ -511,6 +555,7 @@ async fn get_attempt(app: &App, id: &str) -> ApiResult {
             "pins": r.pins,
             "contracts": contract_pins(&r),
             "variants": r.variants,
+            "faults": r.faults,
             "cleanup": r.cleanup,
             "events": events,
         }),

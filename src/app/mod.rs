@@ -306,6 +306,7 @@ impl App {
             AttemptState {
                 state,
                 idempotency: HashMap::new(),
+                chaos: HashMap::new(),
             },
         );
         Ok(self.attempts.insert(a))

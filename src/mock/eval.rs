@@ -11,6 +11,8 @@
 //! - Rules are tried in order; the first whose conditions all hold wins (an empty `when` always
 //!   holds). `result`, `set_state` and `delay_ms` each fall back to the variant's own when the
 //!   rule omits them (an explicit `"set_state": {}` in a rule means "change nothing").
+//!   `fault` falls back the same way; the engine only selects it (it is data, carried in
+//!   [`Outcome::fault`]) and never acts on it: [`crate::fault`] plans what it does.
 //! - Conditions read the input or the pre-call state and never fail the call: `eq` is deep
 //!   equality with numbers by value, `ne` its negation (a missing path makes `ne` true), `in`
 //!   holds when the value equals an element of `value` (a missing path makes it false),
@@ -37,7 +39,7 @@
 
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::mock::expr::{contains_expression, show, Template};
-use crate::mock::model::{Condition, Definition, Op, Source, Variant};
+use crate::mock::model::{Condition, Definition, Fault, Op, Source, Variant};
 use crate::mock::path::{pointer_push, DotPath};
 use serde_json::{Map, Value};
 use std::any::Any;
@@ -47,12 +49,15 @@ use std::sync::{Arc, OnceLock};
 pub use crate::mock::path::json_equal;
 
 /// What one call decided. The caller commits `state_patch` (key by key at the top level),
-/// sleeps `delay_ms`, and answers `result`.
+/// sleeps `delay_ms`, and answers `result` — unless `fault` says how the answer fails
+/// (see [`crate::fault`]: whether to commit, and what goes on the wire instead).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub result: Value,
     pub state_patch: Map<String, Value>,
     pub delay_ms: u64,
+    /// The matched rule's fault, else the variant's.
+    pub fault: Option<Fault>,
     pub variant: String,
     /// Index of the rule that matched inside the variant, or `None`.
     pub rule: Option<usize>,
@@ -66,6 +71,8 @@ pub struct Decided<'e> {
     pub result: Rendered<'e>,
     pub state_patch: Map<String, Value>,
     pub delay_ms: u64,
+    /// The matched rule's fault, else the variant's (borrowed from the definition).
+    pub fault: Option<&'e Fault>,
     pub variant: &'e str,
     /// Index of the rule that matched inside the variant, or `None`.
     pub rule: Option<usize>,
@@ -176,6 +183,7 @@ struct CompiledVariant {
     result: CompiledResult,
     set_state: Option<StatePatch>,
     delay_ms: u64,
+    fault: Option<Fault>,
     rules: Box<[CompiledRule]>,
 }
 
@@ -185,6 +193,7 @@ struct CompiledRule {
     result: Option<CompiledResult>,
     set_state: Option<StatePatch>,
     delay_ms: Option<u64>,
+    fault: Option<Fault>,
 }
 
 /// The compiled `set_state` object: top-level keys with value templates.
@@ -259,6 +268,7 @@ fn compile_variant(v: &Variant, at: &str, problems: &mut Vec<HarnessError>) -> C
                         .as_ref()
                         .map(|m| compile_patch(m, &pointer_push(&at, "set_state"), problems)),
                     delay_ms: r.delay_ms,
+                    fault: r.fault.clone(),
                 }
             })
             .collect();
@@ -266,6 +276,7 @@ fn compile_variant(v: &Variant, at: &str, problems: &mut Vec<HarnessError>) -> C
         result,
         set_state,
         delay_ms: v.delay_ms.unwrap_or(0),
+        fault: v.fault.clone(),
         rules,
     }
 }
@@ -428,6 +439,7 @@ impl Engine {
             result: d.result.into_value(),
             state_patch: d.state_patch,
             delay_ms: d.delay_ms,
+            fault: d.fault.cloned(),
             variant: d.variant.to_string(),
             rule: d.rule,
         })
@@ -465,6 +477,7 @@ impl Engine {
             result,
             state_patch,
             delay_ms: rule.and_then(|r| r.delay_ms).unwrap_or(v.delay_ms),
+            fault: rule.and_then(|r| r.fault.as_ref()).or(v.fault.as_ref()),
             variant: name,
             rule: matched,
         })
@@ -883,5 +896,100 @@ mod static_tests {
             assert_eq!(s.memo(|_| "another type"), None);
         }
         assert_eq!(calls.load(Ordering::Relaxed), 1);
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+    use crate::mock::model::FaultKind;
+    use serde_json::json;
+
+    fn def() -> Engine {
+        engine(
+            json!({"schema_version": 1, "default_variant": "timeout_after_write", "variants": {
+            "timeout_after_write": {
+                "result": {"status": 201, "data": {"ok": true}},
+                "set_state": {"booked": true},
+                "fault": {"kind": "timeout", "after_effect": true, "ms": 5000},
+                "rules": [
+                    {"when": [{"source": "input", "path": "slot", "op": "eq", "value": "S-1"}],
+                     "result": {"status": 409, "data": []}},
+                    {"when": [{"source": "input", "path": "slot", "op": "eq", "value": "S-2"}],
+                     "fault": {"kind": "reset", "after_effect": false}}
+                ]},
+            "plain": {"result": {"status": 200}}}}),
+        )
+    }
+
+    #[test]
+    fn the_variant_fault_is_carried_and_rules_inherit_or_override_it() {
+        let e = def();
+        let o = e
+            .evaluate(None, &json!({"slot": "S-9"}), &Map::new())
+            .unwrap();
+        let f = o.fault.unwrap();
+        assert_eq!(
+            (f.kind, f.after_effect, f.ms),
+            (FaultKind::Timeout, true, Some(5000))
+        );
+        assert_eq!(o.state_patch, state(json!({"booked": true})));
+        let inherited = e
+            .evaluate(None, &json!({"slot": "S-1"}), &Map::new())
+            .unwrap();
+        assert_eq!(inherited.rule, Some(0));
+        assert_eq!(inherited.fault.unwrap().kind, FaultKind::Timeout);
+        let own = e
+            .decide(None, &json!({"slot": "S-2"}), &Map::new())
+            .unwrap();
+        assert_eq!(
+            own.fault.map(|f| (f.kind, f.after_effect)),
+            Some((FaultKind::Reset, false))
+        );
+        let none = e.evaluate(Some("plain"), &json!({}), &Map::new()).unwrap();
+        assert_eq!(none.fault, None);
+    }
+
+    #[test]
+    fn a_fault_is_part_of_the_definition_and_its_hash() {
+        let with = json!({"schema_version": 1, "default_variant": "a", "variants": {
+            "a": {"result": 1, "fault": {"kind": "close", "after_effect": false}}},
+            "examples": []});
+        let mut without = with.clone();
+        without["variants"]["a"]
+            .as_object_mut()
+            .unwrap()
+            .remove("fault");
+        let d = Definition::from_value(&with).unwrap();
+        assert_eq!(
+            serde_json::to_value(&d).unwrap(),
+            with,
+            "round trip keeps the fault"
+        );
+        assert_ne!(
+            crate::contract::hash::definition_hash(&with),
+            crate::contract::hash::definition_hash(&without)
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_and_fields_are_rejected_with_their_path() {
+        let bad = |fault: Value| {
+            Definition::from_value(&json!({"schema_version": 1, "default_variant": "a",
+                "variants": {"a": {"result": 1, "fault": fault}}}))
+            .unwrap_err()
+        };
+        let e = bad(json!({"kind": "explode", "after_effect": true}));
+        assert!(
+            e.starts_with("variants.a.fault.kind: unknown variant `explode`"),
+            "{e}"
+        );
+        let e = bad(json!({"kind": "reset", "after_effect": true, "bytes": 3}));
+        assert!(
+            e.starts_with("variants.a.fault.bytes: unknown field `bytes`"),
+            "{e}"
+        );
+        let e = bad(json!({"kind": "reset"}));
+        assert!(e.contains("missing field `after_effect`"), "{e}");
     }
 }

@@ -31,6 +31,9 @@ pub struct Variant {
     pub delay_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
+    /// A deliberate failure of the answer (see [`Fault`]); rules without one inherit it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Fault>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +46,101 @@ pub struct Rule {
     pub set_state: Option<Map<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Fault>,
+}
+
+/// A deliberate failure of one call's answer (issue 15), written in a variant or a rule:
+/// `{"kind": …, "after_effect": true|false, …kind-specific fields}`. Data only: what each
+/// kind means on the wire, which fields it takes and their limits are [`crate::fault`]'s
+/// (`check` reports every problem with its path). A rule that omits `fault` falls back to
+/// its variant's, like `result`, `set_state` and `delay_ms` (SPEC 3.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    pub kind: FaultKind,
+    /// `true`: the call took effect (`set_state` committed, idempotency key remembered) and
+    /// only the answer is lost; `false`: nothing changed. Required: a fault must say which.
+    pub after_effect: bool,
+    /// `timeout`: how long the answer is held before the connection closes (default 30000);
+    /// `slow_body`: the time over which the body dribbles in. At most 30000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+    /// `slow_body`: in how many chunks (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<u64>,
+    /// `status`: the bare HTTP status (400–599) sent in the profile's native error shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// `status`: extra response headers, e.g. `{"Retry-After": "2"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// `jsonrpc_error`: the JSON-RPC error code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i64>,
+    /// `jsonrpc_error`: the JSON-RPC error message (default `fault injected`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The kinds of [`Fault`]. The last two exist only on `mcp` integrations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// A TCP reset (h2: `RST_STREAM`) instead of an answer.
+    Reset,
+    /// The connection closes with no response.
+    Close,
+    /// The answer is held until the client gives up (at most `ms`), then the connection closes.
+    Timeout,
+    /// The body dribbles in `chunks` over `ms`.
+    SlowBody,
+    /// The declared content type with a truncated body.
+    MalformedBody,
+    /// A bare status (e.g. 503 with `Retry-After`) in the native error shape.
+    Status,
+    /// MCP: a JSON-RPC error instead of the result.
+    JsonrpcError,
+    /// MCP: an SSE stream that ends before the result.
+    StreamCut,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 8] = [
+        FaultKind::Reset,
+        FaultKind::Close,
+        FaultKind::Timeout,
+        FaultKind::SlowBody,
+        FaultKind::MalformedBody,
+        FaultKind::Status,
+        FaultKind::JsonrpcError,
+        FaultKind::StreamCut,
+    ];
+
+    /// The word as written (`slow_body`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Reset => "reset",
+            FaultKind::Close => "close",
+            FaultKind::Timeout => "timeout",
+            FaultKind::SlowBody => "slow_body",
+            FaultKind::MalformedBody => "malformed_body",
+            FaultKind::Status => "status",
+            FaultKind::JsonrpcError => "jsonrpc_error",
+            FaultKind::StreamCut => "stream_cut",
+        }
+    }
+
+    /// Only meaningful on an `mcp` integration.
+    pub fn mcp_only(self) -> bool {
+        matches!(self, FaultKind::JsonrpcError | FaultKind::StreamCut)
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +186,10 @@ pub mod limits {
     pub const MAX_RULES: usize = 100;
     pub const MAX_EXAMPLES: usize = 100;
     pub const MAX_DELAY_MS: u64 = 30_000;
+    /// A fault's `ms` (`timeout`, `slow_body`): the delay limit.
+    pub const MAX_FAULT_MS: u64 = MAX_DELAY_MS;
+    /// `slow_body` chunks.
+    pub const MAX_FAULT_CHUNKS: u64 = 1000;
     pub const MAX_DATE_DAYS: i64 = 3660;
     pub const MAX_DATE_HOURS: i64 = 24;
 }

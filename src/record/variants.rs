@@ -196,6 +196,7 @@ pub(super) fn build_definition(
                 let mut set = Map::new();
                 set.insert(counter.clone(), json!(k + 1));
                 rules.push(Rule {
+                    fault: None,
                     when: w,
                     result: Some(answer.clone()),
                     set_state: Some(set),
@@ -233,6 +234,7 @@ pub(super) fn build_definition(
     variants.insert(
         main_name.clone(),
         Variant {
+            fault: None,
             result: main_result,
             set_state: None,
             delay_ms: None,
@@ -293,6 +295,7 @@ pub(super) fn build_definition(
             variants.insert(
                 c.name.clone(),
                 Variant {
+                    fault: None,
                     result: fallback,
                     set_state: None,
                     delay_ms: None,
@@ -331,6 +334,7 @@ fn steps(d: &Ident, samples: &[Sample]) -> Vec<usize> {
 /// A rule answering `result` when `when` holds, changing nothing else.
 fn answer_rule(when: Vec<Condition>, result: Value) -> Rule {
     Rule {
+        fault: None,
         when,
         result: Some(result),
         set_state: None,

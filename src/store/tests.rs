@@ -78,6 +78,7 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
         cleanup: None,
         contracts: Default::default(),
         final_state: None,
+        faults: BTreeMap::new(),
     };
     store.put_attempt(&a).unwrap();
     a.attempt_id = "other".into();

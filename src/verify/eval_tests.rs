@@ -689,6 +689,58 @@ fn a_fault_after_the_effect_counts_as_effective() {
     assert_eq!(st(&c, &e, "calls.exactly_once"), Failed);
 }
 
+/// Issue 15: the booking timed out after the write (`ok` + fault after the effect), and the
+/// agent retried.
+fn timed_out_then(retry: C) -> Evidence {
+    let mut faulted = book(4, "ok");
+    faulted.0.fault_after_effect = true;
+    with_items(vec![lookup(1).item(), faulted.item(), retry.item()])
+}
+
+#[test]
+fn a_retry_with_the_same_key_is_replayed_and_passes_exactly_once() {
+    let c = contract("calls: {exactly_once: true}\nside_effects: {max_writes: {crm: 1}}\nexpected: {http_status: [201]}\n");
+    let e = timed_out_then(book(5, "replayed"));
+    for id in [
+        "calls.exactly_once",
+        "side_effects.max_writes[crm]",
+        "expected.http_status",
+    ] {
+        assert_eq!(st(&c, &e, id), Passed, "{id}");
+    }
+}
+
+#[test]
+fn a_retry_with_a_new_key_books_twice_and_fails_exactly_once() {
+    let c = contract("calls: {exactly_once: true}\nside_effects: {max_writes: {crm: 1}}\n");
+    let e = timed_out_then(book(5, "ok").write(Some("k2")));
+    assert_eq!(st(&c, &e, "calls.exactly_once"), Failed);
+    assert_eq!(st(&c, &e, "side_effects.max_writes[crm]"), Failed);
+}
+
+#[test]
+fn a_fault_before_the_effect_never_counts_and_a_lost_answer_is_no_success() {
+    let c = contract("calls: {exactly_once: true}\n");
+    // `after_effect: false` is recorded as `blocked`: no effect, so nothing was booked.
+    let e = with_items(vec![lookup(1).item(), book(4, "blocked").item()]);
+    assert_eq!(st(&c, &e, "calls.exactly_once"), Failed);
+    // "Told the caller it was booked after a timeout": the agent never saw the answer.
+    let c = contract("expected: {after_success_only: [told_caller_booked]}\n");
+    let mut e = timed_out_then(book(5, "blocked"));
+    e.items.push(ev(6, "told_caller_booked", json!({})));
+    assert_eq!(
+        st(&c, &e, "expected.after_success_only[told_caller_booked]"),
+        Failed
+    );
+    // After the replayed retry the agent did hear of the success; before it, it had not.
+    let id = "expected.after_success_only[told_caller_booked]";
+    let mut e = timed_out_then(book(6, "replayed"));
+    e.items.push(ev(7, "told_caller_booked", json!({})));
+    assert_eq!(st(&c, &e, id), Passed);
+    e.items.push(ev(5, "told_caller_booked", json!({})));
+    assert_eq!(st(&c, &e, id), Failed);
+}
+
 fn order_contract(mode: &str, tools: &str) -> ToolCallContract {
     contract(&format!("order: {{mode: {mode}, tools: [{tools}]}}\n"))
 }

@@ -66,7 +66,9 @@ pub struct Call {
     pub is_write: bool,
     pub trace_id: Option<String>,
     pub idempotency_key_ref: Option<String>,
-    /// A fault injected after the effect: the call took effect whatever its status says.
+    /// A fault injected after the effect: the call took effect whatever its status says,
+    /// and its answer was lost. From an event: [`crate::fault::fault_after_effect`] (true
+    /// only for an `ok` event whose `fault` member says `after_effect`).
     #[serde(default)]
     pub fault_after_effect: bool,
 }
@@ -100,9 +102,14 @@ impl Call {
     }
 
     /// A success the agent may report: `ok` with no HTTP error status (a mock may answer `ok`
-    /// with a 409 or a 503 it was told to give).
+    /// with a 409 or a 503 it was told to give), whose answer reached the agent (a fault
+    /// after the effect took effect, but the agent never heard of it). A `replayed` repeat
+    /// counts: it hands the agent the first call's answer — this only matters when that
+    /// first call's answer was lost to a fault (otherwise the `ok` call comes first).
     pub fn succeeded(&self) -> bool {
-        self.result_status == "ok" && self.http_status.is_none_or(|s| s < 400)
+        matches!(self.result_status.as_str(), "ok" | "replayed")
+            && !self.fault_after_effect
+            && self.http_status.is_none_or(|s| s < 400)
     }
 
     /// `sequence 3 (ok)`.

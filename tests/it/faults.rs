@@ -778,3 +778,50 @@ fn a_read_only_data_dir_is_a_clear_start_error() {
         "the message names the path: {stderr}"
     );
 }
+
+// ---- seeded chaos at attempt creation (issue 15) -------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_creation_validates_and_keeps_seeded_faults() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let create = |body: Value| {
+        let s = &s;
+        async move {
+            s.call("POST", "/_understudy/api/attempts", Some(&body), &[])
+                .await
+        }
+    };
+    let r =
+        create(json!({"faults": {"crm/nope": {"kind": "timeout", "after_effect": true}}})).await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    assert_eq!(r.json()["error"]["code"], "unknown_operation", "{}", r.text);
+    assert!(r.text.contains("crm/nope"), "{}", r.text);
+    let r = create(json!({"faults": {"api/bump": {"kind": "stream_cut", "after_effect": true, "probability": 2}}})).await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    assert!(
+        r.text
+            .contains("faults/api/bump/kind: `stream_cut` is an MCP fault"),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.text
+            .contains("faults/api/bump/probability: 2: expected a number 0..=1"),
+        "{}",
+        r.text
+    );
+    let r = create(
+        json!({"faults": {"api/bump": {"kind": "timeout", "after_effect": true, "bogus": 1}}}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let spec = json!({"kind": "timeout", "after_effect": true, "probability": 0.5, "seed": 42, "times": 1});
+    let r = create(json!({"faults": {"api/bump": spec}})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.json()["attempt_id"].as_str().unwrap().to_string();
+    let got = s
+        .call("GET", &format!("/_understudy/api/attempts/{id}"), None, &[])
+        .await;
+    assert_eq!(got.json()["faults"]["api/bump"], spec, "{}", got.text);
+}

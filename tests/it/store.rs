@@ -32,6 +32,7 @@ fn attempt(id: &str) -> AttemptRecord {
         cleanup: None,
         contracts: Default::default(),
         final_state: None,
+        faults: BTreeMap::new(),
     }
 }
 

@@ -150,6 +150,9 @@ pub(super) fn check_mock(
         if let Some(p) = static_result_problem(&v.result, ctx) {
             push(&format!("{at}/result"), p);
         }
+        if let Some(f) = &v.fault {
+            push_fault_problems(f, &format!("{at}/fault"), ctx, push);
+        }
         for (i, r) in v.rules.iter().enumerate() {
             if let Some(d) = r.delay_ms {
                 if d > limits::MAX_DELAY_MS {
@@ -165,6 +168,9 @@ pub(super) fn check_mock(
                 .and_then(|res| static_result_problem(res, ctx))
             {
                 push(&format!("{at}/rules/{i}/result"), p);
+            }
+            if let Some(f) = &r.fault {
+                push_fault_problems(f, &format!("{at}/rules/{i}/fault"), ctx, push);
             }
         }
         if !def.examples.iter().any(|e| e.variant == *name) {
@@ -316,6 +322,23 @@ fn is_expression(v: &Value) -> bool {
             .next()
             .is_some_and(|k| matches!(k.as_str(), "$input" | "$state" | "$number" | "$dateAdd")),
         _ => false,
+    }
+}
+
+/// A variant's or rule's `fault` ([`crate::fault::fault_problems`]) at `at`.
+fn push_fault_problems(
+    f: &crate::mock::model::Fault,
+    at: &str,
+    ctx: &MockCtx<'_>,
+    push: &mut impl FnMut(&str, String),
+) {
+    for (sub, msg) in crate::fault::fault_problems(f, !ctx.kind.is_http()) {
+        let path = if sub.is_empty() {
+            at.to_string()
+        } else {
+            format!("{at}/{sub}")
+        };
+        push(&path, msg);
     }
 }
 

@@ -457,4 +457,86 @@ mod tests {
             "{p:?}"
         );
     }
+    #[test]
+    fn faults_are_checked_with_their_paths() {
+        let with = |fault: Value, rule_fault: Option<Value>| {
+            let mut m = good_mock();
+            m["variants"]["found"]["fault"] = fault;
+            if let Some(rf) = rule_fault {
+                m["variants"]["found"]["rules"] = json!([{"when": [], "fault": rf}]);
+            }
+            m
+        };
+        // Good faults pass, on HTTP and MCP.
+        for f in [
+            json!({"kind": "timeout", "after_effect": true}),
+            json!({"kind": "timeout", "after_effect": true, "ms": 30000}),
+            json!({"kind": "reset", "after_effect": false}),
+            json!({"kind": "slow_body", "after_effect": true, "ms": 2000, "chunks": 4}),
+            json!({"kind": "status", "after_effect": false, "status": 503, "headers": {"Retry-After": "2"}}),
+            json!({"kind": "malformed_body", "after_effect": true}),
+        ] {
+            assert_eq!(
+                check(&base("rest", with(f.clone(), None)), "rest"),
+                Vec::<String>::new(),
+                "{f}"
+            );
+        }
+        let mcp = with(
+            json!({"kind": "jsonrpc_error", "after_effect": false, "code": -32000, "message": "busy"}),
+            Some(json!({"kind": "stream_cut", "after_effect": true})),
+        );
+        assert_eq!(
+            check(&base("mcp", mcp.clone()), "mcp"),
+            Vec::<String>::new()
+        );
+        // MCP-only kinds on an HTTP profile, with the file and both paths.
+        let p = check(&base("rest", mcp), "rest");
+        assert!(p.iter().any(|p| p.starts_with(
+            "ops/get_thing.json: mock/variants/found/fault/kind: `jsonrpc_error` is an MCP fault and this is an HTTP operation: expected one of reset, close, timeout, slow_body, malformed_body, status")), "{p:?}");
+        assert!(
+            p.iter().any(|p| p
+                .contains("mock/variants/found/rules/0/fault/kind: `stream_cut` is an MCP fault")),
+            "{p:?}"
+        );
+        // Limits, missing and foreign fields.
+        for (f, want) in [
+            (json!({"kind": "timeout", "after_effect": true, "ms": 30001}), "mock/variants/found/fault/ms: 30001: expected 1..=30000 milliseconds"),
+            (json!({"kind": "timeout", "after_effect": true, "ms": 0}), "mock/variants/found/fault/ms: 0: expected 1..=30000"),
+            (json!({"kind": "slow_body", "after_effect": true}), "mock/variants/found/fault: a `slow_body` fault needs `ms`"),
+            (json!({"kind": "slow_body", "after_effect": true, "ms": 10, "chunks": 1}), "mock/variants/found/fault/chunks: 1: expected 2..=1000 chunks"),
+            (json!({"kind": "timeout", "after_effect": true, "chunks": 3}), "mock/variants/found/fault/chunks: a `timeout` fault takes no `chunks`: expected `ms` besides"),
+            (json!({"kind": "reset", "after_effect": true, "ms": 3}), "mock/variants/found/fault/ms: a `reset` fault takes no `ms`: expected no other field"),
+            (json!({"kind": "status", "after_effect": true}), "mock/variants/found/fault: a `status` fault needs `status`"),
+            (json!({"kind": "status", "after_effect": true, "status": 200}), "mock/variants/found/fault/status: 200: expected an HTTP error status 400..=599"),
+            (json!({"kind": "status", "after_effect": true, "status": 503, "headers": {"Content-Length": "1"}}), "mock/variants/found/fault/headers/Content-Length: `Content-Length` frames the response"),
+            (json!({"kind": "status", "after_effect": true, "status": 503, "headers": {"bad header": "1"}}), "mock/variants/found/fault/headers/bad header: `bad header` is not a valid header name"),
+            (json!({"kind": "teleport", "after_effect": true}), "mock/variants/found/fault/kind: unknown variant `teleport`, expected one of `reset`"),
+            (json!({"kind": "reset"}), "mock/variants/found/fault: missing field `after_effect`"),
+        ] {
+            let p = check(&base("rest", with(f, None)), "rest");
+            assert!(p.iter().any(|p| p.contains(want)), "{want}: {p:?}");
+        }
+        let bad_rule = with(
+            json!({"kind": "reset", "after_effect": true}),
+            Some(json!({"kind": "timeout", "after_effect": false, "ms": 99999})),
+        );
+        let p = check(&base("rest", bad_rule), "rest");
+        assert_eq!(p, vec!["ops/get_thing.json: mock/variants/found/rules/0/fault/ms: 99999: expected 1..=30000 milliseconds (the delay limit)".to_string()]);
+        let p = check(
+            &base(
+                "mcp",
+                with(
+                    json!({"kind": "jsonrpc_error", "after_effect": true, "code": 1_i64 << 40}),
+                    None,
+                ),
+            ),
+            "mcp",
+        );
+        assert!(
+            p.iter()
+                .any(|p| p.contains("fault/code: 1099511627776: expected a 32-bit integer")),
+            "{p:?}"
+        );
+    }
 }
