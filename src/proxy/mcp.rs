@@ -228,8 +228,13 @@ impl McpBackend for Backend<'_> {
         self.integ
             .operations
             .iter()
+            .filter(|op| super::mcp_extras::is_tool(op))
             .map(|op| tool_info(op))
             .collect()
+    }
+
+    fn catalog(&self) -> crate::profile::mcp::catalog::Catalog {
+        super::mcp_extras::catalog(self.integ)
     }
 
     fn call_tool<'a>(

@@ -118,6 +118,7 @@
 //! into a transport failure and never shows the agent the JSON-RPC error. The answer's
 //! JSON-RPC `id` is always the caller's, string or number, as received.
 
+pub mod catalog;
 pub mod http;
 pub mod jsonrpc;
 pub mod profile;
@@ -204,6 +205,11 @@ pub trait McpBackend: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>>;
     /// `serverInfo.name`, e.g. `"understudy-<integration>"`.
     fn server_name(&self) -> String;
+    /// Resources and prompts (SPEC 18; see [`catalog`]); reads and gets go through
+    /// [`McpBackend::call_tool`] under their names.
+    fn catalog(&self) -> catalog::Catalog {
+        catalog::Catalog::default()
+    }
 }
 
 /// An answer of the endpoint, before it becomes an HTTP response.
@@ -269,6 +275,7 @@ pub struct McpEndpoint {
     allowed_origins: Vec<String>,
     page_size: usize,
     streams: AtomicU64,
+    extras: catalog::ExtrasState,
 }
 
 /// The era a request is served in.
@@ -419,6 +426,7 @@ impl McpEndpoint {
             allowed_origins: Vec::new(),
             page_size: p.tools_list_page_size,
             streams: AtomicU64::new(0),
+            extras: catalog::ExtrasState::default(),
         }
     }
 
@@ -718,7 +726,7 @@ impl McpEndpoint {
         };
         let result = json!({
             "protocolVersion": negotiated,
-            "capabilities": p.mcp.capabilities,
+            "capabilities": catalog::capabilities(&p.mcp.capabilities, backend, false),
             "serverInfo": {"name": backend.server_name(), "version": env!("CARGO_PKG_VERSION")},
         });
         let framing = self.session_framing(accepts, sid, negotiated);
@@ -926,13 +934,16 @@ impl McpEndpoint {
         };
         let invalid = |message: &str| Answer::err(id, INVALID_PARAMS, message, None, 200);
         let param = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
+        if let Some(a) = catalog::dispatch(self, era, id, method, params, backend).await {
+            return a;
+        }
         match method {
             "ping" if !stateless => Answer::ok(id, json!({})),
             "server/discover" if stateless => {
                 let s = &p.mcp.stateless_era;
                 finish(json!({
                     "supportedVersions": p.all_versions(),
-                    "capabilities": p.mcp.capabilities,
+                    "capabilities": catalog::capabilities(&p.mcp.capabilities, backend, true),
                     "ttlMs": s.discover_ttl_ms,
                     "cacheScope": s.discover_cache_scope,
                 }))
