@@ -116,6 +116,7 @@ pub async fn handle(app: &App, req: Request) -> HttpResponse {
         integ,
         req: &req,
         store_failure: Mutex::new(None),
+        notifications: Mutex::new(Vec::new()),
     };
     let answer = endpoint
         .handle(&method, &req.headers, &req.body, &backend)
@@ -221,6 +222,8 @@ struct Backend<'a> {
     req: &'a Request,
     /// The 500 to answer instead of the MCP answer when a call could not be recorded.
     store_failure: Mutex<Option<NativeResponse>>,
+    /// What the last call's variant declares to send before its result (SPEC 18).
+    notifications: Mutex<Vec<Value>>,
 }
 
 impl McpBackend for Backend<'_> {
@@ -235,6 +238,10 @@ impl McpBackend for Backend<'_> {
 
     fn catalog(&self) -> crate::profile::mcp::catalog::Catalog {
         super::mcp_extras::catalog(self.integ)
+    }
+
+    fn take_notifications(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.notifications.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn call_tool<'a>(
@@ -285,6 +292,14 @@ impl Backend<'_> {
             Err(d) => d,
         };
         let outcome = outcome_of(&decision);
+        if let (Some(op), None) = (self.integ.operation(name), &decision.error) {
+            *self.notifications.lock().unwrap_or_else(|p| p.into_inner()) =
+                super::mcp_extras::declared_notifications(
+                    op,
+                    decision.variant.as_deref(),
+                    decision.rule,
+                );
+        }
         let (response, delay_ms) = pipeline::record_evidence(
             self.app,
             self.attempt,

@@ -34,3 +34,27 @@ pub fn catalog(integ: &Integration) -> Catalog {
     }
     c
 }
+
+/// The `notifications` a decided call's variant (or winning rule, when it declares its own)
+/// lists in the operation file's mock: data only, sent as written (SPEC 18;
+/// `crate::profile::mcp::notify`). Read from the file's definition, which is the pinned one
+/// unless the file changed after the attempt started (then the file's list is used).
+pub fn declared_notifications(
+    op: &Operation,
+    variant: Option<&str>,
+    rule: Option<usize>,
+) -> Vec<serde_json::Value> {
+    let Some(mock) = op.op.mock.as_ref() else {
+        return Vec::new();
+    };
+    let variant = variant
+        .or_else(|| mock.get("default_variant").and_then(|v| v.as_str()))
+        .unwrap_or_default();
+    let v = &mock["variants"][variant];
+    let from_rule = rule.and_then(|r| v["rules"][r].get("notifications"));
+    from_rule
+        .or_else(|| v.get("notifications"))
+        .and_then(|n| n.as_array())
+        .cloned()
+        .unwrap_or_default()
+}

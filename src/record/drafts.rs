@@ -1088,6 +1088,7 @@ fn build_definition(
                     result: Some(answer.clone()),
                     set_state: None,
                     delay_ms: None,
+                    notifications: None,
                 });
             }
             examples.push(Example {
@@ -1123,6 +1124,7 @@ fn build_definition(
                     result: Some(answer.clone()),
                     set_state: Some(set),
                     delay_ms: None,
+                    notifications: None,
                 });
             } else if when.is_empty() {
                 main_result = answer.clone();
@@ -1132,6 +1134,7 @@ fn build_definition(
                     result: Some(answer.clone()),
                     set_state: None,
                     delay_ms: None,
+                    notifications: None,
                 });
             }
             examples.push(Example {
@@ -1165,6 +1168,7 @@ fn build_definition(
             set_state: None,
             delay_ms: None,
             rules,
+            notifications: None,
         },
     );
 
@@ -1207,6 +1211,7 @@ fn build_definition(
                         result: Some(answer.clone()),
                         set_state: None,
                         delay_ms: None,
+                        notifications: None,
                     });
                 }
                 examples.push(Example {
@@ -1230,6 +1235,7 @@ fn build_definition(
                     set_state: None,
                     delay_ms: None,
                     rules,
+                    notifications: None,
                 },
             );
         }

@@ -386,6 +386,7 @@ fn error_answer(id: &Value, name: &str, outcome: ToolCallOutcome) -> Answer {
             message: jsonrpc::error(id, code, &message, data),
             status: 200,
             harness,
+            before: Vec::new(),
         },
         CallAnswer::Result(r) => Answer::ok(id, r),
     }

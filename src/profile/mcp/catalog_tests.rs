@@ -44,12 +44,19 @@ impl McpBackend for Fake {
                 }
                 "greet" => ToolCallOutcome::Ok(json!({"messages": [
                     {"role": "user", "content": {"type": "text", "text": arguments["who"]}}]})),
+                "noisy" => ToolCallOutcome::Ok(json!({"ok": true})),
                 _ => ToolCallOutcome::UnknownTool,
             }
         })
     }
     fn server_name(&self) -> String {
         "understudy-x".into()
+    }
+    fn take_notifications(&self) -> Vec<Value> {
+        vec![
+            json!({"log": {"level": "info", "data": "started"}}),
+            json!({"progress": {"progress": 1, "total": 2}}),
+        ]
     }
     fn catalog(&self) -> Catalog {
         Catalog {
@@ -418,4 +425,61 @@ async fn lists_are_paginated_with_opaque_cursors() {
         page("k", items[..2].to_vec(), Some(c), 2).is_err(),
         "bound to the name list"
     );
+}
+
+#[tokio::test]
+async fn declared_notifications_precede_the_result_on_sse() {
+    let (ep, b) = (McpEndpoint::new(false), Fake::default());
+    let sid = session(&ep, &b).await;
+    let h = headers(&[
+        ("accept", JSON),
+        ("content-type", "application/json"),
+        ("mcp-session-id", &sid),
+    ]);
+    let body = req(
+        "tools/call",
+        json!({"name": "noisy", "_meta": {"progressToken": 5}}),
+    );
+    let r = ep
+        .handle(&Method::POST, &h, body.to_string().as_bytes(), &b)
+        .await;
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("text/event-stream"),
+        "{r:?}"
+    );
+    let m = r.messages();
+    assert_eq!(m.len(), 3, "{m:?}");
+    assert_eq!(m[0]["method"], "notifications/message");
+    assert_eq!(
+        m[1]["params"],
+        json!({"progressToken": 5, "progress": 1, "total": 2})
+    );
+    assert_eq!(m[2]["id"], 7);
+    // A JSON-only client gets the result alone; a level above `info` drops the log.
+    let h2 = headers(&[
+        ("accept", "application/json"),
+        ("content-type", "application/json"),
+        ("mcp-session-id", &sid),
+    ]);
+    let r = ep
+        .handle(&Method::POST, &h2, body.to_string().as_bytes(), &b)
+        .await;
+    assert_eq!(r.messages().len(), 1);
+    call(
+        &ep,
+        &b,
+        &sid,
+        JSON,
+        "logging/setLevel",
+        json!({"level": "error"}),
+    )
+    .await;
+    let r = ep
+        .handle(&Method::POST, &h, body.to_string().as_bytes(), &b)
+        .await;
+    let m = r.messages();
+    assert_eq!(m.len(), 2);
+    assert_eq!(m[0]["method"], "notifications/progress");
 }

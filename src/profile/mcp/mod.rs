@@ -121,6 +121,7 @@
 pub mod catalog;
 pub mod http;
 pub mod jsonrpc;
+pub mod notify;
 pub mod profile;
 pub mod session;
 pub mod sse;
@@ -210,6 +211,11 @@ pub trait McpBackend: Send + Sync {
     fn catalog(&self) -> catalog::Catalog {
         catalog::Catalog::default()
     }
+    /// The `notifications` the variant (or rule) of the last [`McpBackend::call_tool`]
+    /// declared (see [`notify`]), taken once.
+    fn take_notifications(&self) -> Vec<Value> {
+        Vec::new()
+    }
 }
 
 /// An answer of the endpoint, before it becomes an HTTP response.
@@ -291,6 +297,8 @@ struct Answer {
     message: Value,
     status: u16,
     harness: Option<HarnessCode>,
+    /// Notifications sent before `message` on an SSE answer ([`notify`]).
+    before: Vec<Value>,
 }
 
 impl Answer {
@@ -299,6 +307,7 @@ impl Answer {
             message: jsonrpc::result(id, result),
             status: 200,
             harness: None,
+            before: Vec::new(),
         }
     }
     fn err(id: &Value, code: i64, message: &str, data: Option<Value>, status: u16) -> Answer {
@@ -306,6 +315,7 @@ impl Answer {
             message: jsonrpc::error(id, code, message, data),
             status,
             harness: None,
+            before: Vec::new(),
         }
     }
 }
@@ -987,7 +997,13 @@ impl McpEndpoint {
                     .map(|t| t.result_form)
                     .unwrap_or(ResultForm::Structured);
                 let outcome = backend.call_tool(name, arguments).await;
-                match render_outcome(name, outcome, form, stateless) {
+                let before = notify::messages(
+                    backend.take_notifications(),
+                    params,
+                    &self.extras,
+                    stateless,
+                );
+                let mut answer = match render_outcome(name, outcome, form, stateless) {
                     CallAnswer::Result(r) => finish(r),
                     CallAnswer::Error {
                         code,
@@ -998,8 +1014,11 @@ impl McpEndpoint {
                         message: jsonrpc::error(id, code, &message, data),
                         status: 200,
                         harness,
+                        before: Vec::new(),
                     },
-                }
+                };
+                answer.before = before;
+                answer
             }
             _ => Answer::err(
                 id,
@@ -1023,7 +1042,8 @@ impl McpEndpoint {
             headers.push((HEADER_UNDERSTUDY_ERROR.into(), code.as_str().into()));
         }
         let a = framing.accepts;
-        let use_sse = status == 200 && a.sse && (!a.json || self.sse);
+        let notifies = answers.iter().any(|a| !a.before.is_empty());
+        let use_sse = status == 200 && a.sse && (!a.json || self.sse || notifies);
         if !use_sse {
             let body = if batch {
                 Value::Array(answers.into_iter().map(|a| a.message).collect())
@@ -1042,9 +1062,13 @@ impl McpEndpoint {
         if framing.priming {
             events.push(sse::priming(&format!("{stream}-0")));
         }
-        for (n, a) in answers.iter().enumerate() {
-            let event_id = framing.event_ids.then(|| format!("{stream}-{}", n + 1));
-            events.push(sse::event(event_id.as_deref(), &a.message));
+        let mut n = 0;
+        for a in &answers {
+            for m in a.before.iter().chain(std::iter::once(&a.message)) {
+                n += 1;
+                let event_id = framing.event_ids.then(|| format!("{stream}-{n}"));
+                events.push(sse::event(event_id.as_deref(), m));
+            }
         }
         McpResponse {
             status,
