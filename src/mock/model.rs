@@ -34,6 +34,9 @@ pub struct Variant {
     /// A deliberate failure of the answer (see [`Fault`]); rules without one inherit it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
+    /// MCP (SPEC 18): log and progress notifications sent before the result, data only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +51,9 @@ pub struct Rule {
     pub delay_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
+    /// MCP (SPEC 18): replaces the variant's `notifications` when this rule wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<Vec<Value>>,
 }
 
 /// A deliberate failure of one call's answer (issue 15), written in a variant or a rule:

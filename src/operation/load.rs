@@ -113,6 +113,12 @@ pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem
             Err(p) => problems.push(p),
         }
     }
+    if profile == "mcp" {
+        // SPEC 18: `resources/` and `prompts/` beside the tools.
+        let (o, p) = super::mcp_files::load_extras(dir);
+        ops.extend(o);
+        problems.extend(p);
+    }
     (ops, problems)
 }
 

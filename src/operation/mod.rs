@@ -17,6 +17,7 @@ pub mod call;
 pub mod check;
 pub mod generate;
 pub mod load;
+pub mod mcp_files;
 
 pub use load::LoadedOperation;
 

@@ -127,6 +127,7 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
         integ,
         req: &req,
         store_failure: Mutex::new(None),
+        notifications: Mutex::new(Vec::new()),
     };
     let answer = endpoint
         .handle(&method, &req.headers, &req.body, &backend)
@@ -224,6 +225,8 @@ struct Backend<'a> {
     req: &'a Request,
     /// The 500 to answer instead of the MCP answer when a call could not be recorded.
     store_failure: Mutex<Option<StoreFailed>>,
+    /// What the last call's variant declares to send before its result (SPEC 18).
+    notifications: Mutex<Vec<Value>>,
 }
 
 impl McpBackend for Backend<'_> {
@@ -231,8 +234,17 @@ impl McpBackend for Backend<'_> {
         self.integ
             .operations
             .iter()
+            .filter(|op| super::mcp_extras::is_tool(op))
             .map(|op| tool_info(op))
             .collect()
+    }
+
+    fn catalog(&self) -> crate::profile::mcp::catalog::Catalog {
+        super::mcp_extras::catalog(self.integ)
+    }
+
+    fn take_notifications(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.notifications.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn call_tool<'a>(
@@ -270,7 +282,16 @@ impl Backend<'_> {
                 HarnessError::new(HarnessCode::UnknownTool, self.unknown_tool_message(name)),
             ))),
         };
-        match pipeline::run_mocked(self.app, self.attempt, info, prepared, outcome_of).await {
+        let integ = self.integ;
+        let notifications = &self.notifications;
+        let seen = |d: &Decision| {
+            if let (Some(op), None) = (integ.operation(name), &d.error) {
+                *notifications.lock().unwrap_or_else(|p| p.into_inner()) =
+                    super::mcp_extras::declared_notifications(op, d.variant.as_deref(), d.rule);
+            }
+            outcome_of(d)
+        };
+        match pipeline::run_mocked(self.app, self.attempt, info, prepared, seen).await {
             Ok((_, outcome)) => outcome,
             Err(f) => {
                 *self.store_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);

@@ -9,6 +9,7 @@
 //! | [`pipeline`] | the stages: identify, plan, prepare_mock, run_mocked, commit |
 //! | [`mcp`] | the MCP endpoint of `mcp` integrations (outside `replay`: handed to `forward::mcp`) |
 //! | [`forward`] | every plan but the mock's: forwarding to the real system, blocked and simulated writes |
+//! | [`mcp_extras`] | resources, prompts and the rest of MCP beyond tools (SPEC 18) |
 //!
 //! The state these read (integrations, engines, attempts, the recorder, counters) is
 //! `crate::app`; the listener that calls them is `crate::server`.
@@ -16,6 +17,7 @@
 pub mod decision;
 pub mod forward;
 pub mod mcp;
+pub mod mcp_extras;
 pub mod pipeline;
 pub mod route;
 

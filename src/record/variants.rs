@@ -197,6 +197,7 @@ pub(super) fn build_definition(
                 set.insert(counter.clone(), json!(k + 1));
                 rules.push(Rule {
                     fault: None,
+                    notifications: None,
                     when: w,
                     result: Some(answer.clone()),
                     set_state: Some(set),
@@ -235,6 +236,7 @@ pub(super) fn build_definition(
         main_name.clone(),
         Variant {
             fault: None,
+            notifications: None,
             result: main_result,
             set_state: None,
             delay_ms: None,
@@ -296,6 +298,7 @@ pub(super) fn build_definition(
                 c.name.clone(),
                 Variant {
                     fault: None,
+                    notifications: None,
                     result: fallback,
                     set_state: None,
                     delay_ms: None,
@@ -335,6 +338,7 @@ fn steps(d: &Ident, samples: &[Sample]) -> Vec<usize> {
 fn answer_rule(when: Vec<Condition>, result: Value) -> Rule {
     Rule {
         fault: None,
+        notifications: None,
         when,
         result: Some(result),
         set_state: None,

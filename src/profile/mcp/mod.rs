@@ -118,9 +118,11 @@
 //! into a transport failure and never shows the agent the JSON-RPC error. The answer's
 //! JSON-RPC `id` is always the caller's, string or number, as received.
 
+pub mod catalog;
 pub mod client;
 pub mod http;
 pub mod jsonrpc;
+pub mod notify;
 pub mod profile;
 pub mod session;
 mod session_era;
@@ -207,6 +209,16 @@ pub trait McpBackend: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>>;
     /// `serverInfo.name`, e.g. `"understudy-<integration>"`.
     fn server_name(&self) -> String;
+    /// Resources and prompts (SPEC 18; see [`catalog`]); reads and gets go through
+    /// [`McpBackend::call_tool`] under their names.
+    fn catalog(&self) -> catalog::Catalog {
+        catalog::Catalog::default()
+    }
+    /// The `notifications` the variant (or rule) of the last [`McpBackend::call_tool`]
+    /// declared (see [`notify`]), taken once.
+    fn take_notifications(&self) -> Vec<Value> {
+        Vec::new()
+    }
 }
 
 /// An answer of the endpoint, before it becomes an HTTP response.
@@ -272,6 +284,7 @@ pub struct McpEndpoint {
     allowed_origins: Vec<String>,
     page_size: usize,
     streams: AtomicU64,
+    extras: catalog::ExtrasState,
 }
 
 /// The era a request is served in.
@@ -287,6 +300,8 @@ struct Answer {
     message: Value,
     status: u16,
     harness: Option<HarnessCode>,
+    /// Notifications sent before `message` on an SSE answer ([`notify`]).
+    before: Vec<Value>,
 }
 
 impl Answer {
@@ -295,6 +310,7 @@ impl Answer {
             message: jsonrpc::result(id, result),
             status: 200,
             harness: None,
+            before: Vec::new(),
         }
     }
     fn err(id: &Value, code: i64, message: &str, data: Option<Value>, status: u16) -> Answer {
@@ -302,6 +318,7 @@ impl Answer {
             message: jsonrpc::error(id, code, message, data),
             status,
             harness: None,
+            before: Vec::new(),
         }
     }
 }
@@ -422,6 +439,7 @@ impl McpEndpoint {
             allowed_origins: Vec::new(),
             page_size: p.tools_list_page_size,
             streams: AtomicU64::new(0),
+            extras: catalog::ExtrasState::default(),
         }
     }
 
@@ -548,13 +566,16 @@ impl McpEndpoint {
         };
         let invalid = |message: &str| Answer::err(id, INVALID_PARAMS, message, None, 200);
         let param = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
+        if let Some(a) = catalog::dispatch(self, era, id, method, params, backend).await {
+            return a;
+        }
         match method {
             "ping" if !stateless => Answer::ok(id, json!({})),
             "server/discover" if stateless => {
                 let s = &p.mcp.stateless_era;
                 finish(json!({
                     "supportedVersions": p.all_versions(),
-                    "capabilities": p.mcp.capabilities,
+                    "capabilities": catalog::capabilities(&p.mcp.capabilities, backend, true),
                     "ttlMs": s.discover_ttl_ms,
                     "cacheScope": s.discover_cache_scope,
                 }))
@@ -598,7 +619,13 @@ impl McpEndpoint {
                     .map(|t| t.result_form)
                     .unwrap_or(ResultForm::Structured);
                 let outcome = backend.call_tool(name, arguments).await;
-                match render_outcome(name, outcome, form, stateless) {
+                let before = notify::messages(
+                    backend.take_notifications(),
+                    params,
+                    &self.extras,
+                    stateless,
+                );
+                let mut answer = match render_outcome(name, outcome, form, stateless) {
                     CallAnswer::Result(r) => finish(r),
                     CallAnswer::Error {
                         code,
@@ -609,8 +636,11 @@ impl McpEndpoint {
                         message: jsonrpc::error(id, code, &message, data),
                         status: 200,
                         harness,
+                        before: Vec::new(),
                     },
-                }
+                };
+                answer.before = before;
+                answer
             }
             _ => Answer::err(
                 id,
@@ -634,7 +664,8 @@ impl McpEndpoint {
             headers.push((HEADER_UNDERSTUDY_ERROR.into(), code.as_str().into()));
         }
         let a = framing.accepts;
-        let use_sse = status == 200 && a.sse && (!a.json || self.sse);
+        let notifies = answers.iter().any(|a| !a.before.is_empty());
+        let use_sse = status == 200 && a.sse && (!a.json || self.sse || notifies);
         if !use_sse {
             let body = if batch {
                 Value::Array(answers.into_iter().map(|a| a.message).collect())
@@ -653,9 +684,13 @@ impl McpEndpoint {
         if framing.priming {
             events.push(sse::priming(&format!("{stream}-0")));
         }
-        for (n, a) in answers.iter().enumerate() {
-            let event_id = framing.event_ids.then(|| format!("{stream}-{}", n + 1));
-            events.push(sse::event(event_id.as_deref(), &a.message));
+        let mut n = 0;
+        for a in &answers {
+            for m in a.before.iter().chain(std::iter::once(&a.message)) {
+                n += 1;
+                let event_id = framing.event_ids.then(|| format!("{stream}-{n}"));
+                events.push(sse::event(event_id.as_deref(), m));
+            }
         }
         McpResponse {
             status,

@@ -201,7 +201,7 @@ impl McpEndpoint {
         };
         let result = json!({
             "protocolVersion": negotiated,
-            "capabilities": p.mcp.capabilities,
+            "capabilities": super::catalog::capabilities(&p.mcp.capabilities, backend, false),
             "serverInfo": {"name": backend.server_name(), "version": env!("CARGO_PKG_VERSION")},
         });
         let framing = self.session_framing(accepts, sid, negotiated);

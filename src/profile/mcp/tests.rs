@@ -217,7 +217,7 @@ async fn initialize_negotiates_and_mints_a_session() {
         assert_eq!(m["result"]["protocolVersion"], json!(got), "asked {asked}");
         assert_eq!(
             m["result"]["capabilities"],
-            json!({"tools": {"listChanged": false}})
+            json!({"tools": {"listChanged": false}, "logging": {}})
         );
         assert_eq!(m["result"]["serverInfo"]["name"], json!("understudy-tools"));
         assert!(m["result"].get("resultType").is_none());
@@ -810,12 +810,7 @@ async fn tools_call_outcomes() {
     assert_eq!(b.calls().len(), before);
 
     // unknown method → -32601 (HTTP 200 in the session era)
-    for m in [
-        "resources/list",
-        "prompts/list",
-        "server/discover-ish",
-        "logging/setLevel",
-    ] {
+    for m in ["resources/list", "prompts/list", "server/discover-ish"] {
         let r = post(
             &ep,
             &b,

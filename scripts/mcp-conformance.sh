@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite (@modelcontextprotocol/conformance, pinned) against
+# understudy serving the fixture project tests/mcp-conformance/ in replay mode.
+#
+#   scripts/mcp-conformance.sh [SCENARIO...]
+#
+# Installs the suite into target/mcp-conformance/ with npm (no global install), builds and
+# starts `understudy serve` on a free loopback port (read from the readiness line), runs every
+# active server scenario (or the ones named), prints a pass/fail table and exits 1 on any
+# failure. Needs Node 20+ and npm.
+#
+# Environment: CONFORMANCE_VERSION (default 0.1.12), UNDERSTUDY_BIN (skip the build and use
+# this binary), CONFORMANCE_CONFIG (default tests/mcp-conformance/understudy.json),
+# CONFORMANCE_INTEGRATION (default everything).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+version=${CONFORMANCE_VERSION:-0.1.12}
+config=${CONFORMANCE_CONFIG:-tests/mcp-conformance/understudy.json}
+integration=${CONFORMANCE_INTEGRATION:-everything}
+tools_dir=$root/target/mcp-conformance/$version
+out=$root/target/mcp-conformance/results
+# The suite's pending scenarios are not part of the active suite.
+pending=" json-schema-2020-12 server-sse-polling "
+
+if [ ! -x "$tools_dir/node_modules/.bin/conformance" ]; then
+  echo "== installing @modelcontextprotocol/conformance@$version into $tools_dir"
+  mkdir -p "$tools_dir"
+  (cd "$tools_dir" && { [ -f package.json ] || echo '{"private":true}' >package.json; } &&
+    npm install --no-audit --no-fund --silent "@modelcontextprotocol/conformance@$version")
+fi
+conformance=$tools_dir/node_modules/.bin/conformance
+
+if [ -n "${UNDERSTUDY_BIN:-}" ]; then
+  bin=$UNDERSTUDY_BIN
+else
+  cargo build --quiet --locked
+  bin=$root/target/debug/understudy
+fi
+
+data=$(mktemp -d)
+log=$data/serve.log
+: >"$log"
+cfgdir=$(cd "$(dirname "$config")" && pwd)
+cp -r "$cfgdir"/. "$data/project"
+"$bin" serve --config "$data/project/$(basename "$config")" --listen 127.0.0.1:0 >"$log" 2>&1 &
+pid=$!
+cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data"; }
+trap cleanup EXIT
+
+addr=
+for _ in $(seq 1 100); do
+  addr=$(sed -n 's/^understudy listening on \(http:\/\/[^ ]*\).*/\1/p' "$log" | head -n1)
+  [ -n "$addr" ] && break
+  if ! kill -0 "$pid" 2>/dev/null; then cat "$log"; echo "understudy serve exited" >&2; exit 1; fi
+  sleep 0.1
+done
+[ -n "$addr" ] || { cat "$log"; echo "no readiness line from understudy serve" >&2; exit 1; }
+url=$addr/$integration
+echo "== understudy serving $url (conformance $version)"
+
+if [ $# -gt 0 ]; then
+  scenarios=("$@")
+else
+  mapfile -t scenarios < <("$conformance" list --server | sed -n 's/^  - //p')
+fi
+
+rm -rf "$out"
+mkdir -p "$out"
+passed=0
+failed=0
+rows=()
+for s in "${scenarios[@]}"; do
+  case "$pending" in *" $s "*) continue ;; esac
+  if NO_COLOR=1 "$conformance" server --url "$url" --scenario "$s" -o "$out/$s" >"$out/$s.log" 2>&1; then
+    rows+=("PASS  $s")
+    passed=$((passed + 1))
+  else
+    # The first failing check's message, from the suite's checks.json.
+    why=$(find "$out/$s" -name checks.json -exec node -e '
+      const c = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+      const f = c.find((x) => x.status !== "SUCCESS" && x.status !== "INFO");
+      if (f) console.log(`${f.id}: ${f.errorMessage || f.status}`.slice(0, 160));' {} \; 2>/dev/null | head -n1)
+    rows+=("FAIL  $s  ${why}")
+    failed=$((failed + 1))
+  fi
+done
+
+echo
+printf '%s\n' "${rows[@]}"
+echo
+echo "conformance $version: $passed passed, $failed failed (logs: $out)"
+[ "$failed" -eq 0 ]
