@@ -50,7 +50,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Map, Value};
 
-use crate::records::{AgentEvent, AttemptRecord, EventSource, ResultStatus, ToolEvent};
+use crate::records::{
+    AgentEvent, AttemptEvidence, AttemptRecord, EventSource, ResultStatus, ToolEvent,
+};
 use crate::verify::{self, ContractResult};
 
 /// The `schema_version` of the exported envelope.
@@ -70,6 +72,19 @@ pub struct Inputs<'a> {
     pub live_state: &'a BTreeMap<String, Map<String, Value>>,
     /// Object members to hide (see the module doc).
     pub redact: &'a [String],
+}
+
+impl<'a> Inputs<'a> {
+    /// The envelope's inputs of an attempt as the store holds it, with `redact`.
+    pub fn of(a: &'a AttemptEvidence, redact: &'a [String]) -> Inputs<'a> {
+        Inputs {
+            attempt: &a.attempt,
+            calls: &a.calls,
+            events: &a.events,
+            live_state: &a.live_state,
+            redact,
+        }
+    }
 }
 
 impl<'a> Inputs<'a> {

@@ -302,6 +302,16 @@ pub struct FaultRecord {
     pub wire_status: Option<u16>,
 }
 
+/// One attempt as the store holds it: its record, calls, agent-side events and live state
+/// (read by [`crate::store::Store::attempt_evidence`]; [`crate::evidence::Inputs::of`] borrows it).
+#[derive(Debug, Clone)]
+pub struct AttemptEvidence {
+    pub attempt: AttemptRecord,
+    pub calls: Vec<ToolEvent>,
+    pub events: Vec<AgentEvent>,
+    pub live_state: BTreeMap<String, Map<String, Value>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -567,7 +567,7 @@ async fn evidence(app: &App, id: &str) -> ApiResult {
     // Under the state lock: events and final state from the same instant.
     let found = {
         let _g = a.lock.lock().await;
-        crate::commands::evidence::AttemptEvidence::read(&app.store, id).map_err(store_err)?
+        app.store.attempt_evidence(id).map_err(store_err)?
     };
     let Some(found) = found else {
         return Err(ApiError::new(
@@ -576,7 +576,8 @@ async fn evidence(app: &App, id: &str) -> ApiResult {
             format!("no attempt `{id}` in the store"),
         ));
     };
-    let mut env = crate::evidence::envelope_of(&found.inputs(&app.config.redact));
+    let mut env =
+        crate::evidence::envelope_of(&crate::evidence::Inputs::of(&found, &app.config.redact));
     // Calls answered `store_error` are missing from (or unconfirmed in) the evidence: the
     // agent saw a failure, so the attempt cannot pass.
     let failures = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);

@@ -22,7 +22,6 @@ use serde_json::{json, Value};
 use super::{lookup, store_err, ApiError, ApiResult, PREFIX};
 use crate::app::App;
 use crate::attempt::Lease;
-use crate::commands::evidence::AttemptEvidence;
 use crate::http::Request;
 use crate::records::{AgentEvent, AgentEventKind};
 use crate::verify::{Risk, Status};
@@ -171,7 +170,7 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
     };
     let found = {
         let _g = a.lock.lock().await;
-        AttemptEvidence::read(&app.store, id).map_err(store_err)?
+        app.store.attempt_evidence(id).map_err(store_err)?
     };
     let Some(found) = found else {
         return Err(ApiError::new(
@@ -180,7 +179,7 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
             format!("no attempt `{id}` in the store"),
         ));
     };
-    let inputs = found.inputs(&app.config.redact);
+    let inputs = crate::evidence::Inputs::of(&found, &app.config.redact);
     let results = match chosen {
         None => crate::evidence::contract_results(&inputs),
         Some(list) => crate::evidence::evaluate_contracts(&inputs, &list),

@@ -1,64 +1,17 @@
 //! `understudy evidence ATTEMPT`: open the data dir, build the attempt's envelope
 //! ([`crate::evidence`], pure: calls, agent-side events, pinned contracts evaluated) and print
 //! it; exit 0 when the verdict is `pass`, 1 when `fail` (every `verdict_reasons` line on
-//! stderr), 2 when it cannot be read. [`AttemptEvidence`] is the one reader of an attempt's
+//! stderr), 2 when it cannot be read. [`crate::store::Store::attempt_evidence`] is the one reader of an attempt's
 //! records, shared with the admin routes and `understudy verify`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::Exit;
 use crate::cli::EvidenceArgs;
 use crate::evidence::{envelope_of, Inputs};
-use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, ToolEvent};
 use crate::store::{Store, StoreError};
-
-/// One attempt as the store holds it: what [`crate::evidence::Inputs`] borrows.
-#[derive(Debug, Clone)]
-pub struct AttemptEvidence {
-    pub attempt: AttemptRecord,
-    pub calls: Vec<ToolEvent>,
-    pub events: Vec<AgentEvent>,
-    pub live_state: BTreeMap<String, Map<String, Value>>,
-}
-
-impl AttemptEvidence {
-    /// Reads the attempt's record, calls, agent-side events and live state; `Ok(None)` when
-    /// the attempt is unknown. The admin routes and the CLI share it.
-    pub fn read(store: &Store, attempt_id: &str) -> Result<Option<AttemptEvidence>, StoreError> {
-        let Some(attempt) = store.attempt(attempt_id)? else {
-            return Ok(None);
-        };
-        let mut calls = Vec::new();
-        let mut events = Vec::new();
-        for e in store.timeline(attempt_id)? {
-            match e {
-                EvidenceEntry::Call(c) => calls.push(c),
-                EvidenceEntry::Agent(a) => events.push(a),
-            }
-        }
-        let live_state = store.state(attempt_id)?;
-        Ok(Some(AttemptEvidence {
-            attempt,
-            calls,
-            events,
-            live_state,
-        }))
-    }
-
-    /// The envelope's inputs, with `redact`.
-    pub fn inputs<'a>(&'a self, redact: &'a [String]) -> Inputs<'a> {
-        Inputs {
-            attempt: &self.attempt,
-            calls: &self.calls,
-            events: &self.events,
-            live_state: &self.live_state,
-            redact,
-        }
-    }
-}
 
 /// Loads an attempt's envelope from an open store; `Ok(None)` when the attempt is unknown.
 pub fn load_envelope(
@@ -66,7 +19,9 @@ pub fn load_envelope(
     attempt_id: &str,
     redact: &[String],
 ) -> Result<Option<Value>, StoreError> {
-    Ok(AttemptEvidence::read(store, attempt_id)?.map(|a| envelope_of(&a.inputs(redact))))
+    Ok(store
+        .attempt_evidence(attempt_id)?
+        .map(|a| envelope_of(&Inputs::of(&a, redact))))
 }
 
 /// `understudy evidence`: see [`run_with`].
@@ -133,7 +88,7 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     };
-    let found = match AttemptEvidence::read(&store, attempt_id) {
+    let found = match store.attempt_evidence(attempt_id) {
         Ok(Some(a)) => a,
         Ok(None) => {
             eprintln!(
@@ -147,7 +102,7 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     };
-    let env = envelope_of(&found.inputs(redact));
+    let env = envelope_of(&crate::evidence::Inputs::of(&found, redact));
     match serde_json::to_string_pretty(&env) {
         Ok(s) => println!("{s}"),
         Err(e) => {

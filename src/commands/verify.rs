@@ -10,7 +10,7 @@
 
 use serde_json::json;
 
-use super::evidence::{resolve_store, AttemptEvidence};
+use super::evidence::resolve_store;
 use super::Exit;
 use crate::cli::{OutputFormat, VerifyArgs};
 use crate::store::Store;
@@ -53,7 +53,7 @@ pub fn verify(args: &VerifyArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let found = match AttemptEvidence::read(&store, &args.attempt) {
+    let found = match store.attempt_evidence(&args.attempt) {
         Ok(Some(a)) => a,
         Ok(None) => {
             eprintln!(
@@ -68,7 +68,7 @@ pub fn verify(args: &VerifyArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let inputs = found.inputs(&redact);
+    let inputs = crate::evidence::Inputs::of(&found, &redact);
     let results = if given.is_empty() {
         if found.attempt.contracts.is_empty() {
             eprintln!(

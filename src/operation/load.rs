@@ -155,6 +155,24 @@ pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync
 
 #[cfg(test)]
 mod tests {
+
+    /// A `fault` is part of the definition, so the definition hash covers it (issue 15).
+    #[test]
+    fn a_fault_changes_the_definition_hash() {
+        let with = serde_json::json!({"schema_version": 1, "default_variant": "a", "variants": {
+            "a": {"result": 1, "fault": {"kind": "close", "after_effect": false}}},
+            "examples": []});
+        let mut without = with.clone();
+        without["variants"]["a"]
+            .as_object_mut()
+            .unwrap()
+            .remove("fault");
+        assert_ne!(
+            crate::contract::hash::definition_hash(&with),
+            crate::contract::hash::definition_hash(&without)
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -140,7 +140,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 
-use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, RevisionRecord, ToolEvent};
+use crate::records::{
+    AgentEvent, AttemptEvidence, AttemptRecord, EvidenceEntry, RevisionRecord, ToolEvent,
+};
 use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
 use keys::{check_attempt_id, check_key};
@@ -385,6 +387,32 @@ impl Store {
             )));
         }
         self.inner.write_agent_event(attempt_id, event)
+    }
+
+    /// The attempt's record, calls, agent-side events and live state in one read; `Ok(None)`
+    /// when the attempt is unknown. The one reader shared by the admin routes and the CLI.
+    pub fn attempt_evidence(
+        &self,
+        attempt_id: &str,
+    ) -> Result<Option<AttemptEvidence>, StoreError> {
+        let Some(attempt) = self.attempt(attempt_id)? else {
+            return Ok(None);
+        };
+        let mut calls = Vec::new();
+        let mut events = Vec::new();
+        for e in self.timeline(attempt_id)? {
+            match e {
+                EvidenceEntry::Call(c) => calls.push(c),
+                EvidenceEntry::Agent(a) => events.push(a),
+            }
+        }
+        let live_state = self.state(attempt_id)?;
+        Ok(Some(AttemptEvidence {
+            attempt,
+            calls,
+            events,
+            live_state,
+        }))
     }
 
     /// Every entry of the attempt's evidence — calls and agent-side events — in sequence
