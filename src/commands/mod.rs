@@ -10,13 +10,17 @@
 //! | [`evidence`] | `evidence` |
 //! | [`discover`] | `discover` |
 //! | [`ca`] | `ca init` |
+//! | [`import`] | `import` |
+//! | [`drift`] | `drift` |
 
 pub mod ca;
 pub mod check;
 pub mod discover;
+pub mod drift;
 pub mod evidence;
 pub mod exec;
 pub mod generate;
+pub mod import;
 pub mod serve;
 
 use std::ffi::OsString;
@@ -103,6 +107,8 @@ where
         Command::Ca(a) => match &a.command {
             CaCommand::Init(a) => ca::init(&a.dir, a.force),
         },
+        Command::Import(a) => import::import(a),
+        Command::Drift(a) => drift::drift(a),
     }
 }
 
