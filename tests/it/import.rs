@@ -154,3 +154,87 @@ async fn har_from_mitmproxy_replays_every_entry() {
     }
     server.stop().await.unwrap();
 }
+
+/// Percent-encode a query value.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn wiremock_recordings_replay_every_mapping() {
+    let dir = fixture("wiremock");
+    let p = project("salesforce", "http://127.0.0.1:18181");
+    let (code, report) = import(&p, "wiremock", &[&dir], &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["summary"]["written"], 5, "{report:#}");
+    let text = all_text(&p.ops_dir("crm"));
+    for s in SECRETS {
+        assert!(!text.contains(s), "secret {s} reached the operations");
+    }
+    check_ok(&p);
+
+    let mut mappings: Vec<Value> = std::fs::read_dir(dir.join("mappings"))
+        .unwrap()
+        .map(|e| {
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    // A scenario's first step before the steps that need its later states.
+    mappings.sort_by_key(|m| {
+        let later = m["requiredScenarioState"]
+            .as_str()
+            .is_some_and(|s| s != "Started");
+        (later, m["insertionIndex"].as_i64())
+    });
+    let server = Server::start(&p).await;
+    for m in &mappings {
+        let req = &m["request"];
+        let mut url = req["url"]
+            .as_str()
+            .or(req["urlPath"].as_str())
+            .unwrap()
+            .to_string();
+        if let Some(q) = req["queryParameters"].as_object() {
+            let parts: Vec<String> = q
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        enc(v["hasExactly"][0]["equalTo"].as_str().unwrap())
+                    )
+                })
+                .collect();
+            url = format!("{url}?{}", parts.join("&"));
+        }
+        let body: Option<Value> = req["bodyPatterns"][0]["equalToJson"]
+            .as_str()
+            .map(|s| serde_json::from_str(s).unwrap());
+        let method = req["method"].as_str().unwrap();
+        let r = send(
+            &server.http,
+            method,
+            &server.url(&format!("/crm{url}")),
+            body.as_ref(),
+            &[("Accept", "application/json")],
+        )
+        .await;
+        let resp = &m["response"];
+        assert_eq!(
+            r.status as u64,
+            resp["status"].as_u64().unwrap(),
+            "{method} {url}: {}",
+            r.text
+        );
+        let want: Value = serde_json::from_str(resp["body"].as_str().unwrap()).unwrap();
+        assert_eq!(r.json(), want, "{method} {url}");
+    }
+    server.stop().await.unwrap();
+}
