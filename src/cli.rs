@@ -41,6 +41,12 @@ pub enum Command {
     Test(TestArgs),
     /// Write an attempt's report as JSON, JUnit XML or HTML.
     Report(ReportArgs),
+    /// Turn a HAR, a Postman collection, WireMock mappings or an OpenAPI document into
+    /// operation files (SPEC 19).
+    Import(ImportArgs),
+    /// Send each read example to the real upstream and report where the answers drifted from
+    /// the mocks (SPEC 19); exit 1 when a real answer violates its output schema.
+    Drift(DriftArgs),
 }
 
 /// `--log-format`.
@@ -286,6 +292,61 @@ pub struct DiscoverArgs {
     /// Where to write the operation files (default: the integration's operations directory).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+/// `import --from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportFrom {
+    Har,
+    Postman,
+    Wiremock,
+    Openapi,
+}
+
+/// `understudy import --from KIND FILE… --integration NAME --out DIR`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    #[arg(long, value_enum)]
+    pub from: ImportFrom,
+    /// Source files (WireMock: a mappings directory or a file with `mappings`).
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The integration the operations belong to (its profile, upstream and scrub list come
+    /// from the project file when it names it; else the rest profile).
+    #[arg(long, value_name = "NAME")]
+    pub integration: String,
+    /// Where to write the operation files.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Project file (default: ./understudy.json when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Replace existing operation files.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+/// `understudy drift --integration NAME [--operation ID…] [--values]`.
+#[derive(Debug, Clone, Args)]
+pub struct DriftArgs {
+    #[arg(long, value_name = "NAME")]
+    pub integration: String,
+    /// Only these operations (repeatable).
+    #[arg(long = "operation", value_name = "ID")]
+    pub operations: Vec<String>,
+    /// Also report values that differ (not only shapes).
+    #[arg(long)]
+    pub values: bool,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Project file (default: ./understudy.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Extra CA certificate (PEM) trusted for upstream calls.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
 }
 
 /// `understudy ca …`.

@@ -27,6 +27,8 @@
 //! | [`store`] | sled trees, per-attempt evidence files, the write-ahead journal and its group commit — the only module that touches the data dir |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
 //! | [`upstream`] | the upstream HTTP(S) client of record/dry-run/passthrough: rustls, header hygiene, streaming |
+//! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |
+//! | [`drift`] | `understudy drift`'s pure shape/value diff of a real answer against a mock's |
 //! | [`tls`] | the local test CA, leaf certificates, rustls configs, forward-proxy parsing |
 
 pub mod admin;
@@ -37,10 +39,12 @@ pub mod commands;
 pub mod config;
 pub mod contract;
 pub mod discover;
+pub mod drift;
 pub mod error;
 pub mod evidence;
 pub mod fault;
 pub mod http;
+pub mod import;
 pub mod mock;
 pub mod operation;
 pub mod profile;

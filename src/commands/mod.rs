@@ -13,13 +13,17 @@
 //! | [`ca`] | `ca init` |
 //! | [`test`] | `test` |
 //! | [`report`] | `report` |
+//! | [`import`] | `import` |
+//! | [`drift`] | `drift` |
 
 pub mod ca;
 pub mod check;
 pub mod discover;
+pub mod drift;
 pub mod evidence;
 pub mod exec;
 pub mod generate;
+pub mod import;
 pub mod report;
 pub mod serve;
 pub mod test;
@@ -117,6 +121,8 @@ where
         },
         Command::Test(a) => test::test(a),
         Command::Report(a) => report::report(a),
+        Command::Import(a) => import::import(a),
+        Command::Drift(a) => drift::drift(a),
     }
 }
 

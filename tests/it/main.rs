@@ -12,6 +12,7 @@ mod faults;
 mod hostile;
 mod hostile_h2;
 mod https;
+mod import;
 mod isolation;
 mod mcp;
 mod no_silent_pass;

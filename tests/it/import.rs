@@ -1,0 +1,240 @@
+//! `understudy import` on real inputs (tests/fixtures/import/README.md says how each was
+//! made): import → check → a real server → the imported mocks answer what the source
+//! answered.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::support::{send, Project, Server};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/import")
+        .join(rel)
+}
+
+/// Run the real binary; (exit code, stdout, stderr).
+fn understudy(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(args)
+        .output()
+        .expect("run understudy");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A project with one integration `crm` of `profile` (and `upstream`, never contacted).
+fn project(profile: &str, upstream: &str) -> Project {
+    let p = Project::new(&[("crm", profile)]);
+    p.write_config(json!({ "integrations": { "crm": {
+        "profile": profile, "upstream": upstream, "operations": "mocks/crm" } } }));
+    p
+}
+
+fn import(p: &Project, from: &str, files: &[&Path], extra: &[&str]) -> (i32, Value) {
+    let cfg = p.config_path();
+    let out = p.ops_dir("crm");
+    let mut args = vec![
+        "import",
+        "--from",
+        from,
+        "--integration",
+        "crm",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+    ];
+    let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    args.extend(files.iter().map(String::as_str));
+    args.extend(extra);
+    let (code, stdout, stderr) = understudy(&args);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("report is not JSON ({e}): {stdout}\n{stderr}"));
+    (code, report)
+}
+
+fn check_ok(p: &Project) {
+    let (code, out, err) = understudy(&["check", "--config", p.config_path().to_str().unwrap()]);
+    assert_eq!(code, 0, "check failed:\n{out}\n{err}");
+}
+
+/// Every file of `dir`, as text.
+fn all_text(dir: &Path) -> String {
+    let mut s = String::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        s.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap());
+    }
+    s
+}
+
+const SECRETS: &[&str] = &[
+    "00D5g000004SECRET",
+    "FakeSessionTokenValue",
+    "Zq3Xk9vPEe6secretcookie",
+];
+
+/// `(method, path+query, request body, status, response body)`.
+type Entry = (String, String, Option<Value>, u16, Option<Value>);
+
+/// Every HAR entry.
+fn har_entries(file: &Path) -> Vec<Entry> {
+    let har: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    har["log"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let url = e["request"]["url"].as_str().unwrap();
+            let tail = &url[url.find("/services").unwrap()..];
+            let req = e["request"]["postData"]["text"]
+                .as_str()
+                .map(|t| serde_json::from_str(t).unwrap());
+            let resp = e["response"]["content"]["text"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(|t| serde_json::from_str(t).unwrap());
+            (
+                e["request"]["method"].as_str().unwrap().to_string(),
+                tail.to_string(),
+                req,
+                e["response"]["status"].as_u64().unwrap() as u16,
+                resp,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn har_from_mitmproxy_replays_every_entry() {
+    let har = fixture("har/salesforce.har");
+    let p = project("salesforce", "http://127.0.0.1:18181");
+    let (code, report) = import(&p, "har", &[&har], &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["summary"]["written"], 4, "{report:#}");
+    assert!(report["info"][0]
+        .as_str()
+        .unwrap()
+        .contains("secrets scrubbed"));
+    let text = all_text(&p.ops_dir("crm"));
+    for s in SECRETS {
+        assert!(!text.contains(s), "secret {s} reached the drafts");
+    }
+    check_ok(&p);
+
+    // A second import does not replace what is there.
+    let (code, again) = import(&p, "har", &[&har], &[]);
+    assert_eq!(code, 1);
+    assert_eq!(again["summary"]["exists"], 4, "{again:#}");
+    let (code, forced) = import(&p, "har", &[&har], &["--force"]);
+    assert_eq!(code, 0, "{forced:#}");
+
+    let server = Server::start(&p).await;
+    for (method, tail, body, status, data) in har_entries(&har) {
+        let r = send(
+            &server.http,
+            &method,
+            &server.url(&format!("/crm{tail}")),
+            body.as_ref(),
+            &[],
+        )
+        .await;
+        assert_eq!(r.status, status, "{method} {tail}: {}", r.text);
+        match data {
+            Some(d) => assert_eq!(r.json(), d, "{method} {tail}"),
+            None => assert!(r.text.is_empty(), "{method} {tail}: {}", r.text),
+        }
+    }
+    server.stop().await.unwrap();
+}
+
+/// Percent-encode a query value.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn wiremock_recordings_replay_every_mapping() {
+    let dir = fixture("wiremock");
+    let p = project("salesforce", "http://127.0.0.1:18181");
+    let (code, report) = import(&p, "wiremock", &[&dir], &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["summary"]["written"], 5, "{report:#}");
+    let text = all_text(&p.ops_dir("crm"));
+    for s in SECRETS {
+        assert!(!text.contains(s), "secret {s} reached the operations");
+    }
+    check_ok(&p);
+
+    let mut mappings: Vec<Value> = std::fs::read_dir(dir.join("mappings"))
+        .unwrap()
+        .map(|e| {
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    // A scenario's first step before the steps that need its later states.
+    mappings.sort_by_key(|m| {
+        let later = m["requiredScenarioState"]
+            .as_str()
+            .is_some_and(|s| s != "Started");
+        (later, m["insertionIndex"].as_i64())
+    });
+    let server = Server::start(&p).await;
+    for m in &mappings {
+        let req = &m["request"];
+        let mut url = req["url"]
+            .as_str()
+            .or(req["urlPath"].as_str())
+            .unwrap()
+            .to_string();
+        if let Some(q) = req["queryParameters"].as_object() {
+            let parts: Vec<String> = q
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        enc(v["hasExactly"][0]["equalTo"].as_str().unwrap())
+                    )
+                })
+                .collect();
+            url = format!("{url}?{}", parts.join("&"));
+        }
+        let body: Option<Value> = req["bodyPatterns"][0]["equalToJson"]
+            .as_str()
+            .map(|s| serde_json::from_str(s).unwrap());
+        let method = req["method"].as_str().unwrap();
+        let r = send(
+            &server.http,
+            method,
+            &server.url(&format!("/crm{url}")),
+            body.as_ref(),
+            &[("Accept", "application/json")],
+        )
+        .await;
+        let resp = &m["response"];
+        assert_eq!(
+            r.status as u64,
+            resp["status"].as_u64().unwrap(),
+            "{method} {url}: {}",
+            r.text
+        );
+        let want: Value = serde_json::from_str(resp["body"].as_str().unwrap()).unwrap();
+        assert_eq!(r.json(), want, "{method} {url}");
+    }
+    server.stop().await.unwrap();
+}
