@@ -93,10 +93,18 @@ impl Request {
 
     /// `GET /path?query`, for messages.
     pub fn line(&self) -> String {
+        let path = self.public_path();
         match &self.raw_query {
-            Some(q) => format!("{} {}?{}", self.method, self.path, q),
-            None => format!("{} {}", self.method, self.path),
+            Some(q) => format!("{} {path}?{q}", self.method),
+            None => format!("{} {path}", self.method),
         }
+    }
+
+    /// The path with an attempt token in it (`/~<token>/…`) spelled `/~[token]/…`: what
+    /// messages and evidence name. The token is a capability: it never reaches an error
+    /// message, the evidence, a report or a log.
+    pub fn public_path(&self) -> std::borrow::Cow<'_, str> {
+        hide_token(&self.path)
     }
 
     /// What an unmatched request is recorded with in evidence: method, path, query and body.
@@ -110,8 +118,17 @@ impl Request {
             Ok(b) => b.cloned().unwrap_or(Value::Null),
             Err(_) => Value::String(String::from_utf8_lossy(&self.body).into_owned()),
         };
-        json!({ "method": self.method, "path": self.path, "query": q, "body": body })
+        json!({ "method": self.method, "path": self.public_path(), "query": q, "body": body })
     }
+}
+
+/// `path` with the token of a leading `/~<token>` segment replaced by `[token]`.
+pub fn hide_token(path: &str) -> std::borrow::Cow<'_, str> {
+    let Some(rest) = path.strip_prefix("/~") else {
+        return path.into();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    format!("/~[token]{}", &rest[end..]).into()
 }
 
 /// The body of [`Request::json`].

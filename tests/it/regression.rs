@@ -308,3 +308,41 @@ async fn discover_and_execute_upstream_negotiate_the_same_mcp_version() {
     assert_eq!(version_of(&by_discover, "tools/list"), negotiated);
     assert_eq!(version_of(&by_execute, "tools/call"), negotiated);
 }
+
+// What broke: a harness error's message quoted the request line, and an unmatched call's
+// evidence recorded its path — both with the `/~ust_…` capability token in it, so the token
+// reached the evidence, `understudy report`'s JUnit/HTML files (CI artifacts) and the logs.
+// The token is now spelled `/~[token]` wherever a request path is named (`Request::line`,
+// `Request::describe`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attempt_token_never_reaches_an_error_message_or_the_evidence() {
+    let p = Project::new(&[("api", "rest")]);
+    p.op(
+        "api",
+        crate::support::rest_op("get_item", "GET", "/items/{id}", None),
+    );
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({"test_run_id": "tok"})).await;
+    let r = s
+        .call(
+            "GET",
+            &format!("/~{}/api/nothing/here?x=1", a.token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 500, "{}", r.text);
+    assert!(
+        !r.text.contains(&a.token),
+        "answer names the token: {}",
+        r.text
+    );
+    assert!(r.text.contains("/~[token]/api/nothing/here"), "{}", r.text);
+    let ev = s.evidence(&a.id).await;
+    let text = ev.to_string();
+    assert!(
+        !text.contains(&a.token),
+        "the evidence holds the token: {text}"
+    );
+    assert_eq!(ev["tool_events"][0]["result_status"], "harness_error");
+}
