@@ -251,11 +251,87 @@ fn test_exit_codes_command_failure_then_verdict_then_success() {
 
 #[test]
 fn test_contracts_need_a_build_with_contracts() {
+    // An unknown contract id is refused before CMD runs (422 from the attempt API: usage).
     let dir = project("replay");
     let o = run_test(dir.path(), &["--contract", "book_contract"], "true");
-    // This build's attempt API has no `contracts` yet (usage error); once it has, an unknown
-    // contract id is a 422, also a usage error.
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// The healthplus example (its mocks and contracts) in a temp dir of its own.
+fn healthplus_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/healthplus");
+    for sub in ["mocks/crm", "contracts"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, dir.path().join(sub).join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("understudy.json")).unwrap())
+            .unwrap();
+    cfg["data_dir"] = json!("data");
+    std::fs::write(
+        dir.path().join("understudy.json"),
+        serde_json::to_vec_pretty(&cfg).unwrap(),
+    )
+    .unwrap();
+    dir
+}
+
+// The newcomer's loop of the README: the booking contract, an agent run under `understudy
+// test`, a red run whose reports say what went wrong — and green once the agent is fixed.
+#[test]
+fn test_with_the_booking_contract_is_red_for_a_broken_agent_and_green_for_a_fixed_one() {
+    let dir = healthplus_copy();
+    let book = r#"curl -sf -X POST "$UNDERSTUDY_URL_CRM/services/data/v60.0/sobjects/Appointment__c" -H 'content-type: application/json' -H 'Idempotency-Key: b1' -d "{\"Contact__c\":\"$CONTACT\",\"Requested_Date__c\":\"2026-12-01\"}" > /dev/null"#;
+    let told = r#"curl -sf -X POST "$UNDERSTUDY_URL/_understudy/api/attempts/$UNDERSTUDY_ATTEMPT_ID/events" -H 'content-type: application/json' -d '{"name":"told_caller_booked","kind":"agent_message","text":"You are booked."}' > /dev/null"#;
+    let lookup = r#"CONTACT=$(curl -sf -G "$UNDERSTUDY_URL_CRM/services/data/v60.0/query" --data-urlencode "q=SELECT Id, FirstName, LastName, Phone FROM Contact WHERE Phone = '555-0100'" | python3 -c 'import json,sys; print(json.load(sys.stdin)["records"][0]["Id"])')"#;
+    // Broken: books an invented contact without looking the caller up.
+    let broken = format!("set -e\nCONTACT=003000000000000AAA\n{book}\n{told}\n");
+    let o = run_test(
+        dir.path(),
+        &["--contract", "book_appointment_contract"],
+        &broken,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let ev = evidence_json(dir.path());
+    assert_eq!(ev["verdict"], "fail");
+    let checks = &ev["contract_results"][0]["checks"];
+    let failed: Vec<&str> = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] != "passed")
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "preconditions.required_before[crm/lookup_contact_by_phone]",
+            "arguments.sources[Contact__c]"
+        ],
+        "{checks:#}"
+    );
+    let junit = std::fs::read_to_string(dir.path().join("report/junit.xml")).unwrap();
+    assert!(
+        junit.contains("came before any effective crm/lookup_contact_by_phone"),
+        "{junit}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("report/report.html")).unwrap();
+    assert!(html.contains("preconditions.required_before[crm/lookup_contact_by_phone]"));
+    // Fixed: looks the caller up and books the contact it found.
+    let fixed = format!("set -e\n{lookup}\n{book}\n{told}\n");
+    let o = run_test(
+        dir.path(),
+        &["--contract", "book_appointment_contract"],
+        &fixed,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ev = evidence_json(dir.path());
+    assert_eq!(ev["verdict"], "pass", "{:#}", ev["contract_results"]);
+    assert_eq!(ev["contract_results"][0]["status"], "passed");
 }
 
 #[test]
