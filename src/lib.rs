@@ -10,26 +10,36 @@
 //! |---|---|
 //! | [`commands`] | one file per CLI subcommand; the only code that prints or picks an exit code ([`commands::Exit`]) |
 //! | [`cli`] | clap definitions only; the serve flags shared by `serve` and `record` |
-//! | [`server`] | the listener, TLS, CONNECT, the hot-reload task, dispatch to admin or proxy |
-//! | [`admin`] | the `/_understudy/api` routes, the on-demand upstream call of `POST /tools/execute` |
-//! | [`proxy`] | one proxied call: routing, the pipeline stages of SPEC section 5, MCP, forwarding |
-//! | [`app`] | the state of a running server: start-up, integrations and their generations, engines, recorder, host table, counters |
-//! | [`http`] | the buffered request every stage takes, response helpers, connection limits |
-//! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags |
-//! | [`error`] | the error vocabulary shared by every layer: who is at fault, harness codes |
-//! | [`contract`] | operation files: model, directory loading, match templates, contract hash |
-//! | [`discover`] | a live MCP server's tools/list → operation files |
-//! | [`mock`] | the version-1 definition: model, references, evaluation, check, drafts |
-//! | [`profile`] | one file per wire dialect: request → (operation, input), result → response; [`profile::mcp::client`], the one MCP client (`discover`, `POST /tools/execute` upstream) |
-//! | [`attempt`] | tokens, leases, pins, the per-attempt state lock |
-//! | [`evidence`] | events, the exported envelope, verdict, redaction |
+//! | [`server`] | the listener, TLS, CONNECT, the hot-reload task, dispatch to admin or proxy — the only module naming both |
+//! | [`admin`] | the `/_understudy/api` routes (one router, one error shape) and the `/_understudy/ui` pages; never imports proxy or server |
+//! | [`proxy`] | one proxied call from routing to commit: identify → plan → prepare_mock → run_mocked → commit; MCP; forwarding |
+//! | [`app`] | the state of a running server, importing no handler: start-up, integrations and their generations, engines, contracts, recorder, host table, counters |
+//! | [`operation`] | contract + engine compiled together: `Operation`, loading, every `check`, `generate`, and the one call core ([`operation::call`]) |
+//! | [`contract`] | the operation-file model, match templates, contract hash (imports no mock) |
+//! | [`mock`] | the version-1 engine: model, references and expressions, evaluation — pure, imports no contract |
+//! | [`verify`] | tool-call contracts (SPEC 14): model, static checks, the pure evaluator over evidence |
 //! | [`fault`] | faults on purpose: their checks, seeded chaos, the plan the pipeline follows, the evidence member (pure) |
-//! | [`store`] | sled trees, per-attempt evidence files, the write-ahead journal and its group commit — the only module that touches the data dir |
+//! | [`profile`] | wire dialects: request → (operation, input), result → response; [`profile::Wire`]; [`profile::mcp`] with its one era rule and one client |
+//! | [`attempt`] | tokens, leases, pins, the per-attempt state lock; the lease and pin rules |
+//! | [`evidence`] | the exported envelope, verdict and its reasons, contract results, redaction (pure) |
+//! | [`report`] | JUnit XML and the self-contained HTML report of an envelope (pure) |
+//! | [`store`] | the only module that touches the data dir: the facade, sled, per-attempt evidence files, the journal and its group commit |
+//! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
-//! | [`upstream`] | the upstream HTTP(S) client of record/dry-run/passthrough: rustls, header hygiene, streaming |
 //! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |
 //! | [`drift`] | `understudy drift`'s pure shape/value diff of a real answer against a mock's |
+//! | [`discover`] | a live MCP server's tools/list → operation files |
+//! | [`upstream`] | the upstream HTTP(S) client of record/dry-run/passthrough: rustls, header hygiene, streaming |
+//! | [`http`] | the buffered request every stage takes (body parsed once), response helpers, connection limits |
+//! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags |
+//! | [`error`] | the error vocabulary shared by every layer: who is at fault, harness codes, `Problem` |
 //! | [`tls`] | the local test CA, leaf certificates, rustls configs, forward-proxy parsing |
+//! | [`util`] | JSON depth bounds, the RFC 3339 clock format, atomic file writes |
+//!
+//! The arrows run one way; `scripts/check-layout.sh` lists the imports that must never exist.
+//! One deliberate circle remains inside [`server`]: a CONNECT tunnel serves HTTP inside the
+//! tunnel, so the listener (`server/http.rs`), TLS (`server/transport.rs`) and CONNECT
+//! (`server/connect.rs`) call each other.
 
 pub mod admin;
 pub mod app;
