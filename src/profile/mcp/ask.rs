@@ -327,6 +327,183 @@ mod tests {
         assert!(p.is_empty());
     }
 
+    /// A backend whose one tool asks the client and returns what came back.
+    struct Asking;
+
+    impl super::super::McpBackend for Asking {
+        fn tools(&self) -> Vec<super::super::ToolInfo> {
+            Vec::new()
+        }
+        fn call_tool<'a>(
+            &'a self,
+            _: &'a str,
+            _: Value,
+        ) -> Pin<Box<dyn Future<Output = super::super::ToolCallOutcome> + Send + 'a>> {
+            Box::pin(async { super::super::ToolCallOutcome::Ok(json!("not asked")) })
+        }
+        fn call_tool_asking<'a>(
+            &'a self,
+            _: &'a str,
+            _: Value,
+            asker: &'a dyn Asker,
+        ) -> Pin<Box<dyn Future<Output = super::super::ToolCallOutcome> + Send + 'a>> {
+            Box::pin(async move {
+                let a = asker
+                    .ask(json!({"method": "elicitation/create", "params": {"message": "?"}}))
+                    .await;
+                super::super::ToolCallOutcome::Ok(a.evidence())
+            })
+        }
+        fn server_name(&self) -> String {
+            "t".into()
+        }
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> hyper::HeaderMap {
+        let mut h = hyper::HeaderMap::new();
+        h.insert("content-type", "application/json".parse().unwrap());
+        h.insert(
+            "accept",
+            "application/json, text/event-stream".parse().unwrap(),
+        );
+        for (k, v) in pairs {
+            h.insert(
+                hyper::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    async fn events(rx: &mut mpsc::UnboundedReceiver<Vec<u8>>, n: usize) -> Vec<Value> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let e = rx.recv().await.expect("an event");
+            for (_, d) in sse::parse_events(&e) {
+                if !d.is_empty() {
+                    out.push(serde_json::from_str(&d).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// initialize (declaring `caps`), then a streaming tools/call; its stream's receiver.
+    async fn open(
+        ep: &Arc<McpEndpoint>,
+        caps: Value,
+    ) -> (
+        String,
+        mpsc::UnboundedReceiver<Vec<u8>>,
+        tokio::task::JoinHandle<McpResponse>,
+    ) {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "c", "version": "1"}}});
+        let r = ep
+            .handle(
+                &hyper::Method::POST,
+                &headers(&[]),
+                init.to_string().as_bytes(),
+                &Asking,
+            )
+            .await;
+        let sid = r.header("mcp-session-id").unwrap().to_string();
+        let (tx, rx) = oneshot::channel();
+        let call =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}});
+        let (ep2, sid2) = (ep.clone(), sid.clone());
+        let task = tokio::spawn(async move {
+            let h = headers(&[("mcp-session-id", &sid2)]);
+            ep2.handle_streaming(
+                &hyper::Method::POST,
+                &h,
+                call.to_string().as_bytes(),
+                &Asking,
+                Some(tx),
+            )
+            .await
+        });
+        let head = rx.await.expect("the head goes out early");
+        assert_eq!(head.status, 200);
+        assert_eq!(head.header("content-type"), Some("text/event-stream"));
+        let McpBody::Stream(s) = head.body else {
+            panic!("a streaming body")
+        };
+        (sid, s.take().unwrap(), task)
+    }
+
+    #[tokio::test]
+    async fn the_request_streams_and_the_posted_answer_resolves_it() {
+        let ep = Arc::new(McpEndpoint::new(false));
+        let (sid, mut rx, task) = open(&ep, json!({"elicitation": {}})).await;
+        let first = events(&mut rx, 1).await;
+        assert_eq!(first[0]["method"], "elicitation/create");
+        assert_eq!(first[0]["id"], "understudy-1");
+        let answer = json!({"jsonrpc": "2.0", "id": "understudy-1", "result": {"action": "accept", "content": {"n": 1}}});
+        let h = headers(&[("mcp-session-id", &sid)]);
+        let r = ep
+            .handle(
+                &hyper::Method::POST,
+                &h,
+                answer.to_string().as_bytes(),
+                &Asking,
+            )
+            .await;
+        assert_eq!(r.status, 202);
+        let last = events(&mut rx, 1).await;
+        assert_eq!(last[0]["id"], 1);
+        assert_eq!(
+            last[0]["result"]["structuredContent"],
+            json!({"action": "accept", "content": {"n": 1}})
+        );
+        task.await.unwrap();
+        assert!(ep.pending.is_empty());
+    }
+
+    #[tokio::test]
+    async fn no_answer_within_the_bound_times_out_and_no_capability_does_not_ask() {
+        let ep = Arc::new(McpEndpoint::new(false).with_ask_timeout(Duration::from_millis(50)));
+        let (_, mut rx, task) = open(&ep, json!({"elicitation": {}})).await;
+        let got = events(&mut rx, 2).await;
+        assert_eq!(got[0]["method"], "elicitation/create");
+        assert_eq!(
+            got[1]["result"]["structuredContent"],
+            json!({"timed_out_ms": 50})
+        );
+        task.await.unwrap();
+        assert!(ep.pending.is_empty(), "a timed-out request is forgotten");
+
+        // Without the capability nothing streams: a plain answer.
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+        let r = ep
+            .handle(
+                &hyper::Method::POST,
+                &headers(&[]),
+                init.to_string().as_bytes(),
+                &Asking,
+            )
+            .await;
+        let sid = r.header("mcp-session-id").unwrap().to_string();
+        let call =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}});
+        let (tx, _rx) = oneshot::channel();
+        let r = ep
+            .handle_streaming(
+                &hyper::Method::POST,
+                &headers(&[("mcp-session-id", &sid), ("accept", "application/json")]),
+                call.to_string().as_bytes(),
+                &Asking,
+                Some(tx),
+            )
+            .await;
+        let m = r.messages();
+        assert!(m[0]["result"]["structuredContent"]["unavailable"]
+            .as_str()
+            .unwrap()
+            .contains("`elicitation` capability"));
+    }
+
     #[test]
     fn answers_other_than_results_are_problems() {
         let r = ClientAnswer::Result(json!({"action": "decline"}));
