@@ -24,6 +24,7 @@ out=$root/target/mcp-conformance/results
 # The suite's pending scenarios are not part of the active suite.
 pending=" json-schema-2020-12 server-sse-polling "
 
+command -v npm >/dev/null || { echo "mcp-conformance: npm (Node 20+) is required" >&2; exit 1; }
 if [ ! -x "$tools_dir/node_modules/.bin/conformance" ]; then
   echo "== installing @modelcontextprotocol/conformance@$version into $tools_dir"
   mkdir -p "$tools_dir"

@@ -185,7 +185,12 @@ struct CompiledVariant {
     delay_ms: u64,
     fault: Option<Fault>,
     rules: Box<[CompiledRule]>,
+    /// `ask_client` (SPEC 18): the method and the compiled params.
+    ask: Option<(String, Template)>,
 }
+
+/// The server-to-client request methods a variant may declare in `ask_client`.
+pub const ASK_METHODS: [&str; 2] = ["elicitation/create", "sampling/createMessage"];
 
 #[derive(Debug)]
 struct CompiledRule {
@@ -272,12 +277,71 @@ fn compile_variant(v: &Variant, at: &str, problems: &mut Vec<HarnessError>) -> C
                 }
             })
             .collect();
+    let ask = v
+        .ask_client
+        .as_ref()
+        .and_then(|a| compile_ask(a, &pointer_push(at, "ask_client"), problems));
     CompiledVariant {
         result,
         set_state,
         delay_ms: v.delay_ms.unwrap_or(0),
         fault: v.fault.clone(),
         rules,
+        ask,
+    }
+}
+
+/// `ask_client`: `{"method": one of [`ASK_METHODS`], "params"?: {...}}`, params compiled as a
+/// template (they may read `$input` and `$state`, not `$response`).
+fn compile_ask(
+    a: &Value,
+    at: &str,
+    problems: &mut Vec<HarnessError>,
+) -> Option<(String, Template)> {
+    let bad = |m: String| HarnessError::new(HarnessCode::InvalidFixtureLiteral, m).at(at);
+    let Some(obj) = a.as_object() else {
+        problems.push(bad(
+            "`ask_client` must be an object {\"method\", \"params\"}".into(),
+        ));
+        return None;
+    };
+    if let Some(k) = obj.keys().find(|k| *k != "method" && *k != "params") {
+        problems.push(bad(format!(
+            "`ask_client` has an unknown member `{k}` (expected `method` and `params`)"
+        )));
+        return None;
+    }
+    let method = obj.get("method").and_then(Value::as_str).unwrap_or("");
+    if !ASK_METHODS.contains(&method) {
+        problems.push(bad(format!(
+            "`ask_client.method` must be one of {}",
+            ASK_METHODS.join(", ")
+        )));
+        return None;
+    }
+    let params = obj
+        .get("params")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    if !params.is_object() {
+        problems.push(bad("`ask_client.params` must be an object".into()));
+        return None;
+    }
+    if contains_response(&params) {
+        problems.push(bad(
+            "`ask_client.params` cannot read `$response` (the client has not answered yet)".into(),
+        ));
+        return None;
+    }
+    let t = Template::compile(&params, &pointer_push(at, "params"), problems);
+    Some((method.to_string(), t))
+}
+
+fn contains_response(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key("$response") || m.values().any(contains_response),
+        Value::Array(a) => a.iter().any(contains_response),
+        _ => false,
     }
 }
 
@@ -373,6 +437,7 @@ impl CompiledCondition {
         let found = match self.source {
             Source::Input => self.path.resolve(input),
             Source::State => self.path.resolve_in(state),
+            Source::Response => self.path.resolve(super::expr::response_of(input)),
         }
         .ok();
         match (&self.test, found) {
@@ -420,6 +485,24 @@ impl Engine {
     /// The union of this definition's `initial_state` (empty object when absent).
     pub fn initial_state(&self) -> Map<String, Value> {
         self.def.initial_state.clone().unwrap_or_default()
+    }
+
+    /// The server-to-client request the variant declares (`ask_client`, SPEC 18) as
+    /// `{"method", "params"}` with params rendered against the input and state; `None` when the
+    /// variant asks nothing (or does not exist: evaluation reports that).
+    pub fn ask(
+        &self,
+        variant: Option<&str>,
+        input: &Value,
+        state: &Map<String, Value>,
+    ) -> Option<Result<Value, CallError>> {
+        let name = variant.unwrap_or(&self.def.default_variant);
+        let (method, params) = self.variants.get(name)?.ask.as_ref()?;
+        Some(
+            params
+                .render(input, state)
+                .map(|p| serde_json::json!({"method": method, "params": p})),
+        )
     }
 
     /// Evaluate one call. `variant` None → `default_variant`. `state` is the pre-call state of
@@ -989,5 +1072,103 @@ mod fault_tests {
         );
         let e = bad(json!({"kind": "reset"}));
         assert!(e.contains("missing field `after_effect`"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod response_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn asking() -> Engine {
+        engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "ask_client": {"method": "elicitation/create",
+                           "params": {"message": {"$input": "m"}, "n": {"$state": "n"}}},
+            "result": {"declined": true},
+            "rules": [{"when": [{"source": "response", "path": "action", "op": "eq", "value": "accept"}],
+                       "result": {"who": {"$response": "content.name"}, "age": {"$response": "content.age"},
+                                  "all": {"$response": "content"}}}]},
+            "plain": {"result": {"x": {"$response": "content"}}}}}),
+        )
+    }
+
+    #[test]
+    fn ask_renders_params_against_input_and_state() {
+        let e = asking();
+        let r = e
+            .ask(None, &json!({"m": "hi"}), &state(json!({"n": 3})))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            r,
+            json!({"method": "elicitation/create", "params": {"message": "hi", "n": 3}})
+        );
+        assert!(e.ask(Some("plain"), &json!({}), &Map::new()).is_none());
+        let miss = e.ask(None, &json!({}), &state(json!({"n": 1}))).unwrap();
+        assert!(
+            matches!(miss, Err(CallError::Harness(h)) if h.code == HarnessCode::MissingReference)
+        );
+    }
+
+    #[test]
+    fn response_conditions_select_and_references_keep_types() {
+        let e = asking();
+        let accepted = json!({"m": "hi", "$response": {"action": "accept",
+            "content": {"name": "Ann", "age": 30, "tags": ["a"]}}});
+        let o = e.evaluate(None, &accepted, &Map::new()).unwrap();
+        assert_eq!(o.rule, Some(0));
+        assert_eq!(o.result["who"], json!("Ann"));
+        assert_eq!(o.result["age"], json!(30), "numbers stay numbers");
+        assert_eq!(o.result["all"]["tags"], json!(["a"]));
+        // a decline does not match the rule: the variant's result
+        let declined = json!({"m": "hi", "$response": {"action": "decline"}});
+        let o = e.evaluate(None, &declined, &Map::new()).unwrap();
+        assert_eq!((o.rule, o.result), (None, json!({"declined": true})));
+        // `$input` of the same path does not see it under another name
+        assert!(e.evaluate(None, &json!({"m": "hi"}), &Map::new()).is_ok());
+    }
+
+    #[test]
+    fn a_missing_response_path_fails_like_a_missing_input() {
+        let e = asking();
+        let err = e
+            .evaluate(Some("plain"), &json!({}), &Map::new())
+            .unwrap_err();
+        match err {
+            CallError::Harness(h) => {
+                assert_eq!(h.code, HarnessCode::MissingReference);
+                assert!(
+                    h.message.contains("`$response` path `content`"),
+                    "{}",
+                    h.message
+                );
+                assert_eq!(h.path.as_deref(), Some("variants/plain/result/x"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_ask_client_is_a_compile_problem() {
+        for bad in [
+            json!("elicitation/create"),
+            json!({"method": "roots/list"}),
+            json!({"method": "elicitation/create", "params": []}),
+            json!({"method": "elicitation/create", "extra": 1}),
+            json!({"method": "elicitation/create", "params": {"x": {"$response": "a"}}}),
+            json!({"method": "elicitation/create", "params": {"x": {"$input": 3}}}),
+        ] {
+            let def = Definition::from_value(&json!({"schema_version": 1, "default_variant": "v",
+                "variants": {"v": {"result": 1, "ask_client": bad}}}))
+            .unwrap();
+            let p = compile_problems(&def);
+            assert_eq!(p.len(), 1, "{bad}: {p:?}");
+            assert!(p[0]
+                .path
+                .as_deref()
+                .unwrap()
+                .starts_with("variants/v/ask_client"));
+        }
     }
 }

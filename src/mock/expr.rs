@@ -226,6 +226,7 @@ fn expression_name(m: &Map<String, Value>) -> Option<(&'static str, &Value)> {
     let name = match k.as_str() {
         "$input" => "$input",
         "$state" => "$state",
+        "$response" => "$response",
         "$number" => "$number",
         "$dateAdd" => "$dateAdd",
         _ => return None,
@@ -253,6 +254,10 @@ impl Template {
                     .map_or(Template::Const(Value::Null), Template::Ref),
                 Some(("$state", p)) => compile_ref(Source::State, "$state", p, at, problems)
                     .map_or(Template::Const(Value::Null), Template::Ref),
+                Some(("$response", p)) => {
+                    compile_ref(Source::Response, "$response", p, at, problems)
+                        .map_or(Template::Const(Value::Null), Template::Ref)
+                }
                 Some(("$number", x)) => compile_number(x, at, problems),
                 Some((_, x)) => compile_date_add(x, at, problems),
                 None => {
@@ -345,6 +350,7 @@ fn reference_shape(x: &Value) -> Option<(Source, &'static str, &Value)> {
         Value::Object(m) => match expression_name(m)? {
             ("$input", p) => Some((Source::Input, "$input", p)),
             ("$state", p) => Some((Source::State, "$state", p)),
+            ("$response", p) => Some((Source::Response, "$response", p)),
             _ => None,
         },
         _ => None,
@@ -515,6 +521,16 @@ fn compile_date_add(x: &Value, at: &str, problems: &mut Vec<HarnessError>) -> Te
 // ---------------------------------------------------------------------------------------------
 // Rendering
 
+/// The client's answer a call carries (SPEC 18, `ask_client`): the input's reserved member
+/// [`crate::mock::model::RESPONSE_MEMBER`], or `null` when the call asked nothing.
+#[inline]
+pub fn response_of(input: &Value) -> &Value {
+    static NULL: Value = Value::Null;
+    input
+        .get(crate::mock::model::RESPONSE_MEMBER)
+        .unwrap_or(&NULL)
+}
+
 impl Reference {
     /// The value this reference points at, or harness `missing_reference`.
     #[inline]
@@ -526,11 +542,13 @@ impl Reference {
         let found = match self.source {
             Source::Input => self.path.resolve(input),
             Source::State => self.path.resolve_in(state),
+            Source::Response => self.path.resolve(response_of(input)),
         };
         found.map_err(|i| {
             let (name, whole) = match self.source {
                 Source::Input => ("$input", "input"),
                 Source::State => ("$state", "state"),
+                Source::Response => ("$response", "client's response"),
             };
             HarnessError::new(
                 HarnessCode::MissingReference,
@@ -549,7 +567,7 @@ impl Reference {
     /// came from the input, the definition's when it came from the state.
     fn fault(&self, op: &str, expected: &str, got: &Value) -> CallError {
         match self.source {
-            Source::Input => InputError::new(format!(
+            Source::Input | Source::Response => InputError::new(format!(
                 "`{}` must be {expected}, got {}",
                 self.path,
                 show(got)
@@ -571,9 +589,11 @@ impl Reference {
     fn range_fault(&self, date: NaiveDate, days: i64, hours: i64) -> CallError {
         let what = format!("{date} plus {days} days and {hours} hours leaves the years 1-9999");
         match self.source {
-            Source::Input => InputError::new(format!("`{}`: {what}", self.path))
-                .at(self.path.as_str())
-                .into(),
+            Source::Input | Source::Response => {
+                { InputError::new(format!("`{}`: {what}", self.path)) }
+                    .at(self.path.as_str())
+                    .into()
+            }
             Source::State => {
                 literal_problem(&*self.at, format!("state `{}`: {what}", self.path)).into()
             }

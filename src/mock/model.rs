@@ -37,6 +37,11 @@ pub struct Variant {
     /// MCP (SPEC 18): log and progress notifications sent before the result, data only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notifications: Option<Vec<Value>>,
+    /// MCP (SPEC 18): a request to the client before answering,
+    /// `{"method": "elicitation/create" | "sampling/createMessage", "params": {...}}` (params
+    /// may use `$input`); the answer is then readable as `$response`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_client: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -154,7 +159,14 @@ impl std::fmt::Display for FaultKind {
 pub enum Source {
     Input,
     State,
+    /// MCP (SPEC 18): the client's answer to the variant's `ask_client` request, read from
+    /// the input's reserved member [`RESPONSE_MEMBER`].
+    Response,
 }
+
+/// The input member that carries the client's answer to a server-to-client request
+/// (`ask_client`, SPEC 18): what `{"$response": path}` and `source: "response"` read.
+pub const RESPONSE_MEMBER: &str = "$response";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

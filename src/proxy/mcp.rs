@@ -34,6 +34,13 @@
 //!   (HTTP 200, JSON-RPC error -32603, `Understudy-Error: lease_expired`). A store failure
 //!   while recording a tool call answers HTTP 500 `store_error` instead of any MCP answer: an
 //!   unrecorded call is never answered.
+//! - **Asking the client** (SPEC 18, a variant's `ask_client`): a `tools/call` POST runs in
+//!   its own task; when its variant asks, the endpoint sends the head of a streaming SSE
+//!   answer early (`McpEndpoint::handle_streaming`) and [`Backend`] waits for the client's
+//!   answer before evaluating: the answer is the input's `$response` member and the event's
+//!   `arguments["$response"]`; a client that cannot or does not answer makes the call an
+//!   input error. Once the head is out, a store failure can no longer be a 500: the stream
+//!   ends with the JSON-RPC error instead.
 //! - **SSE answers** are written one event per body frame; the body yields to the connection
 //!   after each event, so each is flushed on its own (no `Content-Length`).
 
@@ -57,9 +64,11 @@ use crate::app::{App, Integration};
 use crate::attempt::Attempt;
 use crate::config::Mode;
 use crate::contract::ResultForm;
-use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::error::{CallError, HarnessCode, HarnessError, InputError};
 use crate::http::{full, to_http, HttpResponse, Request};
+use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::Operation;
+use crate::profile::mcp::ask::Asker;
 use crate::profile::mcp::jsonrpc::{self, classify, Message, INTERNAL_ERROR, INVALID_PARAMS};
 use crate::profile::mcp::{
     harness_reply, tool_is_write, McpBackend, McpBody, McpEndpoint, McpResponse, ToolCallOutcome,
@@ -103,7 +112,6 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
         let integ = integ.clone();
         return super::forward::mcp::handle(app.clone(), attempt, consumed, integ, req).await;
     }
-    let record = attempt.record();
     let active = lease.is_ok();
     if let Err(decision) = lease {
         app.mcp.forget_attempt(&attempt.id);
@@ -113,6 +121,49 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
             }
         }
     }
+    if !(active && method == Method::POST && is_tools_call(&req.body)) {
+        return serve(&app, &attempt, integ, &req, &method, active, None).await;
+    }
+    // A tools/call may ask the client something first (SPEC 18): it runs in its own task, so
+    // that the head of a streaming answer can go out while the call waits for the answer.
+    let name = integ.name().to_string();
+    let (early_tx, early_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let Some(integ) = app.integration_for(&attempt, &name) else {
+            return pipeline::handle(app.clone(), req).await;
+        };
+        serve(&app, &attempt, integ, &req, &method, true, Some(early_tx)).await
+    });
+    match early_rx.await {
+        Ok(head) => mcp_response(head),
+        Err(_) => task.await.unwrap_or_else(|_| {
+            Response::builder()
+                .status(StatusCode::INTERNAL_SERVER_ERROR)
+                .body(full(Bytes::new()))
+                .expect("static response")
+        }),
+    }
+}
+
+/// Whether a POST body is a single `tools/call` request.
+fn is_tools_call(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .is_some_and(|v| v.get("method").and_then(Value::as_str) == Some("tools/call"))
+}
+
+/// Answer one request from the replay endpoint of (attempt, integration); `early` as in
+/// [`McpEndpoint::handle_streaming`].
+async fn serve(
+    app: &Arc<App>,
+    attempt: &Arc<Attempt>,
+    integ: &Integration,
+    req: &Request,
+    method: &Method,
+    active: bool,
+    early: Option<crate::profile::mcp::ask::Early>,
+) -> HttpResponse {
+    let record = attempt.record();
     let endpoint = if active {
         app.mcp.get(&attempt.id, integ)
     } else {
@@ -121,16 +172,16 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
         Arc::new(McpEndpoint::new(integ.config.mcp_sse))
     };
     let backend = Backend {
-        app: &app,
-        attempt: &attempt,
+        app,
+        attempt,
         record: &record,
         integ,
-        req: &req,
+        req,
         store_failure: Mutex::new(None),
         notifications: Mutex::new(Vec::new()),
     };
     let answer = endpoint
-        .handle(&method, &req.headers, &req.body, &backend)
+        .handle_streaming(method, &req.headers, &req.body, &backend, early)
         .await;
     let failed = backend
         .store_failure
@@ -149,7 +200,7 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
 fn request_message(body: &[u8]) -> Option<Value> {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     match classify(&v) {
-        Ok(Message::Notification { .. }) | Ok(Message::Response) => None,
+        Ok(Message::Notification { .. }) | Ok(Message::Response(_)) => None,
         _ => Some(v),
     }
 }
@@ -252,7 +303,16 @@ impl McpBackend for Backend<'_> {
         name: &'a str,
         arguments: Value,
     ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>> {
-        Box::pin(self.call(name, arguments))
+        Box::pin(self.call(name, arguments, None))
+    }
+
+    fn call_tool_asking<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Value,
+        asker: &'a dyn Asker,
+    ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>> {
+        Box::pin(self.call(name, arguments, Some(asker)))
     }
 
     fn server_name(&self) -> String {
@@ -261,8 +321,14 @@ impl McpBackend for Backend<'_> {
 }
 
 impl Backend<'_> {
-    /// One tool call through the pipeline stages (see the module doc).
-    async fn call(&self, name: &str, arguments: Value) -> ToolCallOutcome {
+    /// One tool call through the pipeline stages (see the module doc); with `asker`, the
+    /// variant's `ask_client` request is sent first ([`Backend::ask_first`]).
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        asker: Option<&dyn Asker>,
+    ) -> ToolCallOutcome {
         let op = self.integ.operation(name).cloned();
         let mut info = CallInfo::new(self.req, self.integ.name(), arguments.clone());
         info.operation_id = Some(name.to_string());
@@ -281,6 +347,10 @@ impl Backend<'_> {
                 &Wire::Mcp,
                 HarnessError::new(HarnessCode::UnknownTool, self.unknown_tool_message(name)),
             ))),
+        };
+        let prepared = match prepared {
+            Ok(p) => self.ask_first(p, asker, &mut info).await,
+            Err(d) => Err(d),
         };
         let integ = self.integ;
         let notifications = &self.notifications;
@@ -301,6 +371,58 @@ impl Backend<'_> {
                     "the call could not be recorded, so it was not answered",
                 ))
             }
+        }
+    }
+
+    /// The server-to-client request of the call's variant (`ask_client`, SPEC 18), sent
+    /// before evaluation: its params render against the input and the pre-call state; the
+    /// client's answer goes into the input's reserved member `$response` (read by
+    /// `{"$response": path}` and `source: "response"`) and into the event's `arguments`
+    /// under the same member. A client that cannot be asked, answers a JSON-RPC error or does
+    /// not answer within the bound makes the call an input error (the agent's side did not
+    /// answer; the mock is fine). A `$response` member the client sent itself is dropped.
+    async fn ask_first(
+        &self,
+        mut p: pipeline::Prepared,
+        asker: Option<&dyn Asker>,
+        info: &mut CallInfo,
+    ) -> Result<pipeline::Prepared, Box<Decision>> {
+        if let Value::Object(m) = &mut p.input {
+            m.remove(RESPONSE_MEMBER);
+        }
+        let Some(asker) = asker else {
+            return Ok(p);
+        };
+        let state = {
+            let s = self.attempt.lock.lock().await;
+            s.state.get(&p.op.integration).cloned().unwrap_or_default()
+        };
+        let request = match p.engine.ask(p.variant.as_deref(), &p.input, &state) {
+            None => return Ok(p),
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                return Err(Box::new(
+                    Decision::error_on(&p.wire, e).at(Some(p.revision), p.variant.clone()),
+                ))
+            }
+        };
+        let method = request["method"].as_str().unwrap_or_default().to_string();
+        let answer = asker.ask(request).await;
+        let recorded = answer.evidence();
+        if let Value::Object(m) = &mut info.arguments {
+            m.insert(RESPONSE_MEMBER.into(), recorded.clone());
+        }
+        match answer.problem(&method) {
+            None => {
+                if let Value::Object(m) = &mut p.input {
+                    m.insert(RESPONSE_MEMBER.into(), recorded);
+                }
+                Ok(p)
+            }
+            Some(problem) => Err(Box::new(
+                Decision::input_on(&p.wire, InputError::new(problem))
+                    .at(Some(p.revision), p.variant.clone()),
+            )),
         }
     }
 
@@ -375,6 +497,7 @@ pub fn mcp_response(r: McpResponse) -> HttpResponse {
             just_sent: false,
         }
         .boxed(),
+        McpBody::Stream(s) => StreamBody { rx: s.take() }.boxed(),
     };
     b.body(body).unwrap_or_else(|_| {
         Response::builder()
@@ -415,6 +538,38 @@ impl Body for SseBody {
 
     fn is_end_stream(&self) -> bool {
         self.events.is_empty()
+    }
+}
+
+/// A streaming SSE answer: one frame per event as the endpoint sends them; the body ends when
+/// the endpoint drops the sender.
+struct StreamBody {
+    rx: Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>,
+}
+
+impl Body for StreamBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let Some(rx) = self.rx.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match rx.poll_recv(cx) {
+            Poll::Ready(Some(e)) => Poll::Ready(Some(Ok(Frame::data(Bytes::from(e))))),
+            Poll::Ready(None) => {
+                self.rx = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rx.is_none()
     }
 }
 

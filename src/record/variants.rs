@@ -237,6 +237,7 @@ pub(super) fn build_definition(
         Variant {
             fault: None,
             notifications: None,
+            ask_client: None,
             result: main_result,
             set_state: None,
             delay_ms: None,
@@ -299,6 +300,7 @@ pub(super) fn build_definition(
                 Variant {
                     fault: None,
                     notifications: None,
+                    ask_client: None,
                     result: fallback,
                     set_state: None,
                     delay_ms: None,

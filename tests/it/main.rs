@@ -15,6 +15,7 @@ mod https;
 mod import;
 mod isolation;
 mod mcp;
+mod mcp_ask;
 mod no_silent_pass;
 mod record;
 mod regression;

@@ -33,16 +33,16 @@ pub enum Message {
         method: String,
         params: Option<Map<String, Value>>,
     },
-    /// A response to a server-to-client request (understudy never sends one, so these are
-    /// only acknowledged).
-    Response,
+    /// A response to a server-to-client request (SPEC 18, [`super::ask`]): the whole
+    /// message as received.
+    Response(Value),
 }
 
 impl Message {
     pub fn method(&self) -> Option<&str> {
         match self {
             Message::Request { method, .. } | Message::Notification { method, .. } => Some(method),
-            Message::Response => None,
+            Message::Response(_) => None,
         }
     }
 
@@ -51,7 +51,7 @@ impl Message {
             Message::Request { params, .. } | Message::Notification { params, .. } => {
                 params.as_ref()
             }
-            Message::Response => None,
+            Message::Response(_) => None,
         }
     }
 
@@ -119,7 +119,7 @@ pub fn classify(v: &Value) -> Result<Message, Invalid> {
         };
     }
     if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) {
-        return Ok(Message::Response);
+        return Ok(Message::Response(v.clone()));
     }
     Err(invalid(
         echo,
@@ -155,10 +155,10 @@ mod tests {
         let n = classify(&json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
         assert!(matches!(n, Message::Notification { .. }));
         let s = classify(&json!({"jsonrpc":"2.0","id":3,"result":{}})).unwrap();
-        assert_eq!(s, Message::Response);
+        assert!(matches!(s, Message::Response(_)));
         let e =
             classify(&json!({"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}})).unwrap();
-        assert_eq!(e, Message::Response);
+        assert!(matches!(e, Message::Response(_)));
     }
 
     #[test]

@@ -72,7 +72,8 @@
 //!   session-era version (400, -32000); when absent the session's negotiated version applies.
 //!   The transport-error bodies follow the official TypeScript SDK server (`-32000`/`-32001`,
 //!   id `null` unless the caller's request id is known).
-//! - Notifications and client responses: 202, no body. **Requests are not refused before
+//! - Notifications and client responses: 202, no body (a response whose id is a pending
+//!   server-to-client request of the session resolves it, see [`ask`]). **Requests are not refused before
 //!   `notifications/initialized`** (clients pipeline `tools/list` right after `initialize`).
 //! - `ping` → `{}`. JSON-RPC errors travel with HTTP 200.
 //! - `DELETE` with a live session id → **204** and the session ends (later: 404); without the
@@ -118,6 +119,7 @@
 //! into a transport failure and never shows the agent the JSON-RPC error. The answer's
 //! JSON-RPC `id` is always the caller's, string or number, as received.
 
+pub mod ask;
 pub mod catalog;
 pub mod client;
 pub mod http;
@@ -207,6 +209,18 @@ pub trait McpBackend: Send + Sync {
         name: &'a str,
         arguments: Value,
     ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>>;
+    /// [`McpBackend::call_tool`] for a call that may ask the client something first (a
+    /// variant's `ask_client`, SPEC 18): the backend sends it with `asker` and evaluates the
+    /// call with the [`ask::ClientAnswer`]. By default the call asks nothing.
+    fn call_tool_asking<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Value,
+        asker: &'a dyn ask::Asker,
+    ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>> {
+        let _ = asker;
+        self.call_tool(name, arguments)
+    }
     /// `serverInfo.name`, e.g. `"understudy-<integration>"`.
     fn server_name(&self) -> String;
     /// Resources and prompts (SPEC 18; see [`catalog`]); reads and gets go through
@@ -237,6 +251,9 @@ pub enum McpBody {
     /// Complete events, each already framed (`id: …\ndata: …\n\n`); the server writes them one
     /// by one, flushing each.
     Sse(Vec<Vec<u8>>),
+    /// A streaming SSE answer (a `tools/call` that asks the client something, [`ask`]):
+    /// framed events arrive on the channel until its sender is dropped.
+    Stream(ask::SseStream),
 }
 
 impl McpResponse {
@@ -254,6 +271,7 @@ impl McpResponse {
             McpBody::Empty => Vec::new(),
             McpBody::Json(b) => b.clone(),
             McpBody::Sse(events) => events.concat(),
+            McpBody::Stream(_) => Vec::new(),
         }
     }
 
@@ -272,6 +290,7 @@ impl McpResponse {
                 .filter(|(_, data)| !data.is_empty())
                 .filter_map(|(_, data)| serde_json::from_str(&data).ok())
                 .collect(),
+            McpBody::Stream(_) => Vec::new(),
         }
     }
 }
@@ -285,6 +304,12 @@ pub struct McpEndpoint {
     page_size: usize,
     streams: AtomicU64,
     extras: catalog::ExtrasState,
+    /// Server-to-client requests awaiting the client's answer ([`ask`]).
+    pending: ask::Pending,
+    /// Ids of server-to-client requests (`understudy-<n>`).
+    asks: AtomicU64,
+    /// How long a server-to-client request waits for its answer.
+    ask_timeout: std::time::Duration,
 }
 
 /// The era a request is served in.
@@ -440,7 +465,17 @@ impl McpEndpoint {
             page_size: p.tools_list_page_size,
             streams: AtomicU64::new(0),
             extras: catalog::ExtrasState::default(),
+            pending: ask::Pending::default(),
+            asks: AtomicU64::new(0),
+            ask_timeout: std::time::Duration::from_millis(crate::mock::model::limits::MAX_DELAY_MS),
         }
+    }
+
+    /// How long a server-to-client request waits for the client's answer (default: the
+    /// delay limit, 30 s).
+    pub fn with_ask_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.ask_timeout = timeout;
+        self
     }
 
     /// Origins allowed besides the loopback ones (`scheme://host[:port]`, exact).
@@ -475,6 +510,22 @@ impl McpEndpoint {
         body: &[u8],
         backend: &B,
     ) -> McpResponse {
+        self.handle_streaming(method, headers, body, backend, None)
+            .await
+    }
+
+    /// [`McpEndpoint::handle`] for a caller that can stream: when the answer must stream (a
+    /// call whose variant asks the client something, [`ask`]), its head — status, headers and
+    /// an [`McpBody::Stream`] — is sent on `early` as soon as it is known, the rest of the
+    /// answer goes on that stream, and the value returned at the end is to be ignored.
+    pub async fn handle_streaming<B: McpBackend + ?Sized>(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        body: &[u8],
+        backend: &B,
+        early: Option<ask::Early>,
+    ) -> McpResponse {
         if !http::origin_allowed(headers, &self.allowed_origins) {
             return refuse(
                 403,
@@ -484,7 +535,7 @@ impl McpEndpoint {
             );
         }
         if *method == Method::POST {
-            self.post(headers, body, backend).await
+            self.post(headers, body, backend, early).await
         } else if *method == Method::DELETE {
             self.delete(headers)
         } else {
@@ -497,6 +548,7 @@ impl McpEndpoint {
         headers: &HeaderMap,
         body: &[u8],
         backend: &B,
+        early: Option<ask::Early>,
     ) -> McpResponse {
         let accepts = accepts(headers);
         if !accepts.json && !accepts.sse {
@@ -536,7 +588,8 @@ impl McpEndpoint {
         if self.is_stateless(&msg, headers) {
             self.stateless(msg, headers, accepts, backend).await
         } else {
-            self.session_post(msg, headers, accepts, backend).await
+            self.session_post(msg, headers, accepts, backend, early)
+                .await
         }
     }
 
@@ -555,6 +608,7 @@ impl McpEndpoint {
         method: &str,
         params: Option<&Map<String, Value>>,
         backend: &B,
+        asker: &dyn ask::Asker,
     ) -> Answer {
         let p = profile();
         let stateless = era == Era::Stateless;
@@ -618,7 +672,7 @@ impl McpEndpoint {
                     .find(|t| t.name == name)
                     .map(|t| t.result_form)
                     .unwrap_or(ResultForm::Structured);
-                let outcome = backend.call_tool(name, arguments).await;
+                let outcome = backend.call_tool_asking(name, arguments, asker).await;
                 let before = notify::messages(
                     backend.take_notifications(),
                     params,

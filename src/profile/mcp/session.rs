@@ -17,6 +17,9 @@ pub struct SessionInfo {
     /// `notifications/initialized` was received (informational; requests are not refused
     /// before it, see the module doc of `profile::mcp`).
     pub initialized: bool,
+    /// The `capabilities` the client declared at `initialize` (`{}` when none), read before
+    /// a server-to-client request (SPEC 18).
+    pub client_capabilities: serde_json::Value,
     /// Creation order, for eviction.
     created: u64,
 }
@@ -86,6 +89,7 @@ impl Sessions {
                 protocol_version: protocol_version.to_string(),
                 ended: false,
                 initialized: false,
+                client_capabilities: serde_json::json!({}),
                 created,
             },
         );
@@ -95,6 +99,13 @@ impl Sessions {
     /// The live session with this id; `None` when unknown or ended.
     pub fn get(&self, id: &str) -> Option<SessionInfo> {
         self.lock().map.get(id).filter(|s| !s.ended).cloned()
+    }
+
+    /// Remember what the client declared at `initialize`.
+    pub fn set_client_capabilities(&self, id: &str, capabilities: serde_json::Value) {
+        if let Some(s) = self.lock().map.get_mut(id) {
+            s.client_capabilities = capabilities;
+        }
     }
 
     pub fn mark_initialized(&self, id: &str) {

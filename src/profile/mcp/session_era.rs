@@ -126,6 +126,7 @@ impl McpEndpoint {
         headers: &HeaderMap,
         accepts: Accepts,
         backend: &B,
+        early: Option<ask::Early>,
     ) -> McpResponse {
         if let Message::Request { id, method, params } = &msg {
             if method == "initialize" {
@@ -143,12 +144,31 @@ impl McpEndpoint {
                 }
                 accepted(Some(&sid))
             }
-            Message::Response => accepted(Some(&sid)),
+            Message::Response(reply) => {
+                // The answer to a server-to-client request (`ask`); anything else is only
+                // acknowledged.
+                self.pending.resolve(&sid, &reply);
+                accepted(Some(&sid))
+            }
             Message::Request { id, method, params } => {
+                let framing = self.session_framing(accepts, sid.clone(), &version);
+                let capabilities = self
+                    .sessions
+                    .get(&sid)
+                    .map(|s| s.client_capabilities)
+                    .unwrap_or_else(|| json!({}));
+                let asker = ask::StreamAsker::new(self, sid, framing.clone(), capabilities, early);
                 let answer = self
-                    .dispatch(Era::Session, &id, &method, params.as_ref(), backend)
+                    .dispatch(Era::Session, &id, &method, params.as_ref(), backend, &asker)
                     .await;
-                let framing = self.session_framing(accepts, sid, &version);
+                if asker.is_open() {
+                    // The head went out early: the rest of the answer goes on its stream.
+                    let Answer {
+                        message, before, ..
+                    } = answer;
+                    asker.finish(before.into_iter().chain(std::iter::once(message)));
+                    return accepted(None);
+                }
                 self.reply(vec![answer], framing, false)
             }
         }
@@ -204,6 +224,12 @@ impl McpEndpoint {
             "capabilities": super::catalog::capabilities(&p.mcp.capabilities, backend, false),
             "serverInfo": {"name": backend.server_name(), "version": env!("CARGO_PKG_VERSION")},
         });
+        let capabilities = params
+            .and_then(|p| p.get("capabilities"))
+            .filter(|c| c.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        self.sessions.set_client_capabilities(&sid, capabilities);
         let framing = self.session_framing(accepts, sid, negotiated);
         self.reply(vec![Answer::ok(id, result)], framing, false)
     }
@@ -271,15 +297,24 @@ impl McpEndpoint {
                     ))
                 }
                 Ok(Message::Request { id, method, params }) => answers.push(
-                    self.dispatch(Era::Session, &id, &method, params.as_ref(), backend)
-                        .await,
+                    self.dispatch(
+                        Era::Session,
+                        &id,
+                        &method,
+                        params.as_ref(),
+                        backend,
+                        &ask::NoAsker("a request in a JSON-RPC batch cannot be streamed"),
+                    )
+                    .await,
                 ),
                 Ok(Message::Notification { method, .. }) => {
                     if method == "notifications/initialized" {
                         self.sessions.mark_initialized(&sid);
                     }
                 }
-                Ok(Message::Response) => {}
+                Ok(Message::Response(reply)) => {
+                    self.pending.resolve(&sid, &reply);
+                }
             }
         }
         if answers.is_empty() {

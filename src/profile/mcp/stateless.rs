@@ -16,7 +16,7 @@ impl McpEndpoint {
         let p = profile();
         let (id, method, params) = match msg {
             Message::Notification { .. } => return accepted(None),
-            Message::Response => {
+            Message::Response(_) => {
                 return refuse(
                     400,
                     INVALID_REQUEST,
@@ -103,7 +103,14 @@ impl McpEndpoint {
             );
         }
         let answer = self
-            .dispatch(Era::Stateless, &id, &method, params.as_ref(), backend)
+            .dispatch(
+                Era::Stateless,
+                &id,
+                &method,
+                params.as_ref(),
+                backend,
+                &ask::NoAsker("server-to-client requests in 2026-07-28 (input_required) are not supported yet"),
+            )
             .await;
         self.reply(vec![answer], framing, false)
     }
