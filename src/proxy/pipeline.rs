@@ -211,6 +211,8 @@ pub async fn handle(app: &App, req: Request) -> NativeResponse {
         info.arguments = req.describe();
     }
     let mut guard = attempt.lock.lock().await;
+    // SPEC 17: a shared store's row lock, and its pre-call state (no-op when embedded).
+    let _row = attempt::lock_in_store(&app.store, &attempt.id, &mut guard).await;
     let decision = match prepared {
         Ok(p) => {
             let d = evaluate(&mut guard, &p);
