@@ -1177,3 +1177,37 @@ async fn poll(
     *changed = Some(c);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_their_password() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
+        assert!(is_postgres_url("postgresql://h/db"));
+        assert!(!is_postgres_url("sqlite://x"));
+    }
+
+    #[test]
+    fn keys_split_into_integration_and_operation() {
+        assert_eq!(split_key("crm/lookup"), ("crm", "lookup"));
+        assert_eq!(split_key("crm/a/b"), ("crm", "a/b"));
+        assert_eq!(split_key("x"), ("x", ""));
+    }
+
+    #[test]
+    fn a_refused_url_is_an_open_error_without_the_password() {
+        let e = match Postgres::open("postgres://u:pw@h/db?sslmode=require", Path::new("d")) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("sslmode=require must be refused"),
+        };
+        assert!(e.contains("sslmode=require"), "{e}");
+        assert!(!e.contains("pw@"), "{e}");
+    }
+}

@@ -1,6 +1,7 @@
 //! The one integration-test binary. `support` starts real servers on port 0 with a real sled
 //! store in a temp dir; each other module tests one feature.
 
+mod pg;
 mod support;
 
 mod cli;
@@ -8,6 +9,7 @@ mod clients;
 mod conformance;
 mod dryrun;
 mod faults;
+mod fleet;
 mod hostile;
 mod hostile_h2;
 mod https;
