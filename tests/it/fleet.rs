@@ -516,3 +516,55 @@ fn the_fleet_recipe_serves_the_quick_start_through_nginx() {
         std::panic::resume_unwind(e);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_starting_together_agree_on_revisions_and_share_one_default_attempt() {
+    let Some((p, url)) = fleet_project() else {
+        return;
+    };
+    // Both sync the same files (and create the schema, and the default attempt) at once.
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| Proc::start(&p, &url));
+        let b = s.spawn(|| Proc::start(&p, &url));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for via in [&a, &b] {
+        let r = send(
+            &via.url("/_understudy/api/revisions/api/bump"),
+            "GET",
+            None,
+            &[],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let v = r.json();
+        let revs = v["revisions"].as_array().unwrap_or_else(|| panic!("{v}"));
+        assert_eq!(revs.len(), 1, "one revision, not one per process: {v}");
+        assert_eq!(revs[0]["revision"], 1);
+    }
+    // Calls without a token reach the same default attempt through either process.
+    let r = send(
+        &a.url("/api/counter"),
+        "POST",
+        Some(&json!({ "n": 7 })),
+        &[],
+    )
+    .await;
+    assert_eq!(r.json()["previous"], -1, "{}", r.text);
+    let r = send(
+        &b.url("/api/counter"),
+        "POST",
+        Some(&json!({ "n": 8 })),
+        &[],
+    )
+    .await;
+    assert_eq!(r.json()["previous"], 7, "{}", r.text);
+    let ev = send(
+        &b.url("/_understudy/api/attempts/default/evidence"),
+        "GET",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(ev.json()["tool_events"].as_array().unwrap().len(), 2);
+}
