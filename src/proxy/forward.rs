@@ -227,6 +227,7 @@ async fn http_call(app: Arc<App>, req: Request) -> HttpResponse {
         Ok(p) if uses_mocks => {
             // The replay pipeline, as `pipeline::handle` runs it.
             let mut guard = attempt.lock.lock().await;
+            let _row = crate::attempt::lock_in_store(&app.store, &attempt.id, &mut guard).await;
             let d = pipeline::evaluate(&mut guard, &p).at(Some(p.revision), p.variant.clone());
             let (response, delay_ms) =
                 pipeline::record_evidence(&app, &attempt, guard, &req, info, d).await;

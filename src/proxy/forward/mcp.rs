@@ -516,6 +516,8 @@ impl LocalCall<'_> {
             &mut info,
         );
         let mut guard = self.attempt.lock.lock().await;
+        let _row =
+            crate::attempt::lock_in_store(&self.app.store, &self.attempt.id, &mut guard).await;
         let decision = match prepared {
             Ok(p) => pipeline::evaluate(&mut guard, &p).at(Some(p.revision), p.variant.clone()),
             Err(d) => d,
