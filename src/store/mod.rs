@@ -537,9 +537,8 @@ impl Store {
     /// The durability half of `record_call`: returns once a group commit that took every
     /// frame queued before this call has completed, so every [`Store::write_call`] that
     /// returned before is durable. On PostgreSQL: once the commits of the `write_call`s
-    /// made on this thread since the last `wait_durable` are done (taken when this is
-    /// called, so call it right after `write_call`, with no `.await` between — as
-    /// `record_call` and the pipeline do).
+    /// made by the calling task (or, outside tokio tasks, thread) since its last
+    /// `wait_durable` are done; call it from the task that called `write_call`.
     pub fn wait_durable(
         &self,
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + '_ {

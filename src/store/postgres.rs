@@ -22,7 +22,8 @@
 //!    connection (sequence = `last_seq + 1`) and spawns the commit: the event, the new
 //!    `last_seq`, the state and the first-`ok` idempotency row, then `COMMIT`, pipelined in
 //!    one round trip;
-//! 3. `wait_durable` awaits that commit: acknowledged means committed.
+//! 3. `wait_durable` (from the task that called `write_call`) awaits that commit:
+//!    acknowledged means committed.
 //!
 //! `lock_timeout` (5 s) and `statement_timeout` (10 s) are set on every connection; pool waits
 //! and connects time out after 5 s; any failure is a [`StoreError`] (the pipeline answers
@@ -37,7 +38,6 @@
 //! fallback) publishes [`Changes`] so the server re-pins its default attempt and refreshes
 //! attempt records changed elsewhere.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -206,12 +206,24 @@ impl Drop for TxConn {
     }
 }
 
-thread_local! {
-    /// Commits spawned by `write_call` on this thread and not yet awaited: `wait_durable`
-    /// (called right after it, without an await between, by the pipeline) takes them.
-    static PENDING: RefCell<Vec<tokio::task::JoinHandle<Result<(), StoreError>>>> =
-        const { RefCell::new(Vec::new()) };
+/// Who awaits a commit: the tokio task that called `write_call` (so an `.await` between
+/// `write_call` and `wait_durable` is harmless), else the thread (sync callers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Waiter {
+    Task(tokio::task::Id),
+    Thread(std::thread::ThreadId),
 }
+
+impl Waiter {
+    fn current() -> Waiter {
+        match tokio::task::try_id() {
+            Some(id) => Waiter::Task(id),
+            None => Waiter::Thread(std::thread::current().id()),
+        }
+    }
+}
+
+type Commit = tokio::task::JoinHandle<Result<(), StoreError>>;
 
 struct Shared {
     pool: Pool,
@@ -224,6 +236,9 @@ struct Shared {
     /// the locked row still says so).
     seen: Mutex<HashMap<String, u64>>,
     commits: AtomicU64,
+    /// Commits spawned by `write_call` and not yet awaited, by who must await them
+    /// (`wait_durable` takes its own).
+    pending: Mutex<HashMap<Waiter, Vec<Commit>>>,
     inflight: watch::Sender<usize>,
     changes: watch::Sender<Changes>,
     changed_attempts: Mutex<Vec<String>>,
@@ -364,6 +379,7 @@ impl Postgres {
             held: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
             commits: AtomicU64::new(0),
+            pending: Mutex::new(HashMap::new()),
             inflight: watch::Sender::new(0),
             changes: watch::Sender::new(Changes::default()),
             changed_attempts: Mutex::new(Vec::new()),
@@ -814,13 +830,18 @@ impl Postgres {
             s.inflight.send_modify(|n| *n -= 1);
             r
         });
-        PENDING.with(|p| p.borrow_mut().push(job));
+        lock(&self.shared.pending)
+            .entry(Waiter::current())
+            .or_default()
+            .push(job);
         Ok(seq)
     }
 
-    /// The commits spawned on this thread, to await (see [`PENDING`]).
-    pub(super) fn take_pending(&self) -> Vec<tokio::task::JoinHandle<Result<(), StoreError>>> {
-        PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()))
+    /// The commits spawned by the current task (or thread) and not yet awaited.
+    pub(super) fn take_pending(&self) -> Vec<Commit> {
+        lock(&self.shared.pending)
+            .remove(&Waiter::current())
+            .unwrap_or_default()
     }
 
     /// Every commit in flight, whichever thread spawned it (shutdown's `flush`).
