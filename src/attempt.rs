@@ -302,6 +302,23 @@ pub async fn lock_in_store(store: &Store, attempt_id: &str, state: &mut AttemptS
     lock
 }
 
+/// [`lock_in_store`] for a read outside calls (`POST /tools/execute` with an attempt,
+/// `GET /attempts/{id}/state`): `state` becomes what the store says under the attempt's row
+/// lock, and a store failure is returned (the route answers `store_error`) instead of being
+/// kept for a `write_call`. Drop the returned [`CallLock`] once read: it commits nothing
+/// (its transaction is rolled back). With the embedded store this does nothing.
+pub async fn read_in_store(
+    store: &Store,
+    attempt_id: &str,
+    state: &mut AttemptState,
+) -> Result<CallLock, StoreError> {
+    let (lock, fresh) = store.lock_call(attempt_id).await;
+    if let Some(f) = fresh? {
+        *state = AttemptState::with_evidence(f.state, &f.idempotent);
+    }
+    Ok(lock)
+}
+
 /// One attempt in memory: its record and its state lock.
 #[derive(Debug)]
 pub struct Attempt {

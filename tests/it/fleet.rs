@@ -568,3 +568,50 @@ async fn two_processes_starting_together_agree_on_revisions_and_share_one_defaul
     .await;
     assert_eq!(ev.json()["tool_events"].as_array().unwrap().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_execute_and_the_state_route_read_the_state_another_process_wrote() {
+    let Some((p, url)) = fleet_project() else {
+        return;
+    };
+    let (a, b) = (Proc::start(&p, &url), Proc::start(&p, &url));
+    let (id, token) = new_attempt(&a).await;
+    let bump = |via: &Proc, n: i64| {
+        let url = via.url(&format!("/~{token}/api/counter"));
+        async move {
+            let r = send(&url, "POST", Some(&json!({ "n": n })), &[]).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            r.json()["previous"].as_i64().unwrap()
+        }
+    };
+    // A holds the attempt's state in memory (counter 1); then B writes 2.
+    assert_eq!(bump(&a, 1).await, -1);
+    assert_eq!(bump(&b, 2).await, 1);
+    // Through A: what B wrote, not A's copy (read under the attempt's row lock).
+    let r = send(
+        &a.url("/_understudy/api/tools/execute"),
+        "POST",
+        Some(&json!({"integration": "api", "operation_id": "bump", "input": {"n": 3}, "attempt": id})),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let v = r.json();
+    assert_eq!(v["result"]["data"]["previous"], 2, "{v}");
+    assert_eq!(v["state_after"]["counter"], 3, "{v}");
+    let r = send(
+        &a.url(&format!("/_understudy/api/attempts/{id}/state")),
+        "GET",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["state"]["api"]["counter"], 2, "{}", r.text);
+    // An execute commits nothing: the next call through A still reads 2, then B sees A's 4.
+    assert_eq!(bump(&a, 4).await, 2);
+    assert_eq!(bump(&b, 5).await, 4);
+    let ev = evidence(&b, &id).await;
+    assert_eq!(ev["tool_events"].as_array().unwrap().len(), 4);
+    assert_eq!(ev["verdict"], "pass");
+}
