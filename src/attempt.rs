@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{HarnessCode, HarnessError};
 use crate::records::{AttemptRecord, Pin, ResultStatus, ToolEvent};
-use crate::store::{Store, StoreError};
+use crate::store::{CallLock, Store, StoreError};
 use crate::util::time::rfc3339;
 
 // ---------------------------------------------------------------------------------------------
@@ -280,6 +280,45 @@ impl AttemptState {
     }
 }
 
+/// Takes the store's row lock of one call (SPEC 17) for an attempt whose in-memory lock the
+/// caller holds (`state` is what it guards), and makes `state` what the store says: with a
+/// shared store (PostgreSQL) another process may have called since, so the pre-call state
+/// and the idempotency table read under the row lock replace the in-memory copy (unless
+/// this process wrote the attempt last). A failure is logged and kept by the store: the
+/// call's `write_call` then fails and the call ends as `store_error`. With the embedded
+/// store this does nothing and returns at once.
+///
+/// Call it right after `attempt.lock.lock().await`, before evaluating, and keep the
+/// returned [`CallLock`] until after the call's `write_call`.
+pub async fn lock_in_store(store: &Store, attempt_id: &str, state: &mut AttemptState) -> CallLock {
+    let (lock, fresh) = store.lock_call(attempt_id).await;
+    match fresh {
+        Ok(None) => {}
+        Ok(Some(f)) => *state = AttemptState::with_evidence(f.state, &f.idempotent),
+        Err(e) => {
+            tracing::warn!(attempt = %attempt_id, error = %e, "cannot lock the attempt in the store")
+        }
+    }
+    lock
+}
+
+/// [`lock_in_store`] for a read outside calls (`POST /tools/execute` with an attempt,
+/// `GET /attempts/{id}/state`): `state` becomes what the store says under the attempt's row
+/// lock, and a store failure is returned (the route answers `store_error`) instead of being
+/// kept for a `write_call`. Drop the returned [`CallLock`] once read: it commits nothing
+/// (its transaction is rolled back). With the embedded store this does nothing.
+pub async fn read_in_store(
+    store: &Store,
+    attempt_id: &str,
+    state: &mut AttemptState,
+) -> Result<CallLock, StoreError> {
+    let (lock, fresh) = store.lock_call(attempt_id).await;
+    if let Some(f) = fresh? {
+        *state = AttemptState::with_evidence(f.state, &f.idempotent);
+    }
+    Ok(lock)
+}
+
 /// One attempt in memory: its record and its state lock.
 #[derive(Debug)]
 pub struct Attempt {
@@ -466,6 +505,15 @@ impl Attempts {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&id)
+            .cloned()
+    }
+
+    /// The attempt `id` if it is in memory (never loads).
+    pub fn loaded(&self, id: &str) -> Option<Arc<Attempt>> {
+        self.by_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
             .cloned()
     }
 

@@ -79,6 +79,11 @@ pub struct ServeFlags {
     /// project file).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The fleet store, `postgres://USER@HOST:PORT/DB` (SPEC 17), instead of the embedded
+    /// store in the data dir; overrides the project file's `store`.
+    /// [env: UNDERSTUDY_STORE] (read by `serve` when the flag is absent)
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// Bearer token of the admin API; required for a non-loopback listener.
     /// [env: UNDERSTUDY_ADMIN_TOKEN] (filled in by `commands::run` when the flag is absent)
     #[arg(long, value_name = "TOKEN")]

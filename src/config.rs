@@ -81,6 +81,8 @@ struct RawConfig {
     #[serde(default)]
     data_dir: Option<PathBuf>,
     #[serde(default)]
+    store: Option<String>,
+    #[serde(default)]
     mode: Option<Mode>,
     #[serde(default)]
     ca_dir: Option<PathBuf>,
@@ -120,6 +122,9 @@ pub struct Config {
     pub listen: String,
     /// Default `<base>/.understudy`.
     pub data_dir: PathBuf,
+    /// `"store": "postgres://…"` (SPEC 17): the fleet store instead of the embedded one in
+    /// `data_dir`; `--store URL` / `UNDERSTUDY_STORE` override it.
+    pub store: Option<String>,
     pub mode: Mode,
     /// Default `<base>/certs` (SPEC 11).
     pub ca_dir: PathBuf,
@@ -282,6 +287,18 @@ impl Config {
             file: file.to_path_buf(),
             listen,
             data_dir: resolve(raw.data_dir.as_deref().unwrap_or(Path::new(".understudy"))),
+            store: match raw.store {
+                Some(u) if !crate::store::is_postgres_url(&u) => {
+                    return Err(err(
+                        "store".into(),
+                        format!(
+                            "expected a postgres:// or postgresql:// URL, got {:?} (leave `store` out for the embedded store in data_dir)",
+                            crate::store::redact_url(&u)
+                        ),
+                    ))
+                }
+                other => other.filter(|u| !u.is_empty()),
+            },
             mode: raw.mode.unwrap_or_default(),
             ca_dir: resolve(raw.ca_dir.as_deref().unwrap_or(Path::new("certs"))),
             upstream_ca: raw.upstream_ca.as_deref().map(resolve),
@@ -447,6 +464,26 @@ mod tests {
         assert!(e.problem.message.contains("not valid JSON"));
         let e = Config::load(Path::new("/nonexistent/understudy.json")).unwrap_err();
         assert!(e.not_found);
+    }
+
+    #[test]
+    fn the_store_key_takes_a_postgres_url_only() {
+        let c = parse(r#"{"integrations":{"a":{"profile":"rest"}}}"#).unwrap();
+        assert_eq!(c.store, None, "the embedded store by default");
+        let c = parse(
+            r#"{"store":"postgres://u@127.0.0.1:5432/db","integrations":{"a":{"profile":"rest"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.store.as_deref(), Some("postgres://u@127.0.0.1:5432/db"));
+        let e =
+            parse(r#"{"store":"mysql://u:secret@h/db","integrations":{"a":{"profile":"rest"}}}"#)
+                .unwrap_err();
+        assert_eq!(e.problem.path, "store");
+        assert!(
+            !e.problem.message.contains("secret"),
+            "{}",
+            e.problem.message
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //!   `lease_expired`. The lease and pin rules are the attempt module's
 //!   ([`crate::attempt::lease_error`], [`crate::attempt::stale_pin`]), as for a proxied call.
 //! - **Which state**: `state` when given (a JSON object: the integration's state); else the
-//!   attempt's current state of the integration; else the definition's `initial_state`.
+//!   attempt's current state of the integration (with a shared store, SPEC 17, read under
+//!   the attempt's row lock, so a write through another process is seen); else the
+//!   definition's `initial_state`.
 //! - **Isolation**: nothing is committed — the answer's `state_after` shows what the call
 //!   would write, the attempt's state and evidence are untouched (an execute is a tool test,
 //!   not an agent call).
@@ -171,15 +173,15 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
         .or_else(|| record.as_ref().and_then(|r| r.variants.get(&key).cloned()));
     let state = match (&given_state, &attempt) {
         (Some(s), _) => Some(s.clone()),
-        (None, Some(a)) => Some(
-            a.lock
-                .lock()
+        (None, Some(a)) => {
+            let mut g = a.lock.lock().await;
+            // SPEC 17: with a shared store, the state any process wrote last (read under the
+            // attempt's row lock, released at once: an execute commits nothing).
+            let _row = crate::attempt::read_in_store(&app.store, &a.id, &mut g)
                 .await
-                .state
-                .get(integ.name())
-                .cloned()
-                .unwrap_or_default(),
-        ),
+                .map_err(store_err)?;
+            Some(g.state.get(integ.name()).cloned().unwrap_or_default())
+        }
         (None, None) => None,
     };
     let lease = record
@@ -388,7 +390,11 @@ fn stream(every: Duration, delay: Duration, timeout: Duration, answer: Value) ->
 /// `GET /attempts/{id}/state`: the attempt's live state (under its lock), pins and variants.
 pub(crate) async fn attempt_state(app: &App, id: &str) -> ApiResult {
     let a = lookup(app, id)?;
-    let g = a.lock.lock().await;
+    let mut g = a.lock.lock().await;
+    // SPEC 17: the state any process wrote last (see `execute`).
+    let _row = crate::attempt::read_in_store(&app.store, &a.id, &mut g)
+        .await
+        .map_err(store_err)?;
     let rec = a.record();
     let state: Map<String, Value> = g
         .state

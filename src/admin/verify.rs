@@ -134,7 +134,7 @@ pub(crate) async fn post_event(app: &App, id: &str, req: &Request) -> ApiResult 
     let mut ev = parse_event(&body)?;
     let seq = {
         // Under the state lock: one sequence with the calls, and no race with DELETE.
-        let _g = a.lock.lock().await;
+        let mut g = a.lock.lock().await;
         if a.lease(app.clock.now()) == Lease::Ended {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -142,6 +142,9 @@ pub(crate) async fn post_event(app: &App, id: &str, req: &Request) -> ApiResult 
                 format!("attempt `{id}` has ended: its evidence is closed, events are refused (post events before DELETE {PREFIX}/attempts/{{id}})"),
             ));
         }
+        // And a shared store's row lock (SPEC 17): one sequence with the calls of every
+        // process; held until after `write_agent_event`.
+        let _row = crate::attempt::lock_in_store(&app.store, &a.id, &mut g).await;
         ev.timestamp = crate::util::time::rfc3339(app.clock.now());
         app.store.write_agent_event(id, ev).map_err(store_err)?
     };

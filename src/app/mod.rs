@@ -167,7 +167,7 @@ impl App {
         };
         let contracts_dir = config.contracts.clone();
         let loaded = started.elapsed();
-        let store = Store::open(&config.data_dir)?;
+        let store = Store::open_configured(config.store.as_deref(), &config.data_dir)?;
         // The file rule of `reload`: only a file changed since its last sync appends (one
         // flush for all of them).
         let ops = integrations.values().flat_map(|i| i.operations.iter());
@@ -209,9 +209,30 @@ impl App {
         Ok(app)
     }
 
-    /// End the default attempts of earlier runs and create this run's.
+    /// End the default attempts of earlier runs and create this run's. A shared store
+    /// (PostgreSQL, SPEC 17) keeps ONE default attempt for the whole fleet: a process adopts
+    /// the live one (created by whichever process started first) instead of ending it, so
+    /// calls without a token reach the same attempt through any process.
     fn start_default_attempt(&self) -> Result<(), StartError> {
         let now = self.clock.now();
+        if self.store.is_shared() {
+            for _ in 0..3 {
+                let live = self
+                    .store
+                    .attempts()?
+                    .into_iter()
+                    .find(|a| a.is_default && a.ended_at.is_none());
+                if let Some(live) = live {
+                    self.attempts.get(&self.store, &live.attempt_id)?;
+                    return Ok(());
+                }
+                match self.create_default_attempt(now) {
+                    // Another process created it meanwhile: adopt that one.
+                    Err(StartError::Store(e)) if Store::is_default_taken(&e) => continue,
+                    other => return other,
+                }
+            }
+        }
         for mut old in self.store.attempts()? {
             if old.is_default && old.ended_at.is_none() {
                 old.final_state = Some(self.store.state(&old.attempt_id)?);
@@ -221,6 +242,10 @@ impl App {
                 self.store.put_attempt(&old)?;
             }
         }
+        self.create_default_attempt(now)
+    }
+
+    fn create_default_attempt(&self, now: chrono::DateTime<chrono::Utc>) -> Result<(), StartError> {
         let pinned = self.pin_latest()?;
         // Stale operations stay unpinned in the default attempt: their calls answer
         // `stale_contract` rather than refusing the whole server.

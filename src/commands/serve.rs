@@ -15,6 +15,9 @@ use crate::cli::{LogFormat, RecordArgs, ServeArgs};
 use crate::config::{Config, Mode};
 use crate::server::{self, Transport};
 
+/// The environment variable of `--store` (read when the flag is absent).
+pub const STORE_ENV: &str = "UNDERSTUDY_STORE";
+
 /// `understudy record`: `serve` in a record mode with drafts written to `--out`.
 pub fn record(args: &RecordArgs) -> Exit {
     if !matches!(
@@ -56,6 +59,21 @@ pub fn serve(args: &ServeArgs) -> Exit {
     ) {
         eprintln!("understudy serve: {e}");
         return Exit::Usage;
+    }
+    // The store: --store, else UNDERSTUDY_STORE, else the project file's `store`.
+    if let Some(url) = flags
+        .store
+        .clone()
+        .or_else(|| std::env::var(STORE_ENV).ok().filter(|u| !u.is_empty()))
+    {
+        if !crate::store::is_postgres_url(&url) {
+            eprintln!(
+                "understudy serve: --store / {STORE_ENV}: expected a postgres:// or postgresql:// URL, got {:?}",
+                crate::store::redact_url(&url)
+            );
+            return Exit::Usage;
+        }
+        config.store = Some(url);
     }
     if let Some(ca) = &flags.upstream_ca {
         config.upstream_ca = Some(ca.clone());

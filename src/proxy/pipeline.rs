@@ -656,6 +656,9 @@ pub async fn run_mocked<T>(
     seen: impl FnOnce(&Decision) -> T,
 ) -> Result<(NativeResponse, T), StoreFailed> {
     let mut state = attempt.lock.lock().await;
+    // SPEC 17: a shared store's row lock and the pre-call state read under it (a no-op for
+    // the embedded store); held until after the commit's `write_call`.
+    let _row = attempt::lock_in_store(&app.store, &attempt.id, &mut state).await;
     let decision = match prepared {
         Ok(p) => evaluate(&mut state, &p).at(Some(p.revision), p.variant.clone()),
         Err(d) => *d,
@@ -667,14 +670,17 @@ pub async fn run_mocked<T>(
 }
 
 /// [`commit`] of a call decided without the attempt's state (forwarded, blocked, simulated,
-/// or failed to forward): takes the state lock, so its event is ordered with the others.
+/// or failed to forward): takes the state lock, so its event is ordered with the others,
+/// and with a shared store the attempt's row lock too (its state read under it, so this
+/// process's copy stays current for the next mocked call).
 pub async fn record(
     app: &App,
     attempt: &Attempt,
     info: CallInfo,
     decision: Decision,
 ) -> Result<Committed, StoreFailed> {
-    let state = attempt.lock.lock().await;
+    let mut state = attempt.lock.lock().await;
+    let _row = attempt::lock_in_store(&app.store, &attempt.id, &mut state).await;
     commit(app, attempt, state, info, decision).await
 }
 

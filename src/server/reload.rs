@@ -22,6 +22,14 @@
 //! The tool-call contracts directory is polled at the same tick (`crate::app::contracts::poll`):
 //! a changed set is checked against the current operations and serves new attempts, a broken
 //! one is logged and the previous set keeps serving.
+//!
+//! **Following a shared store** ([`follow_store`], SPEC 17). With PostgreSQL, other processes
+//! append revisions (their file syncs and admin saves) and write attempt records (creation,
+//! re-pins, `DELETE`). The store's listener (LISTEN/NOTIFY with a 500 ms poll as fallback)
+//! reports it; then this process re-pins its default attempt to the latest revisions and
+//! replaces the records of the changed attempts it holds in memory (a lease ended elsewhere
+//! ends here too). New attempts pin straight from the store, so they see a revision saved
+//! through another process at once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -67,15 +75,51 @@ pub async fn poll(app: &Arc<App>) -> Vec<ReloadOutcome> {
     outcomes
 }
 
+/// Follow a shared store's changes (module doc) until `rx` closes; `None` for a store that
+/// only this process writes.
+pub fn follow_store(app: Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
+    let mut rx = app.store.subscribe()?;
+    Some(tokio::spawn(async move {
+        let mut seen = *rx.borrow_and_update();
+        while rx.changed().await.is_ok() {
+            let now = *rx.borrow_and_update();
+            if now.attempts != seen.attempts {
+                let a = app.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    for id in a.store.take_changed_attempts() {
+                        let Some(held) = a.attempts.loaded(&id) else {
+                            continue;
+                        };
+                        match a.store.attempt(&id) {
+                            Ok(Some(rec)) if rec != held.record() => held.set_record(rec),
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(attempt = %id, error = %e, "cannot refresh the attempt")
+                            }
+                        }
+                    }
+                })
+                .await;
+            }
+            if now.revisions != seen.revisions {
+                repin_default(&app).await;
+            }
+            seen = now;
+        }
+    }))
+}
+
 /// The polling task of a running server; [`Watcher::stop`] ends it (dropping it aborts it).
 pub struct Watcher {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    follower: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Watcher {
     /// Start polling every [`POLL_INTERVAL`].
     pub fn start(app: Arc<App>) -> Watcher {
+        let follower = follow_store(app.clone());
         let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(POLL_INTERVAL);
@@ -93,11 +137,15 @@ impl Watcher {
         Watcher {
             stop: Some(tx),
             task: Some(task),
+            follower,
         }
     }
 
     /// Stop polling and wait for a reload in progress to finish.
     pub async fn stop(mut self) {
+        if let Some(f) = self.follower.take() {
+            f.abort();
+        }
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
@@ -111,6 +159,9 @@ impl Drop for Watcher {
     fn drop(&mut self) {
         if let Some(t) = self.task.take() {
             t.abort();
+        }
+        if let Some(f) = self.follower.take() {
+            f.abort();
         }
     }
 }

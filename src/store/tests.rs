@@ -129,7 +129,7 @@ async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
             store.flush_now().unwrap(); // a checkpoint: lanes become idle
         }
     }
-    assert!(store.inner.journal.lanes.open_count() <= MAX_OPEN_LANES + 64);
+    assert!(store.embedded().journal.lanes.open_count() <= MAX_OPEN_LANES + 64);
     // Every attempt continues its numbering, closed lane or not.
     for i in [0, 1, n / 2, n - 1] {
         let id = format!("a{i}");

@@ -1,6 +1,7 @@
 //! The one integration-test binary. `support` starts real servers on port 0 with a real sled
 //! store in a temp dir; each other module tests one feature.
 
+mod pg;
 mod support;
 
 mod cli;
@@ -9,6 +10,7 @@ mod conformance;
 mod contracts;
 mod dryrun;
 mod faults;
+mod fleet;
 mod hostile;
 mod hostile_h2;
 mod https;

@@ -320,48 +320,52 @@ async fn output_schema_violation_is_a_harness_error_never_a_success() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_calls_on_one_attempt_never_lose_an_update() {
-    const N: i64 = 200;
-    let p = standard_project();
-    let s = Server::start(&p).await;
-    let a = s.attempt(json!({ "test_run_id": "concurrency" })).await;
-    let mut tasks = Vec::new();
-    for n in 0..N {
-        let client = s.http.clone();
-        let url = s.url(&format!("{}/counter", a.base("api")));
-        tasks.push(tokio::spawn(async move {
-            let r = support::send(&client, "POST", &url, Some(&json!({ "n": n })), &[]).await;
-            assert_eq!(r.status, 200, "{}", r.text);
-            r.json()["previous"].as_i64().unwrap()
-        }));
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in crate::pg::Backend::all() {
+        const N: i64 = 200;
+        let p = standard_project();
+        backend.apply(&p);
+        let s = Server::start(&p).await;
+        let a = s.attempt(json!({ "test_run_id": "concurrency" })).await;
+        let mut tasks = Vec::new();
+        for n in 0..N {
+            let client = s.http.clone();
+            let url = s.url(&format!("{}/counter", a.base("api")));
+            tasks.push(tokio::spawn(async move {
+                let r = support::send(&client, "POST", &url, Some(&json!({ "n": n })), &[]).await;
+                assert_eq!(r.status, 200, "{}", r.text);
+                r.json()["previous"].as_i64().unwrap()
+            }));
+        }
+        let mut previous = Vec::new();
+        for t in tasks {
+            previous.push(t.await.unwrap());
+        }
+        // Each call saw the value some other call wrote (or the initial -1), and no two calls saw
+        // the same one: the read-render-write of each call was atomic.
+        let distinct: BTreeSet<i64> = previous.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            N as usize,
+            "a value was read twice: an update was lost"
+        );
+        assert!(distinct.contains(&-1));
+        let ev = s.evidence(&a.id).await;
+        let events = ev["tool_events"].as_array().unwrap();
+        assert_eq!(events.len(), N as usize);
+        // Evidence is in execution order: each call saw what the one before it wrote.
+        let mut expected_prev = -1;
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(e["sequence"], i as u64 + 1);
+            assert_eq!(e["result"]["data"]["previous"], expected_prev, "event {i}");
+            expected_prev = e["arguments"]["n"].as_i64().unwrap();
+        }
+        // The final state is the last writer's value, and it was never read.
+        assert_eq!(ev["final_state"]["api"]["counter"], expected_prev);
+        assert!(!distinct.contains(&expected_prev));
+        assert_eq!(ev["verdict"], "pass");
+        s.stop().await.unwrap();
     }
-    let mut previous = Vec::new();
-    for t in tasks {
-        previous.push(t.await.unwrap());
-    }
-    // Each call saw the value some other call wrote (or the initial -1), and no two calls saw
-    // the same one: the read-render-write of each call was atomic.
-    let distinct: BTreeSet<i64> = previous.iter().copied().collect();
-    assert_eq!(
-        distinct.len(),
-        N as usize,
-        "a value was read twice: an update was lost"
-    );
-    assert!(distinct.contains(&-1));
-    let ev = s.evidence(&a.id).await;
-    let events = ev["tool_events"].as_array().unwrap();
-    assert_eq!(events.len(), N as usize);
-    // Evidence is in execution order: each call saw what the one before it wrote.
-    let mut expected_prev = -1;
-    for (i, e) in events.iter().enumerate() {
-        assert_eq!(e["sequence"], i as u64 + 1);
-        assert_eq!(e["result"]["data"]["previous"], expected_prev, "event {i}");
-        expected_prev = e["arguments"]["n"].as_i64().unwrap();
-    }
-    // The final state is the last writer's value, and it was never read.
-    assert_eq!(ev["final_state"]["api"]["counter"], expected_prev);
-    assert!(!distinct.contains(&expected_prev));
-    assert_eq!(ev["verdict"], "pass");
-    s.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -607,91 +611,99 @@ fn idempotent_project() -> Project {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_repeat_replays_and_other_arguments_are_422() {
-    let p = idempotent_project();
-    let s = Server::start(&p).await;
-    let key = [("Idempotency-Key", "\"order-secret-key-1\"")];
-    let first = s
-        .call("POST", "/api/orders", Some(&json!({ "item": "a" })), &key)
-        .await;
-    assert_eq!(first.status, 201);
-    assert_eq!(first.json(), json!({ "item": "a", "before": null }));
-    let again = s
-        .call("POST", "/api/orders", Some(&json!({ "item": "a" })), &key)
-        .await;
-    assert_eq!(again.status, 201);
-    assert_eq!(
-        again.text, first.text,
-        "the first response is replayed byte for byte"
-    );
-    let other = s
-        .call("POST", "/api/orders", Some(&json!({ "item": "b" })), &key)
-        .await;
-    assert_eq!(other.status, 422, "{}", other.text);
-    assert!(other.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("idempotency key"));
-    // A different key takes effect, seeing the state of the first call only once.
-    let third = s
-        .call(
-            "POST",
-            "/api/orders",
-            Some(&json!({ "item": "c" })),
-            &[("Idempotency-Key", "k2")],
-        )
-        .await;
-    assert_eq!(third.json(), json!({ "item": "c", "before": "a" }));
-    let ev = s.evidence(&s.default_attempt()).await;
-    let events = ev["tool_events"].as_array().unwrap();
-    let statuses: Vec<&str> = events
-        .iter()
-        .map(|e| e["result_status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["ok", "replayed", "input_error", "ok"]);
-    let r0 = events[0]["idempotency_key_ref"].as_str().unwrap();
-    assert_eq!(r0.len(), 16);
-    assert!(r0.bytes().all(|c| c.is_ascii_hexdigit()));
-    assert_eq!(events[1]["idempotency_key_ref"], r0);
-    assert_eq!(events[2]["idempotency_key_ref"], r0);
-    assert_ne!(events[3]["idempotency_key_ref"], r0);
-    assert_ne!(
-        events[0]["execution_attempt_id"],
-        events[1]["execution_attempt_id"]
-    );
-    assert_eq!(events[2]["http_status"], 422);
-    assert!(
-        !ev.to_string().contains("order-secret-key-1"),
-        "raw keys never stored"
-    );
-    assert_eq!(ev["verdict"], "pass");
-    s.stop().await.unwrap();
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in crate::pg::Backend::all() {
+        let p = idempotent_project();
+        backend.apply(&p);
+        let s = Server::start(&p).await;
+        let key = [("Idempotency-Key", "\"order-secret-key-1\"")];
+        let first = s
+            .call("POST", "/api/orders", Some(&json!({ "item": "a" })), &key)
+            .await;
+        assert_eq!(first.status, 201);
+        assert_eq!(first.json(), json!({ "item": "a", "before": null }));
+        let again = s
+            .call("POST", "/api/orders", Some(&json!({ "item": "a" })), &key)
+            .await;
+        assert_eq!(again.status, 201);
+        assert_eq!(
+            again.text, first.text,
+            "the first response is replayed byte for byte"
+        );
+        let other = s
+            .call("POST", "/api/orders", Some(&json!({ "item": "b" })), &key)
+            .await;
+        assert_eq!(other.status, 422, "{}", other.text);
+        assert!(other.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("idempotency key"));
+        // A different key takes effect, seeing the state of the first call only once.
+        let third = s
+            .call(
+                "POST",
+                "/api/orders",
+                Some(&json!({ "item": "c" })),
+                &[("Idempotency-Key", "k2")],
+            )
+            .await;
+        assert_eq!(third.json(), json!({ "item": "c", "before": "a" }));
+        let ev = s.evidence(&s.default_attempt()).await;
+        let events = ev["tool_events"].as_array().unwrap();
+        let statuses: Vec<&str> = events
+            .iter()
+            .map(|e| e["result_status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["ok", "replayed", "input_error", "ok"]);
+        let r0 = events[0]["idempotency_key_ref"].as_str().unwrap();
+        assert_eq!(r0.len(), 16);
+        assert!(r0.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(events[1]["idempotency_key_ref"], r0);
+        assert_eq!(events[2]["idempotency_key_ref"], r0);
+        assert_ne!(events[3]["idempotency_key_ref"], r0);
+        assert_ne!(
+            events[0]["execution_attempt_id"],
+            events[1]["execution_attempt_id"]
+        );
+        assert_eq!(events[2]["http_status"], 422);
+        assert!(
+            !ev.to_string().contains("order-secret-key-1"),
+            "raw keys never stored"
+        );
+        assert_eq!(ev["verdict"], "pass");
+        s.stop().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_survives_a_restart() {
-    let p = idempotent_project();
-    let s = Server::start(&p).await;
-    let a = s.attempt(json!({})).await;
-    let url = format!("{}/orders", a.base("api"));
-    let key = [("Idempotency-Key", "k")];
-    let first = s
-        .call("POST", &url, Some(&json!({ "item": "a" })), &key)
-        .await;
-    assert_eq!(first.status, 201);
-    s.stop().await.unwrap();
-    let s = Server::start(&p).await;
-    let again = s
-        .call("POST", &url, Some(&json!({ "item": "a" })), &key)
-        .await;
-    assert_eq!(again.status, 201, "{}", again.text);
-    assert_eq!(again.text, first.text);
-    let other = s
-        .call("POST", &url, Some(&json!({ "item": "z" })), &key)
-        .await;
-    assert_eq!(other.status, 422);
-    let ev = s.evidence(&a.id).await;
-    assert_eq!(ev["tool_events"][1]["result_status"], "replayed");
-    s.stop().await.unwrap();
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in crate::pg::Backend::all() {
+        let p = idempotent_project();
+        backend.apply(&p);
+        let s = Server::start(&p).await;
+        let a = s.attempt(json!({})).await;
+        let url = format!("{}/orders", a.base("api"));
+        let key = [("Idempotency-Key", "k")];
+        let first = s
+            .call("POST", &url, Some(&json!({ "item": "a" })), &key)
+            .await;
+        assert_eq!(first.status, 201);
+        s.stop().await.unwrap();
+        let s = Server::start(&p).await;
+        let again = s
+            .call("POST", &url, Some(&json!({ "item": "a" })), &key)
+            .await;
+        assert_eq!(again.status, 201, "{}", again.text);
+        assert_eq!(again.text, first.text);
+        let other = s
+            .call("POST", &url, Some(&json!({ "item": "z" })), &key)
+            .await;
+        assert_eq!(other.status, 422);
+        let ev = s.evidence(&a.id).await;
+        assert_eq!(ev["tool_events"][1]["result_status"], "replayed");
+        s.stop().await.unwrap();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -739,42 +751,46 @@ async fn a_file_that_fails_check_refuses_the_start_with_the_check_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revisions_are_synced_from_files_and_pinned() {
-    let p = standard_project();
-    let s = Server::start(&p).await;
-    let a = s.attempt(json!({})).await;
-    assert_eq!(a.body["pins"]["crm/lookup_contact_by_phone"]["revision"], 1);
-    assert!(
-        a.body["pins"]["crm/lookup_contact_by_phone"]["contract_hash"]
-            .as_str()
-            .unwrap()
-            .starts_with("sha256:")
-    );
-    s.stop().await.unwrap();
-    // A changed definition becomes revision 2; the running attempt keeps revision 1.
-    let mut op = support::sf_lookup_op();
-    op["mock"]["default_variant"] = json!("missing");
-    p.op("crm", op);
-    let s = Server::start(&p).await;
-    let b = s.attempt(json!({})).await;
-    assert_eq!(b.body["pins"]["crm/lookup_contact_by_phone"]["revision"], 2);
-    let path = "/services/data/v59.0/query?q=SELECT+Id,+FirstName+FROM+Contact+WHERE+Phone+=+'%2B15550001'";
-    let old = s
-        .call("GET", &format!("{}{path}", a.base("crm")), None, &[])
-        .await;
-    let new = s
-        .call("GET", &format!("{}{path}", b.base("crm")), None, &[])
-        .await;
-    assert_eq!(
-        old.json()["totalSize"],
-        1,
-        "attempt a keeps revision 1 (found)"
-    );
-    assert_eq!(
-        new.json()["totalSize"],
-        0,
-        "attempt b pinned revision 2 (missing)"
-    );
-    s.stop().await.unwrap();
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in crate::pg::Backend::all() {
+        let p = standard_project();
+        backend.apply(&p);
+        let s = Server::start(&p).await;
+        let a = s.attempt(json!({})).await;
+        assert_eq!(a.body["pins"]["crm/lookup_contact_by_phone"]["revision"], 1);
+        assert!(
+            a.body["pins"]["crm/lookup_contact_by_phone"]["contract_hash"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
+        s.stop().await.unwrap();
+        // A changed definition becomes revision 2; the running attempt keeps revision 1.
+        let mut op = support::sf_lookup_op();
+        op["mock"]["default_variant"] = json!("missing");
+        p.op("crm", op);
+        let s = Server::start(&p).await;
+        let b = s.attempt(json!({})).await;
+        assert_eq!(b.body["pins"]["crm/lookup_contact_by_phone"]["revision"], 2);
+        let path = "/services/data/v59.0/query?q=SELECT+Id,+FirstName+FROM+Contact+WHERE+Phone+=+'%2B15550001'";
+        let old = s
+            .call("GET", &format!("{}{path}", a.base("crm")), None, &[])
+            .await;
+        let new = s
+            .call("GET", &format!("{}{path}", b.base("crm")), None, &[])
+            .await;
+        assert_eq!(
+            old.json()["totalSize"],
+            1,
+            "attempt a keeps revision 1 (found)"
+        );
+        assert_eq!(
+            new.json()["totalSize"],
+            0,
+            "attempt b pinned revision 2 (missing)"
+        );
+        s.stop().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1153,52 +1169,56 @@ fn futures_flush(store: &understudy::store::Store) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_ends_the_attempt_and_reports_verified_cleanup() {
-    let p = standard_project();
-    let s = Server::start(&p).await;
-    let a = s.attempt(json!({})).await;
-    let url = format!("{}/counter", a.base("api"));
-    s.call("POST", &url, Some(&json!({ "n": 3 })), &[]).await;
-    let r = s
-        .call(
-            "DELETE",
-            &format!("/_understudy/api/attempts/{}", a.id),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(
-        r.json()["cleanup"],
-        json!({ "status": "verified", "remaining_state_keys": 0 })
-    );
-    assert!(r.json()["ended_at"].is_string());
-    // Evidence is kept; the state is gone.
-    let ev = s.evidence(&a.id).await;
-    assert_eq!(ev["tool_events"].as_array().unwrap().len(), 1);
-    assert_eq!(ev["verdict"], "pass");
-    // Deleting again is harmless; the default attempt cannot be deleted.
-    let r = s
-        .call(
-            "DELETE",
-            &format!("/_understudy/api/attempts/{}", a.id),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(r.status, 200);
-    let r = s
-        .call(
-            "DELETE",
-            &format!("/_understudy/api/attempts/{}", s.default_attempt()),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(r.status, 409);
-    // A call after the end is a harness error.
-    let r = s.call("POST", &url, Some(&json!({ "n": 4 })), &[]).await;
-    assert_eq!(r.header("understudy-error"), Some("lease_expired"));
-    s.stop().await.unwrap();
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in crate::pg::Backend::all() {
+        let p = standard_project();
+        backend.apply(&p);
+        let s = Server::start(&p).await;
+        let a = s.attempt(json!({})).await;
+        let url = format!("{}/counter", a.base("api"));
+        s.call("POST", &url, Some(&json!({ "n": 3 })), &[]).await;
+        let r = s
+            .call(
+                "DELETE",
+                &format!("/_understudy/api/attempts/{}", a.id),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(
+            r.json()["cleanup"],
+            json!({ "status": "verified", "remaining_state_keys": 0 })
+        );
+        assert!(r.json()["ended_at"].is_string());
+        // Evidence is kept; the state is gone.
+        let ev = s.evidence(&a.id).await;
+        assert_eq!(ev["tool_events"].as_array().unwrap().len(), 1);
+        assert_eq!(ev["verdict"], "pass");
+        // Deleting again is harmless; the default attempt cannot be deleted.
+        let r = s
+            .call(
+                "DELETE",
+                &format!("/_understudy/api/attempts/{}", a.id),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 200);
+        let r = s
+            .call(
+                "DELETE",
+                &format!("/_understudy/api/attempts/{}", s.default_attempt()),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 409);
+        // A call after the end is a harness error.
+        let r = s.call("POST", &url, Some(&json!({ "n": 4 })), &[]).await;
+        assert_eq!(r.header("understudy-error"), Some("lease_expired"));
+        s.stop().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

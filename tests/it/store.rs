@@ -1,6 +1,8 @@
 //! The store and evidence against a real sled database in a temp dir: revision numbering,
 //! record_call atomicity and group commit, reopening, attempts and state, the exported
-//! envelope and the `understudy evidence` exit codes.
+//! envelope and the `understudy evidence` exit codes. The tests of the store's promises run
+//! one body against both backends ([`Backend::all`]: embedded, then a real PostgreSQL);
+//! those about the embedded store's own mechanics (group commit, data dir, journal) don't.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -8,8 +10,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use understudy::commands::evidence as cmd_evidence;
-use understudy::records::{AttemptRecord, Pin, ToolEvent};
+use understudy::records::{
+    AgentEvent, AgentEventKind, AttemptRecord, EvidenceEntry, Pin, ToolEvent,
+};
 use understudy::store::{CallRecord, Store, StoreError};
+
+use crate::pg::Backend;
 
 fn attempt(id: &str) -> AttemptRecord {
     AttemptRecord {
@@ -79,227 +85,251 @@ fn open(dir: &Path) -> Store {
 
 #[test]
 fn sync_revision_appends_only_when_definition_or_contract_changes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    let def1 = json!({"schema_version": 1, "default_variant": "a", "variants": {"a": {"result": {"status": 200}}}});
-    // same content, different member order: same canonical JSON, same revision
-    let def1_reordered = json!({"variants": {"a": {"result": {"status": 200}}}, "default_variant": "a", "schema_version": 1});
-    let def2 = json!({"schema_version": 1, "default_variant": "a", "variants": {"a": {"result": {"status": 201}}}});
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        let def1 = json!({"schema_version": 1, "default_variant": "a", "variants": {"a": {"result": {"status": 200}}}});
+        // same content, different member order: same canonical JSON, same revision
+        let def1_reordered = json!({"variants": {"a": {"result": {"status": 200}}}, "default_variant": "a", "schema_version": 1});
+        let def2 = json!({"schema_version": 1, "default_variant": "a", "variants": {"a": {"result": {"status": 201}}}});
 
-    assert_eq!(store.latest_revision("crm/lookup").unwrap(), None);
-    let (r1, created) = store
-        .sync_revision("crm/lookup", "sha256:c1", &def1, "file")
-        .unwrap();
-    assert!(created);
-    assert_eq!(r1.revision, 1);
-    assert_eq!(r1.source, "file");
-    assert!(r1.definition_hash.starts_with("sha256:"));
-    assert_eq!(r1.definition_hash.len(), "sha256:".len() + 64);
+        assert_eq!(store.latest_revision("crm/lookup").unwrap(), None);
+        let (r1, created) = store
+            .sync_revision("crm/lookup", "sha256:c1", &def1, "file")
+            .unwrap();
+        assert!(created);
+        assert_eq!(r1.revision, 1);
+        assert_eq!(r1.source, "file");
+        assert!(r1.definition_hash.starts_with("sha256:"));
+        assert_eq!(r1.definition_hash.len(), "sha256:".len() + 64);
 
-    let (again, created) = store
-        .sync_revision("crm/lookup", "sha256:c1", &def1_reordered, "api")
-        .unwrap();
-    assert!(!created);
-    assert_eq!(again, r1);
+        let (again, created) = store
+            .sync_revision("crm/lookup", "sha256:c1", &def1_reordered, "api")
+            .unwrap();
+        assert!(!created);
+        assert_eq!(again, r1);
 
-    let (r2, created) = store
-        .sync_revision("crm/lookup", "sha256:c1", &def2, "api")
-        .unwrap();
-    assert!(created);
-    assert_eq!(r2.revision, 2);
-    // a contract change alone makes a new revision too
-    let (r3, created) = store
-        .sync_revision("crm/lookup", "sha256:c2", &def2, "file")
-        .unwrap();
-    assert!(created);
-    assert_eq!(r3.revision, 3);
-    assert_eq!(r3.definition_hash, r2.definition_hash);
-    // going back to an older definition appends, it never rewinds
-    let (r4, created) = store
-        .sync_revision("crm/lookup", "sha256:c2", &def1, "file")
-        .unwrap();
-    assert!(created);
-    assert_eq!(r4.revision, 4);
+        let (r2, created) = store
+            .sync_revision("crm/lookup", "sha256:c1", &def2, "api")
+            .unwrap();
+        assert!(created);
+        assert_eq!(r2.revision, 2);
+        // a contract change alone makes a new revision too
+        let (r3, created) = store
+            .sync_revision("crm/lookup", "sha256:c2", &def2, "file")
+            .unwrap();
+        assert!(created);
+        assert_eq!(r3.revision, 3);
+        assert_eq!(r3.definition_hash, r2.definition_hash);
+        // going back to an older definition appends, it never rewinds
+        let (r4, created) = store
+            .sync_revision("crm/lookup", "sha256:c2", &def1, "file")
+            .unwrap();
+        assert!(created);
+        assert_eq!(r4.revision, 4);
 
-    let all = store.revisions("crm/lookup").unwrap();
-    assert_eq!(
-        all.iter().map(|r| r.revision).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4]
-    );
-    assert_eq!(all[0], r1, "revision 1 is never rewritten");
-    assert_eq!(store.revision("crm/lookup", 2).unwrap(), Some(r2));
-    assert_eq!(store.revision("crm/lookup", 9).unwrap(), None);
-    assert_eq!(store.latest_revision("crm/lookup").unwrap(), Some(r4));
+        let all = store.revisions("crm/lookup").unwrap();
+        assert_eq!(
+            all.iter().map(|r| r.revision).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(all[0], r1, "revision 1 is never rewritten");
+        assert_eq!(store.revision("crm/lookup", 2).unwrap(), Some(r2));
+        assert_eq!(store.revision("crm/lookup", 9).unwrap(), None);
+        assert_eq!(store.latest_revision("crm/lookup").unwrap(), Some(r4));
+    }
 }
 
 #[test]
 fn revision_keys_do_not_leak_into_each_other() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    let d = json!({"schema_version": 1});
-    store
-        .sync_revision("crm/op", "sha256:a", &d, "file")
-        .unwrap();
-    store
-        .sync_revision("crm/op2", "sha256:a", &d, "file")
-        .unwrap();
-    store
-        .sync_revision("crm/op2", "sha256:b", &d, "file")
-        .unwrap();
-    store
-        .sync_revision("crm/o", "sha256:a", &d, "file")
-        .unwrap();
-    assert_eq!(store.revisions("crm/op").unwrap().len(), 1);
-    assert_eq!(store.revisions("crm/op2").unwrap().len(), 2);
-    assert_eq!(store.revisions("crm/o").unwrap().len(), 1);
-    assert_eq!(store.revisions("tools/op").unwrap().len(), 0);
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        let d = json!({"schema_version": 1});
+        store
+            .sync_revision("crm/op", "sha256:a", &d, "file")
+            .unwrap();
+        store
+            .sync_revision("crm/op2", "sha256:a", &d, "file")
+            .unwrap();
+        store
+            .sync_revision("crm/op2", "sha256:b", &d, "file")
+            .unwrap();
+        store
+            .sync_revision("crm/o", "sha256:a", &d, "file")
+            .unwrap();
+        assert_eq!(store.revisions("crm/op").unwrap().len(), 1);
+        assert_eq!(store.revisions("crm/op2").unwrap().len(), 2);
+        assert_eq!(store.revisions("crm/o").unwrap().len(), 1);
+        assert_eq!(store.revisions("tools/op").unwrap().len(), 0);
+    }
 }
 
 #[test]
 fn concurrent_syncs_never_share_a_revision_number() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    let threads: Vec<_> = (0..8)
-        .map(|t| {
-            let store = store.clone();
-            std::thread::spawn(move || {
-                (0..10)
-                    .map(|i| {
-                        let def = json!({"schema_version": 1, "thread": t, "i": i});
-                        let (rec, created) = store
-                            .sync_revision("crm/lookup", "sha256:c", &def, "file")
-                            .unwrap();
-                        assert!(created);
-                        rec.revision
-                    })
-                    .collect::<Vec<u64>>()
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    (0..10)
+                        .map(|i| {
+                            let def = json!({"schema_version": 1, "thread": t, "i": i});
+                            let (rec, created) = store
+                                .sync_revision("crm/lookup", "sha256:c", &def, "file")
+                                .unwrap();
+                            assert!(created);
+                            rec.revision
+                        })
+                        .collect::<Vec<u64>>()
+                })
             })
-        })
-        .collect();
-    let mut numbers: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    numbers.sort_unstable();
-    assert_eq!(numbers, (1..=80).collect::<Vec<_>>());
-    let stored = store.revisions("crm/lookup").unwrap();
-    assert_eq!(stored.len(), 80);
-    let hashes: BTreeSet<&str> = stored.iter().map(|r| r.definition_hash.as_str()).collect();
-    assert_eq!(hashes.len(), 80, "every definition kept its own revision");
+            .collect();
+        let mut numbers: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        numbers.sort_unstable();
+        assert_eq!(numbers, (1..=80).collect::<Vec<_>>());
+        let stored = store.revisions("crm/lookup").unwrap();
+        assert_eq!(stored.len(), 80);
+        let hashes: BTreeSet<&str> = stored.iter().map(|r| r.definition_hash.as_str()).collect();
+        assert_eq!(hashes.len(), 80, "every definition kept its own revision");
+    }
 }
 
 #[test]
 fn concurrent_syncs_of_one_definition_create_one_revision() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    let def = json!({"schema_version": 1, "same": true});
-    let created: usize = (0..8)
-        .map(|_| {
-            let store = store.clone();
-            let def = def.clone();
-            std::thread::spawn(move || {
-                store
-                    .sync_revision("crm/lookup", "sha256:c", &def, "file")
-                    .unwrap()
-                    .1
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        let def = json!({"schema_version": 1, "same": true});
+        let created: usize = (0..8)
+            .map(|_| {
+                let store = store.clone();
+                let def = def.clone();
+                std::thread::spawn(move || {
+                    store
+                        .sync_revision("crm/lookup", "sha256:c", &def, "file")
+                        .unwrap()
+                        .1
+                })
             })
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|t| t.join().unwrap() as usize)
-        .sum();
-    assert_eq!(created, 1);
-    assert_eq!(store.revisions("crm/lookup").unwrap().len(), 1);
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap() as usize)
+            .sum();
+        assert_eq!(created, 1);
+        assert_eq!(store.revisions("crm/lookup").unwrap().len(), 1);
+    }
 }
 
 // ---- record_call ----------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn record_call_sequences_are_contiguous_under_200_concurrent_tasks() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    store.put_attempt(&attempt("att")).unwrap();
-    let tasks: Vec<_> = (0..200)
-        .map(|i| {
-            let store = store.clone();
-            tokio::spawn(async move { store.record_call("att", call(i)).await.unwrap() })
-        })
-        .collect();
-    let mut seqs = Vec::new();
-    for t in tasks {
-        seqs.push(t.await.unwrap());
-    }
-    seqs.sort_unstable();
-    assert_eq!(seqs, (1..=200).collect::<Vec<u64>>());
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        store.put_attempt(&attempt("att")).unwrap();
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move { store.record_call("att", call(i)).await.unwrap() })
+            })
+            .collect();
+        let mut seqs = Vec::new();
+        for t in tasks {
+            seqs.push(t.await.unwrap());
+        }
+        seqs.sort_unstable();
+        assert_eq!(seqs, (1..=200).collect::<Vec<u64>>());
 
-    let events = store.evidence("att").unwrap();
-    assert_eq!(
-        events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
-        (1..=200).collect::<Vec<u64>>(),
-        "evidence comes back in sequence order"
-    );
-    let args: BTreeSet<u64> = events
-        .iter()
-        .map(|e| e.arguments["i"].as_u64().unwrap())
-        .collect();
-    assert_eq!(args.len(), 200, "every call has its own event");
+        let events = store.evidence("att").unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+            (1..=200).collect::<Vec<u64>>(),
+            "evidence comes back in sequence order"
+        );
+        let args: BTreeSet<u64> = events
+            .iter()
+            .map(|e| e.arguments["i"].as_u64().unwrap())
+            .collect();
+        assert_eq!(args.len(), 200, "every call has its own event");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn state_is_written_atomically_with_its_event() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    store.put_attempt(&attempt("att")).unwrap();
-    let tasks: Vec<_> = (0..100u64)
-        .map(|i| {
-            let store = store.clone();
-            tokio::spawn(async move {
-                let rec = CallRecord {
-                    event: event(i),
-                    state: Some(("crm".to_string(), obj(json!({ "last": i })))),
-                };
-                store.record_call("att", rec).await.unwrap()
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        store.put_attempt(&attempt("att")).unwrap();
+        let tasks: Vec<_> = (0..100u64)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let rec = CallRecord {
+                        event: event(i),
+                        state: Some(("crm".to_string(), obj(json!({ "last": i })))),
+                    };
+                    store.record_call("att", rec).await.unwrap()
+                })
             })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        // The state left behind is the one written by the call with the highest sequence:
+        // event and state went in together, in sequence order.
+        let events = store.evidence("att").unwrap();
+        let last = events.last().unwrap();
+        assert_eq!(last.sequence, 100);
+        let state = store.state("att").unwrap();
+        assert_eq!(state["crm"]["last"], last.arguments["i"]);
     }
-    // The state left behind is the one written by the call with the highest sequence:
-    // event and state went in together, in sequence order.
-    let events = store.evidence("att").unwrap();
-    let last = events.last().unwrap();
-    assert_eq!(last.sequence, 100);
-    let state = store.state("att").unwrap();
-    assert_eq!(state["crm"]["last"], last.arguments["i"]);
 }
 
 #[tokio::test]
 async fn a_call_without_state_leaves_state_alone_and_other_attempts_are_separate() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    store.put_attempt(&attempt("a1")).unwrap();
-    store.put_attempt(&attempt("a10")).unwrap();
-    let with_state = CallRecord {
-        event: event(1),
-        state: Some(("crm".to_string(), obj(json!({"n": 1})))),
-    };
-    assert_eq!(store.record_call("a1", with_state).await.unwrap(), 1);
-    assert_eq!(store.record_call("a1", call(2)).await.unwrap(), 2);
-    assert_eq!(store.record_call("a10", call(3)).await.unwrap(), 1);
-    assert_eq!(store.state("a1").unwrap()["crm"], obj(json!({"n": 1})));
-    assert!(store.state("a10").unwrap().is_empty());
-    assert_eq!(store.evidence("a1").unwrap().len(), 2);
-    assert_eq!(store.evidence("a10").unwrap().len(), 1);
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        store.put_attempt(&attempt("a1")).unwrap();
+        store.put_attempt(&attempt("a10")).unwrap();
+        let with_state = CallRecord {
+            event: event(1),
+            state: Some(("crm".to_string(), obj(json!({"n": 1})))),
+        };
+        assert_eq!(store.record_call("a1", with_state).await.unwrap(), 1);
+        assert_eq!(store.record_call("a1", call(2)).await.unwrap(), 2);
+        assert_eq!(store.record_call("a10", call(3)).await.unwrap(), 1);
+        assert_eq!(store.state("a1").unwrap()["crm"], obj(json!({"n": 1})));
+        assert!(store.state("a10").unwrap().is_empty());
+        assert_eq!(store.evidence("a1").unwrap().len(), 2);
+        assert_eq!(store.evidence("a10").unwrap().len(), 1);
+    }
 }
 
 #[tokio::test]
 async fn record_call_for_an_unknown_attempt_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    let err = store.record_call("ghost", call(1)).await.unwrap_err();
-    assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
-    assert!(store.evidence("ghost").unwrap().is_empty());
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        let err = store.record_call("ghost", call(1)).await.unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+        assert!(store.evidence("ghost").unwrap().is_empty());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,114 +378,233 @@ async fn flush_waits_for_a_group_flush() {
 
 #[tokio::test]
 async fn everything_survives_closing_and_reopening() {
-    let tmp = tempfile::tempdir().unwrap();
-    let def = json!({"schema_version": 1});
-    {
-        let store = open(tmp.path());
-        store
-            .sync_revision("crm/lookup", "sha256:c", &def, "file")
-            .unwrap();
-        store.put_attempt(&attempt("att")).unwrap();
-        for i in 0..5 {
-            let rec = CallRecord {
-                event: event(i),
-                state: Some(("crm".to_string(), obj(json!({ "n": i })))),
-            };
-            store.record_call("att", rec).await.unwrap();
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let def = json!({"schema_version": 1});
+        {
+            let store = backend.open(tmp.path());
+            store
+                .sync_revision("crm/lookup", "sha256:c", &def, "file")
+                .unwrap();
+            store.put_attempt(&attempt("att")).unwrap();
+            for i in 0..5 {
+                let rec = CallRecord {
+                    event: event(i),
+                    state: Some(("crm".to_string(), obj(json!({ "n": i })))),
+                };
+                store.record_call("att", rec).await.unwrap();
+            }
+            store.flush().await.unwrap();
         }
-        store.flush().await.unwrap();
+        let store = backend.open(tmp.path());
+        assert_eq!(store.revisions("crm/lookup").unwrap().len(), 1);
+        assert_eq!(store.attempt("att").unwrap(), Some(attempt("att")));
+        assert_eq!(store.evidence("att").unwrap().len(), 5);
+        assert_eq!(store.state("att").unwrap()["crm"], obj(json!({"n": 4})));
+        // numbering continues where it stopped
+        assert_eq!(store.record_call("att", call(9)).await.unwrap(), 6);
+        let (r, created) = store
+            .sync_revision("crm/lookup", "sha256:c2", &def, "file")
+            .unwrap();
+        assert!(created);
+        assert_eq!(r.revision, 2);
     }
-    let store = open(tmp.path());
-    assert_eq!(store.revisions("crm/lookup").unwrap().len(), 1);
-    assert_eq!(store.attempt("att").unwrap(), Some(attempt("att")));
-    assert_eq!(store.evidence("att").unwrap().len(), 5);
-    assert_eq!(store.state("att").unwrap()["crm"], obj(json!({"n": 4})));
-    // numbering continues where it stopped
-    assert_eq!(store.record_call("att", call(9)).await.unwrap(), 6);
-    let (r, created) = store
-        .sync_revision("crm/lookup", "sha256:c2", &def, "file")
-        .unwrap();
-    assert!(created);
-    assert_eq!(r.revision, 2);
+}
+
+fn agent_event(name: &str) -> AgentEvent {
+    AgentEvent {
+        sequence: 0,
+        name: name.into(),
+        kind: AgentEventKind::AgentMessage,
+        test_run_id: Some("run_1".into()),
+        text: Some("You are booked.".into()),
+        data: Some(json!({ "amount": "12.50" })),
+        timestamp: "2026-01-01T10:02:00.000Z".into(),
+    }
+}
+
+/// `(sequence, "call" | event name)` of every entry of the attempt's timeline.
+fn timeline_of(store: &Store, id: &str) -> Vec<(u64, String)> {
+    store
+        .timeline(id)
+        .unwrap()
+        .into_iter()
+        .map(|e| match e {
+            EvidenceEntry::Call(c) => (c.sequence, "call".to_string()),
+            EvidenceEntry::Agent(a) => (a.sequence, a.name),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn agent_events_share_the_sequence_with_calls_and_survive_a_restart() {
+    // One body, both stores (issues 15 and 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        {
+            let store = backend.open(tmp.path());
+            store.put_attempt(&attempt("att")).unwrap();
+            assert_eq!(store.record_call("att", call(0)).await.unwrap(), 1);
+            let said = store
+                .record_agent_event("att", agent_event("said"))
+                .await
+                .unwrap();
+            assert_eq!(said, 2, "{backend:?}");
+            assert_eq!(store.record_call("att", call(1)).await.unwrap(), 3);
+            let found = store.attempt_evidence("att").unwrap().expect("the attempt");
+            assert_eq!(
+                found.calls.iter().map(|c| c.sequence).collect::<Vec<_>>(),
+                [1, 3]
+            );
+            assert_eq!(found.events.len(), 1);
+            assert_eq!(found.events[0].sequence, 2);
+            assert_eq!(found.events[0].data.as_ref().unwrap()["amount"], "12.50");
+            // `evidence` is the calls alone.
+            assert_eq!(store.evidence("att").unwrap().len(), 2);
+            // Acknowledged means durable: no flush before the store goes away.
+        }
+        let store = backend.open(tmp.path());
+        let want = |names: &[&str]| -> Vec<(u64, String)> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as u64 + 1, n.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            timeline_of(&store, "att"),
+            want(&["call", "said", "call"]),
+            "{backend:?}"
+        );
+        // Numbering continues after the restart, for both kinds.
+        assert_eq!(
+            store
+                .record_agent_event("att", agent_event("next"))
+                .await
+                .unwrap(),
+            4
+        );
+        assert_eq!(store.record_call("att", call(2)).await.unwrap(), 5);
+        if let Backend::Postgres(_) = backend {
+            // A second process on the same database: its calls and events interleave with
+            // the first one's in the one sequence (the attempt's row lock).
+            let other = backend.open(tmp.path());
+            assert_eq!(
+                other
+                    .record_agent_event("att", agent_event("elsewhere"))
+                    .await
+                    .unwrap(),
+                6
+            );
+            assert_eq!(other.record_call("att", call(3)).await.unwrap(), 7);
+            assert_eq!(
+                store
+                    .record_agent_event("att", agent_event("back"))
+                    .await
+                    .unwrap(),
+                8
+            );
+            assert_eq!(
+                timeline_of(&other, "att"),
+                want(&[
+                    "call",
+                    "said",
+                    "call",
+                    "next",
+                    "call",
+                    "elsewhere",
+                    "call",
+                    "back"
+                ])
+            );
+        }
+    }
 }
 
 // ---- attempts and state ---------------------------------------------------------------------
 
 #[test]
 fn attempts_by_id_list_and_token() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    store.put_attempt(&attempt("b")).unwrap();
-    store.put_attempt(&attempt("a")).unwrap();
-    assert_eq!(store.attempt("a").unwrap(), Some(attempt("a")));
-    assert_eq!(store.attempt("zz").unwrap(), None);
-    let ids: Vec<String> = store
-        .attempts()
-        .unwrap()
-        .into_iter()
-        .map(|a| a.attempt_id)
-        .collect();
-    assert_eq!(ids, vec!["a", "b"]);
-    assert_eq!(
-        store.attempt_by_token_hash("tokenhash-b").unwrap(),
-        Some(attempt("b"))
-    );
-    assert_eq!(store.attempt_by_token_hash("nope").unwrap(), None);
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        store.put_attempt(&attempt("b")).unwrap();
+        store.put_attempt(&attempt("a")).unwrap();
+        assert_eq!(store.attempt("a").unwrap(), Some(attempt("a")));
+        assert_eq!(store.attempt("zz").unwrap(), None);
+        let ids: Vec<String> = store
+            .attempts()
+            .unwrap()
+            .into_iter()
+            .map(|a| a.attempt_id)
+            .collect();
+        assert_eq!(ids, vec!["a", "b"]);
+        assert_eq!(
+            store.attempt_by_token_hash("tokenhash-b").unwrap(),
+            Some(attempt("b"))
+        );
+        assert_eq!(store.attempt_by_token_hash("nope").unwrap(), None);
 
-    // updating an attempt (ended, cleanup) keeps its token index
-    let mut ended = attempt("b");
-    ended.ended_at = Some("2026-01-01T11:00:00Z".into());
-    ended.cleanup = Some(json!({"status": "verified", "remaining_state_keys": 0}));
-    store.put_attempt(&ended).unwrap();
-    assert_eq!(
-        store.attempt_by_token_hash("tokenhash-b").unwrap(),
-        Some(ended.clone())
-    );
-    // a new token replaces the old index entry
-    let mut rotated = ended.clone();
-    rotated.token_hash = "tokenhash-new".into();
-    store.put_attempt(&rotated).unwrap();
-    assert_eq!(store.attempt_by_token_hash("tokenhash-b").unwrap(), None);
-    assert_eq!(
-        store.attempt_by_token_hash("tokenhash-new").unwrap(),
-        Some(rotated)
-    );
-    // a token hash cannot belong to two attempts
-    let mut thief = attempt("c");
-    thief.token_hash = "tokenhash-a".into();
-    assert!(matches!(
-        store.put_attempt(&thief),
-        Err(StoreError::Invalid(_))
-    ));
+        // updating an attempt (ended, cleanup) keeps its token index
+        let mut ended = attempt("b");
+        ended.ended_at = Some("2026-01-01T11:00:00Z".into());
+        ended.cleanup = Some(json!({"status": "verified", "remaining_state_keys": 0}));
+        store.put_attempt(&ended).unwrap();
+        assert_eq!(
+            store.attempt_by_token_hash("tokenhash-b").unwrap(),
+            Some(ended.clone())
+        );
+        // a new token replaces the old index entry
+        let mut rotated = ended.clone();
+        rotated.token_hash = "tokenhash-new".into();
+        store.put_attempt(&rotated).unwrap();
+        assert_eq!(store.attempt_by_token_hash("tokenhash-b").unwrap(), None);
+        assert_eq!(
+            store.attempt_by_token_hash("tokenhash-new").unwrap(),
+            Some(rotated)
+        );
+        // a token hash cannot belong to two attempts
+        let mut thief = attempt("c");
+        thief.token_hash = "tokenhash-a".into();
+        assert!(matches!(
+            store.put_attempt(&thief),
+            Err(StoreError::Invalid(_))
+        ));
+    }
 }
 
 #[tokio::test]
 async fn clear_state_removes_every_key_and_verifies_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
-    store.put_attempt(&attempt("a1")).unwrap();
-    store.put_attempt(&attempt("a10")).unwrap();
-    store
-        .put_state("a1", "crm", &obj(json!({"reference": "TEST-742"})))
-        .unwrap();
-    store
-        .put_state("a1", "tools", &obj(json!({"x": 1})))
-        .unwrap();
-    store
-        .put_state("a10", "crm", &obj(json!({"keep": true})))
-        .unwrap();
-    store.record_call("a1", call(1)).await.unwrap();
-    assert_eq!(store.state("a1").unwrap().len(), 2);
+    // One body, both stores (issue 17): embedded, then PostgreSQL.
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        store.put_attempt(&attempt("a1")).unwrap();
+        store.put_attempt(&attempt("a10")).unwrap();
+        store
+            .put_state("a1", "crm", &obj(json!({"reference": "TEST-742"})))
+            .unwrap();
+        store
+            .put_state("a1", "tools", &obj(json!({"x": 1})))
+            .unwrap();
+        store
+            .put_state("a10", "crm", &obj(json!({"keep": true})))
+            .unwrap();
+        store.record_call("a1", call(1)).await.unwrap();
+        assert_eq!(store.state("a1").unwrap().len(), 2);
 
-    assert_eq!(store.clear_state("a1").unwrap(), 0, "cleanup verified");
-    assert!(store.state("a1").unwrap().is_empty());
-    assert_eq!(store.evidence("a1").unwrap().len(), 1, "evidence is kept");
-    assert_eq!(
-        store.state("a10").unwrap()["crm"],
-        obj(json!({"keep": true})),
-        "another attempt whose id shares a prefix is untouched"
-    );
-    assert_eq!(store.clear_state("a1").unwrap(), 0, "idempotent");
+        assert_eq!(store.clear_state("a1").unwrap(), 0, "cleanup verified");
+        assert!(store.state("a1").unwrap().is_empty());
+        assert_eq!(store.evidence("a1").unwrap().len(), 1, "evidence is kept");
+        assert_eq!(
+            store.state("a10").unwrap()["crm"],
+            obj(json!({"keep": true})),
+            "another attempt whose id shares a prefix is untouched"
+        );
+        assert_eq!(store.clear_state("a1").unwrap(), 0, "idempotent");
+    }
 }
 
 // ---- evidence export ------------------------------------------------------------------------
