@@ -242,20 +242,41 @@ pub struct AttemptState {
     /// (`"<integration>/<operation_id>"`, idempotency key ref) → the first response.
     pub idempotency: HashMap<(String, String), IdempotentEntry>,
     /// `"<integration>/<operation_id>"` → how far its seeded chaos has gone
-    /// ([`crate::fault::decide`]). Rebuilt empty after a restart until events carry their
-    /// `fault` member.
+    /// ([`crate::fault::decide`]). Rebuilt from the events after a restart
+    /// ([`AttemptState::with_evidence`]).
     pub chaos: HashMap<String, crate::fault::ChaosCounter>,
 }
 
 impl AttemptState {
     /// Rebuild the idempotency table from evidence (after a restart): the first `ok` event
-    /// of each (operation, key ref).
+    /// of each (operation, key ref) — a fault after the effect is `ok`, so its key is
+    /// remembered; one before it is `blocked` and is not. And the chaos counters: every
+    /// evaluated call of an operation (`ok`, or `blocked` with a `fault` member) advanced its
+    /// index, every `fault` of origin `chaos` its fired count — so a restarted server goes on
+    /// with the same seeded sequence.
     pub fn with_evidence(
         state: BTreeMap<String, Map<String, Value>>,
         events: &[ToolEvent],
     ) -> AttemptState {
         let mut idempotency = HashMap::new();
+        let mut chaos: HashMap<String, crate::fault::ChaosCounter> = HashMap::new();
         for e in events {
+            if let Some(op) = &e.operation_id {
+                let evaluated = e.result_status == ResultStatus::Ok
+                    || (e.result_status == ResultStatus::Blocked && e.fault.is_some());
+                if evaluated && e.source == crate::records::EventSource::Mock {
+                    let c = chaos
+                        .entry(format!("{}/{}", e.integration, op))
+                        .or_default();
+                    c.calls += 1;
+                    if e.fault
+                        .as_ref()
+                        .is_some_and(|f| f.origin.as_deref() == Some("chaos"))
+                    {
+                        c.fired += 1;
+                    }
+                }
+            }
             if e.result_status != ResultStatus::Ok {
                 continue;
             }
@@ -275,7 +296,7 @@ impl AttemptState {
         AttemptState {
             state,
             idempotency,
-            chaos: HashMap::new(),
+            chaos,
         }
     }
 }

@@ -9,6 +9,7 @@ mod conformance;
 mod contracts;
 mod dryrun;
 mod faults;
+mod faults_injected;
 mod hostile;
 mod hostile_h2;
 mod https;
