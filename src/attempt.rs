@@ -608,6 +608,55 @@ mod tests {
     use super::*;
 
     #[test]
+    fn chaos_counters_and_keys_are_rebuilt_from_faulted_events() {
+        let ev = |seq: u64, status: &str, fault: Option<(bool, &str)>| ToolEvent {
+            sequence: seq,
+            execution_attempt_id: format!("exec_{seq}"),
+            integration: "crm".into(),
+            operation_id: Some("book".into()),
+            revision: Some(1),
+            variant: Some("ok".into()),
+            rule: None,
+            is_write: true,
+            arguments: serde_json::json!({"n": seq}),
+            result: serde_json::json!({"status": 201}),
+            result_status: status.into(),
+            http_status: 201,
+            latency_ms: 0.0,
+            delay_ms: 0,
+            idempotency_key_ref: Some(format!("key{seq}")),
+            trace_id: None,
+            source: "mock".into(),
+            error: None,
+            timestamp: "2026-01-01T10:05:00.000Z".into(),
+            fault: fault.map(|(after_effect, origin)| crate::records::FaultRecord {
+                kind: "timeout".into(),
+                after_effect,
+                origin: Some(origin.into()),
+                wire_status: None,
+            }),
+        };
+        let events = [
+            ev(1, "ok", Some((true, "chaos"))),
+            ev(2, "blocked", Some((false, "chaos"))),
+            ev(3, "ok", None),
+            ev(4, "blocked", None),
+            ev(5, "ok", Some((true, "mock"))),
+            ev(6, "input_error", None),
+        ];
+        let st = AttemptState::with_evidence(BTreeMap::new(), &events);
+        let c = st.chaos["crm/book"];
+        assert_eq!((c.calls, c.fired), (4, 2));
+        // After the effect: remembered; before it: not.
+        assert!(st
+            .idempotency
+            .contains_key(&("crm/book".into(), "key1".into())));
+        assert!(!st
+            .idempotency
+            .contains_key(&("crm/book".into(), "key2".into())));
+    }
+
+    #[test]
     fn the_parsed_lease_follows_the_record() {
         let t0 = parse_time("2026-01-01T00:00:00Z").unwrap();
         let new = NewAttempt {

@@ -16,7 +16,10 @@
 //! 4. [`run_mocked`] — **under the attempt's state lock**: [`evaluate`] (idempotency — replay
 //!    or 422 —, then the pinned revision's engine against the integration's pre-call state,
 //!    [`validate_output`] and the wire's rendering, once per static result: `settled`), then
-//!    [`commit`], then [`delay`] (`delay_ms`, after the lock is released);
+//!    [`plan_fault`] (HTTP calls: the attempt's chaos or the definition's fault, which decides
+//!    whether the effect is committed; [`crate::fault`]), then [`commit`], then [`delay`]
+//!    (`delay_ms`, after the lock is released); a faulted call's answer is then put on the
+//!    wire by [`faulted`] (the aborts are the server's: `crate::http::fault`);
 //! 5. [`commit`] — the one commit of every call, whatever stage or plan ended it (STYLE
 //!    habit 10): the event and the integration's new state are written in one store
 //!    transaction under the lock, the new state becomes visible to the next call, the lock is
