@@ -242,20 +242,41 @@ pub struct AttemptState {
     /// (`"<integration>/<operation_id>"`, idempotency key ref) → the first response.
     pub idempotency: HashMap<(String, String), IdempotentEntry>,
     /// `"<integration>/<operation_id>"` → how far its seeded chaos has gone
-    /// ([`crate::fault::decide`]). Rebuilt empty after a restart until events carry their
-    /// `fault` member.
+    /// ([`crate::fault::decide`]). Rebuilt from the events after a restart
+    /// ([`AttemptState::with_evidence`]).
     pub chaos: HashMap<String, crate::fault::ChaosCounter>,
 }
 
 impl AttemptState {
     /// Rebuild the idempotency table from evidence (after a restart): the first `ok` event
-    /// of each (operation, key ref).
+    /// of each (operation, key ref) — a fault after the effect is `ok`, so its key is
+    /// remembered; one before it is `blocked` and is not. And the chaos counters: every
+    /// evaluated call of an operation (`ok`, or `blocked` with a `fault` member) advanced its
+    /// index, every `fault` of origin `chaos` its fired count — so a restarted server goes on
+    /// with the same seeded sequence.
     pub fn with_evidence(
         state: BTreeMap<String, Map<String, Value>>,
         events: &[ToolEvent],
     ) -> AttemptState {
         let mut idempotency = HashMap::new();
+        let mut chaos: HashMap<String, crate::fault::ChaosCounter> = HashMap::new();
         for e in events {
+            if let Some(op) = &e.operation_id {
+                let evaluated = e.result_status == ResultStatus::Ok
+                    || (e.result_status == ResultStatus::Blocked && e.fault.is_some());
+                if evaluated && e.source == crate::records::EventSource::Mock {
+                    let c = chaos
+                        .entry(format!("{}/{}", e.integration, op))
+                        .or_default();
+                    c.calls += 1;
+                    if e.fault
+                        .as_ref()
+                        .is_some_and(|f| f.origin.as_deref() == Some("chaos"))
+                    {
+                        c.fired += 1;
+                    }
+                }
+            }
             if e.result_status != ResultStatus::Ok {
                 continue;
             }
@@ -275,7 +296,7 @@ impl AttemptState {
         AttemptState {
             state,
             idempotency,
-            chaos: HashMap::new(),
+            chaos,
         }
     }
 }
@@ -633,6 +654,55 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chaos_counters_and_keys_are_rebuilt_from_faulted_events() {
+        let ev = |seq: u64, status: &str, fault: Option<(bool, &str)>| ToolEvent {
+            sequence: seq,
+            execution_attempt_id: format!("exec_{seq}"),
+            integration: "crm".into(),
+            operation_id: Some("book".into()),
+            revision: Some(1),
+            variant: Some("ok".into()),
+            rule: None,
+            is_write: true,
+            arguments: serde_json::json!({"n": seq}),
+            result: serde_json::json!({"status": 201}),
+            result_status: status.into(),
+            http_status: 201,
+            latency_ms: 0.0,
+            delay_ms: 0,
+            idempotency_key_ref: Some(format!("key{seq}")),
+            trace_id: None,
+            source: "mock".into(),
+            error: None,
+            timestamp: "2026-01-01T10:05:00.000Z".into(),
+            fault: fault.map(|(after_effect, origin)| crate::records::FaultRecord {
+                kind: "timeout".into(),
+                after_effect,
+                origin: Some(origin.into()),
+                wire_status: None,
+            }),
+        };
+        let events = [
+            ev(1, "ok", Some((true, "chaos"))),
+            ev(2, "blocked", Some((false, "chaos"))),
+            ev(3, "ok", None),
+            ev(4, "blocked", None),
+            ev(5, "ok", Some((true, "mock"))),
+            ev(6, "input_error", None),
+        ];
+        let st = AttemptState::with_evidence(BTreeMap::new(), &events);
+        let c = st.chaos["crm/book"];
+        assert_eq!((c.calls, c.fired), (4, 2));
+        // After the effect: remembered; before it: not.
+        assert!(st
+            .idempotency
+            .contains_key(&("crm/book".into(), "key1".into())));
+        assert!(!st
+            .idempotency
+            .contains_key(&("crm/book".into(), "key2".into())));
+    }
 
     #[test]
     fn the_parsed_lease_follows_the_record() {

@@ -154,7 +154,7 @@ pub fn envelope_of(inputs: &Inputs<'_>) -> Value {
             _ => {}
         }
         if let Some(action) = side_effect_action(e) {
-            blocked.push(json!({
+            let mut b = json!({
                 "sequence": e.sequence,
                 "integration": e.integration,
                 "operation_id": e.operation_id,
@@ -162,7 +162,12 @@ pub fn envelope_of(inputs: &Inputs<'_>) -> Value {
                 "arguments": r(&e.arguments),
                 "http_status": e.http_status,
                 "action": action,
-            }));
+            });
+            // A write held back by an `after_effect: false` fault says so.
+            if let Some(f) = &e.fault {
+                b["fault"] = serde_json::to_value(f).unwrap_or(Value::Null);
+            }
+            blocked.push(b);
         }
     }
     let mut agent: Vec<&AgentEvent> = inputs.events.iter().collect();
@@ -257,7 +262,10 @@ pub fn verify_evidence(inputs: &Inputs<'_>) -> verify::Evidence {
                 is_write: e.is_write,
                 trace_id: e.trace_id.clone(),
                 idempotency_key_ref: e.idempotency_key_ref.clone(),
-                fault_after_effect: false,
+                fault_after_effect: crate::fault::fault_after_effect(
+                    &e.result_status,
+                    e.fault.as_ref(),
+                ),
             })
         })
         .collect();
@@ -576,6 +584,7 @@ mod tests {
             source: "mock".into(),
             error: None,
             timestamp: "2026-01-01T10:05:00.000Z".into(),
+            fault: None,
         }
     }
 

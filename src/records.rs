@@ -180,6 +180,9 @@ pub struct ToolEvent {
     pub error: Option<Value>,
     /// RFC 3339.
     pub timestamp: String,
+    /// The call's answer failed on purpose (issue 15, [`crate::fault`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultRecord>,
 }
 
 /// The `result_status` of an event (SPEC 8).

@@ -1,8 +1,10 @@
 //! What admin and proxy share of HTTP: the buffered [`Request`] every stage takes
 //! ([`request`]), the response body and response types of every handler, the conversion of
-//! a profile's [`NativeResponse`] into HTTP, understudy's own JSON responses, and the
-//! connection and body [`Limits`] (enforced by `crate::server`, read by handlers too).
+//! a profile's [`NativeResponse`] into HTTP, understudy's own JSON responses, the
+//! connection and body [`Limits`] (enforced by `crate::server`, read by handlers too), and
+//! what a fault puts on the wire instead of an answer ([`fault`]).
 
+pub mod fault;
 pub mod request;
 
 pub use request::Request;
@@ -57,6 +59,12 @@ pub fn full(bytes: impl Into<Bytes>) -> HttpBody {
 /// `application/json`, and the extra headers. When the envelope sets a Content-Type that is
 /// not JSON (`text/plain`, `text/csv`…) and `data` is a string, the string is sent as it is.
 pub fn to_http(r: NativeResponse) -> HttpResponse {
+    to_http_with(r, full)
+}
+
+/// [`to_http`] with the body bytes turned into the body by `body` (a fault's truncated or
+/// slow body: [`fault`]).
+pub fn to_http_with(r: NativeResponse, body: impl FnOnce(Bytes) -> HttpBody) -> HttpResponse {
     let mut b = Response::builder()
         .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
     let mut has_type = false;
@@ -73,7 +81,7 @@ pub fn to_http(r: NativeResponse) -> HttpResponse {
             b = b.header(name, value);
         }
     }
-    let body = match r.body {
+    let body_bytes = match r.body {
         Some(serde_json::Value::String(text)) if raw_text => Bytes::from(text),
         Some(v) => {
             if !has_type {
@@ -83,7 +91,7 @@ pub fn to_http(r: NativeResponse) -> HttpResponse {
         }
         None => Bytes::new(),
     };
-    b.body(full(body)).unwrap_or_else(|_| {
+    b.body(body(body_bytes)).unwrap_or_else(|_| {
         Response::builder()
             .status(StatusCode::INTERNAL_SERVER_ERROR)
             .body(full(Bytes::new()))

@@ -20,8 +20,9 @@ use serde_json::{Map, Value};
 
 use crate::attempt::IdempotentEntry;
 use crate::error::{CallError, HarnessError, InputError};
+use crate::mock::model::Fault;
 use crate::profile::{self, NativeResponse, Profile, Wire};
-use crate::records::{EventSource, ResultStatus};
+use crate::records::{EventSource, FaultRecord, ResultStatus};
 
 /// What happens to one identified call (SPEC 4; the table of `super::forward`).
 #[derive(Debug, Clone)]
@@ -59,6 +60,12 @@ pub struct Decision {
     pub new_state: Option<(String, Map<String, Value>)>,
     /// The first response of an idempotent call, to remember once recorded.
     pub remember: Option<((String, String), IdempotentEntry)>,
+    /// The definition's fault for this answer (the matched rule's, else the variant's), as
+    /// the engine selected it: an input to `crate::fault::decide`, not yet a decision.
+    pub fault: Option<Fault>,
+    /// The event's `fault` member: the call's answer fails on purpose
+    /// (`super::pipeline::run_mocked` sets it with the fault plan).
+    pub fault_record: Option<FaultRecord>,
 }
 
 impl Decision {
@@ -76,6 +83,8 @@ impl Decision {
             delay_ms: 0,
             new_state: None,
             remember: None,
+            fault: None,
+            fault_record: None,
         }
     }
 

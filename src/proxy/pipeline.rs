@@ -16,7 +16,10 @@
 //! 4. [`run_mocked`] — **under the attempt's state lock**: [`evaluate`] (idempotency — replay
 //!    or 422 —, then the pinned revision's engine against the integration's pre-call state,
 //!    [`validate_output`] and the wire's rendering, once per static result: `settled`), then
-//!    [`commit`], then [`delay`] (`delay_ms`, after the lock is released);
+//!    [`plan_fault`] (HTTP calls: the attempt's chaos or the definition's fault, which decides
+//!    whether the effect is committed; [`crate::fault`]), then [`commit`], then [`delay`]
+//!    (`delay_ms`, after the lock is released); a faulted call's answer is then put on the
+//!    wire by [`faulted`] (the aborts are the server's: `crate::http::fault`);
 //! 5. [`commit`] — the one commit of every call, whatever stage or plan ended it (STYLE
 //!    habit 10): the event and the integration's new state are written in one store
 //!    transaction under the lock, the new state becomes visible to the next call, the lock is
@@ -42,7 +45,8 @@ use crate::config::Mode;
 use crate::contract::template::RequestView;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
-use crate::http::{to_http, HttpResponse, Request};
+use crate::fault::{self, FaultAnswer, FaultPlan};
+use crate::http::{to_http, to_http_with, HttpResponse, Request};
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
 use crate::mock::Engine;
@@ -152,10 +156,70 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
             return super::forward::run(&app, attempt, req, info, id, plan).await
         }
     };
-    match run_mocked(&app, &attempt, info, prepared, |_| ()).await {
-        Ok((response, ())) => to_http(response),
+    let profile = match &prepared {
+        Ok(Prepared {
+            wire: Wire::Http(p),
+            ..
+        }) => Some(p.clone()),
+        _ => None,
+    };
+    match run_mocked_with_faults(&app, &attempt, info, prepared, true, |_| ()).await {
+        Ok((response, None, ())) => to_http(response),
+        Ok((response, Some(plan), ())) => faulted(&plan, response, profile.as_deref()),
         Err(f) => to_http(f.response),
     }
+}
+
+/// What goes on the wire for a faulted HTTP call instead of its decided `response`
+/// ([`FaultAnswer`]; `crate::http::fault` for the aborts). `profile`: the integration's, for
+/// a `status` fault's native error body.
+pub fn faulted(
+    plan: &FaultPlan,
+    response: NativeResponse,
+    profile: Option<&Profile>,
+) -> HttpResponse {
+    use crate::http::fault::{self as wire, Abort};
+    match &plan.answer {
+        FaultAnswer::Reset => wire::aborted(Abort::Reset),
+        FaultAnswer::Close => wire::aborted(Abort::Close),
+        FaultAnswer::Hold { ms } => wire::aborted(Abort::Hold { ms: *ms }),
+        FaultAnswer::SlowBody { chunks, ms } => {
+            to_http_with(response, |b| wire::slow(b, *chunks, *ms))
+        }
+        FaultAnswer::Truncated => to_http_with(response, wire::truncated),
+        FaultAnswer::Status { status, headers } => to_http(fault_status(*status, headers, profile)),
+        // `check` refuses MCP kinds on HTTP operations (and chaos specs alike); should one
+        // get here, no answer leaves rather than an unfaulted one.
+        FaultAnswer::JsonRpcError { .. } | FaultAnswer::StreamCut => wire::aborted(Abort::Close),
+    }
+}
+
+/// A `status` fault's answer: the profile's native error body (its input-error shape, with
+/// the error code it gives that status) at `status`, with the fault's extra headers.
+pub fn fault_status(
+    status: u16,
+    headers: &[(String, String)],
+    profile: Option<&Profile>,
+) -> NativeResponse {
+    let reason = hyper::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("error");
+    let mut e = InputError::new(format!(
+        "{status} {reason} (a fault injected by understudy)"
+    ));
+    e.status = status;
+    let mut r = match profile {
+        Some(p) => p.input_error(&e),
+        None => NativeResponse {
+            status,
+            headers: Vec::new(),
+            body: Some(json!({"error": {"message": e.message}})),
+        },
+    };
+    r.status = status;
+    r.headers.extend(headers.iter().cloned());
+    r
 }
 
 /// Where stages 1–3 left a call: the mock's (prepared, or its decided end), or another plan
@@ -509,6 +573,8 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                         delay_ms: 0,
                         new_state: None,
                         remember: None,
+                        fault: None,
+                        fault_record: None,
                     },
                     Err(e) => Decision::harness_on(&p.wire, e),
                 };
@@ -567,6 +633,8 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         delay_ms: outcome.delay_ms,
         new_state,
         remember,
+        fault: outcome.fault.cloned(),
+        fault_record: None,
     }
 }
 
@@ -648,6 +716,10 @@ fn patched_state(
 /// (`prepared` is `Err`: its decision is committed as is). `seen` looks at the decision
 /// before it is committed (an MCP caller keeps the tool-call outcome for the dialect). The
 /// delay runs after the lock is released and only once the evidence is durable.
+///
+/// MCP tool calls are not faulted yet (issue 15's `jsonrpc_error` and `stream_cut`, and the
+/// transport kinds on MCP): [`run_mocked`] decides no fault, so their evidence never claims
+/// one. HTTP calls run [`run_mocked_with_faults`].
 pub async fn run_mocked<T>(
     app: &App,
     attempt: &Attempt,
@@ -655,18 +727,80 @@ pub async fn run_mocked<T>(
     prepared: Result<Prepared, Box<Decision>>,
     seen: impl FnOnce(&Decision) -> T,
 ) -> Result<(NativeResponse, T), StoreFailed> {
+    let (response, _, seen) =
+        run_mocked_with_faults(app, attempt, info, prepared, false, seen).await?;
+    Ok((response, seen))
+}
+
+/// [`run_mocked`], deciding the call's fault when `faults` ([`plan_fault`], under the lock
+/// after evaluation): the plan comes back with the decided response, for the caller to put
+/// on the wire instead. The evidence (and the state change, when the fault is after the
+/// effect) is committed and durable before it returns, as for any call.
+pub async fn run_mocked_with_faults<T>(
+    app: &App,
+    attempt: &Attempt,
+    info: CallInfo,
+    prepared: Result<Prepared, Box<Decision>>,
+    faults: bool,
+    seen: impl FnOnce(&Decision) -> T,
+) -> Result<(NativeResponse, Option<FaultPlan>, T), StoreFailed> {
     let mut state = attempt.lock.lock().await;
     // SPEC 17: a shared store's row lock and the pre-call state read under it (a no-op for
     // the embedded store); held until after the commit's `write_call`.
     let _row = attempt::lock_in_store(&app.store, &attempt.id, &mut state).await;
-    let decision = match prepared {
-        Ok(p) => evaluate(&mut state, &p).at(Some(p.revision), p.variant.clone()),
-        Err(d) => *d,
+    let (decision, plan) = match prepared {
+        Ok(p) => {
+            let mut d = evaluate(&mut state, &p).at(Some(p.revision), p.variant.clone());
+            let plan = if faults {
+                plan_fault(attempt, &mut state, &p, &mut d)
+            } else {
+                None
+            };
+            (d, plan)
+        }
+        Err(d) => (*d, None),
     };
     let seen = seen(&decision);
     let committed = commit(app, attempt, state, info, decision).await?;
     delay(committed.delay_ms).await;
-    Ok((committed.response, seen))
+    Ok((committed.response, plan, seen))
+}
+
+/// Stage 4b — the call's fault ([`crate::fault::decide`]), under the state lock, after
+/// evaluation and the output check, before the commit. Only a call that evaluated to an
+/// answer (`ok`) can fault: input and harness errors and idempotent replays (`replayed`:
+/// never faulted, no chaos index consumed) are answered as they are. The attempt's chaos
+/// for the operation wins over the definition's fault. A fault before the effect
+/// (`after_effect: false`) drops the state change and the idempotency entry — nothing
+/// changed, so a retry with the same key evaluates afresh — and the call is `blocked`; one
+/// after the effect commits both and stays `ok`. Either way the event carries the `fault`
+/// member and the decided `result` and `http_status`.
+pub fn plan_fault(
+    attempt: &Attempt,
+    state: &mut AttemptState,
+    p: &Prepared,
+    d: &mut Decision,
+) -> Option<FaultPlan> {
+    let definition = d.fault.take();
+    if d.result_status != ResultStatus::Ok {
+        return None;
+    }
+    let key = p.op.key();
+    let chaos = attempt.read_record().faults.get(&key).cloned();
+    let plan = match &chaos {
+        Some(c) => {
+            let counter = state.chaos.entry(key.clone()).or_default();
+            fault::decide(definition.as_ref(), Some(c), counter, &key)
+        }
+        None => fault::decide(definition.as_ref(), None, &mut Default::default(), &key),
+    }?;
+    if !plan.commit_effect {
+        d.new_state = None;
+        d.remember = None;
+    }
+    d.result_status = plan.result_status();
+    d.fault_record = Some(plan.record(d.response.status));
+    Some(plan)
 }
 
 /// [`commit`] of a call decided without the attempt's state (forwarded, blocked, simulated,
@@ -800,6 +934,7 @@ fn tool_event(app: &App, info: &mut CallInfo, d: &Decision, result: Value) -> (T
         source: d.source.clone(),
         error: d.error.as_ref().map(CallError::to_json),
         timestamp: crate::util::time::rfc3339(app.clock.now()),
+        fault: d.fault_record.clone(),
     };
     (event, latency_ms)
 }

@@ -288,7 +288,17 @@ async fn tunnel_task(
         }
     };
     tracing::debug!(%peer, host = %tunnel.host, port = tunnel.port, "CONNECT tunnel intercepted");
-    transport::serve_io(stream, peer, app, edge, watcher, Some(Arc::new(tunnel))).await;
+    // Not a socket of ours: a `reset` fault closes the tunnel's stream like `close`.
+    transport::serve_io(
+        stream,
+        peer,
+        app,
+        edge,
+        watcher,
+        Some(Arc::new(tunnel)),
+        |_| {},
+    )
+    .await;
 }
 
 /// At start: how to point an agent at the proxy, and which hosts it intercepts (stderr).

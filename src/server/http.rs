@@ -23,6 +23,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -38,6 +39,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::app::App;
+use crate::http::fault::Abort;
 use crate::http::{json_response, HttpResponse, Limits, Request};
 
 /// Accept connections until `shutdown` resolves, then drain and flush the store.
@@ -107,17 +109,60 @@ pub async fn serve_listener(
     Ok(())
 }
 
-/// Buffer one request and hand it to [`super::dispatch`] (admin or proxy). `tunnel`: the
-/// request came through a CONNECT tunnel ([`super::connect`]).
-pub(super) async fn handle(
+/// The service error of a call whose answer a fault replaced with an abort
+/// ([`crate::http::fault::Abort`]): hyper then closes the HTTP/1.1 connection without a
+/// response byte (a TCP reset when [`ConnState`] says so), or resets the h2 stream.
+#[derive(Debug)]
+pub struct Aborted;
+
+impl std::fmt::Display for Aborted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the answer was aborted by an injected fault")
+    }
+}
+
+impl std::error::Error for Aborted {}
+
+/// [`handle`], then carry out the [`Abort`] its response may carry (the `crate::http::fault`
+/// table): wait out a hold (cut short by shutdown), mark an HTTP/1.1 reset for the socket's
+/// close, and fail the service call so that nothing is sent.
+pub(super) async fn serve_request(
     app: Arc<App>,
     edge: Arc<super::transport::Edge>,
     conn: Arc<ConnState>,
     peer: SocketAddr,
     tunnel: Option<Arc<super::connect::Tunnel>>,
     req: hyper::Request<Incoming>,
-) -> HttpResponse {
+) -> Result<HttpResponse, Aborted> {
+    let h2 = req.version() == hyper::Version::HTTP_2;
     let _guard = conn.request_started();
+    let resp = handle(app, edge.clone(), peer, tunnel, req).await;
+    let Some(abort) = crate::http::fault::abort_of(&resp) else {
+        return Ok(resp);
+    };
+    drop(resp);
+    match abort {
+        Abort::Reset if !h2 => conn.reset_on_close(),
+        Abort::Reset | Abort::Close => {}
+        Abort::Hold { ms } => {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                _ = edge.closing() => {}
+            }
+        }
+    }
+    Err(Aborted)
+}
+
+/// Buffer one request and hand it to [`super::dispatch`] (admin or proxy). `tunnel`: the
+/// request came through a CONNECT tunnel ([`super::connect`]).
+async fn handle(
+    app: Arc<App>,
+    edge: Arc<super::transport::Edge>,
+    peer: SocketAddr,
+    tunnel: Option<Arc<super::connect::Tunnel>>,
+    req: hyper::Request<Incoming>,
+) -> HttpResponse {
     if req.method() == hyper::Method::CONNECT {
         return super::connect::connect(app, edge, peer, tunnel.as_deref(), req).await;
     }
@@ -257,6 +302,8 @@ struct ConnInner {
 pub struct ConnState {
     inner: Mutex<ConnInner>,
     changed: Notify,
+    /// A `reset` fault aborted an HTTP/1.1 call: the socket closes with `SO_LINGER` 0.
+    reset: AtomicBool,
 }
 
 impl ConnState {
@@ -270,7 +317,13 @@ impl ConnState {
                 first_read: true,
             }),
             changed: Notify::new(),
+            reset: AtomicBool::new(false),
         }
+    }
+
+    /// Close the connection with a TCP reset when its byte stream is dropped ([`Tracked`]).
+    fn reset_on_close(&self) {
+        self.reset.store(true, Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ConnInner> {
@@ -349,15 +402,36 @@ pub(super) async fn watchdog(state: Arc<ConnState>, limits: Limits) -> &'static 
 }
 
 /// A connection's byte stream (TCP, or the decrypted TLS stream), reporting reads to the
-/// watchdog.
+/// watchdog. Dropped after a `reset` fault ([`ConnState::reset_on_close`]), it sets
+/// `SO_LINGER` 0 on its socket first (`linger_zero`), so the close is a TCP RST.
 pub(super) struct Tracked<S = TcpStream> {
     inner: S,
     state: Arc<ConnState>,
+    linger_zero: fn(&S),
 }
 
 impl<S> Tracked<S> {
-    pub(super) fn new(inner: S, state: Arc<ConnState>) -> Tracked<S> {
-        Tracked { inner, state }
+    pub(super) fn new(inner: S, state: Arc<ConnState>, linger_zero: fn(&S)) -> Tracked<S> {
+        Tracked {
+            inner,
+            state,
+            linger_zero,
+        }
+    }
+}
+
+impl<S> Drop for Tracked<S> {
+    fn drop(&mut self) {
+        if self.state.reset.load(Ordering::Relaxed) {
+            (self.linger_zero)(&self.inner);
+        }
+    }
+}
+
+/// `SO_LINGER` 0 on a TCP socket: its close sends a RST.
+pub(super) fn tcp_linger_zero(s: &TcpStream) {
+    if let Err(e) = s.set_zero_linger() {
+        tracing::debug!(error = %e, "cannot set SO_LINGER 0; the connection closes with a FIN");
     }
 }
 

@@ -21,7 +21,6 @@
 //! (`HTTPS_PROXY=https://<token>@HOST:PORT`, the client trusting the CA for both the proxy
 //! and the intercepted hosts).
 
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -133,6 +132,8 @@ pub struct Edge {
     builder: auto::Builder<TokioExecutor>,
     /// `None` once shutdown began: no new connection or tunnel is watched (nor served).
     graceful: Mutex<Option<GracefulShutdown>>,
+    /// `true` once shutdown began (a held fault answer stops waiting).
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Edge {
@@ -142,7 +143,14 @@ impl Edge {
             transport,
             builder,
             graceful: Mutex::new(Some(GracefulShutdown::new())),
+            closing: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Resolves once shutdown began.
+    pub(super) async fn closing(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
     }
 
     /// A graceful-shutdown watcher for a new connection or tunnel; `None` once shutting down.
@@ -153,6 +161,7 @@ impl Edge {
     /// Begin shutdown: the returned handle signals every watched connection and resolves when
     /// all of them finished.
     pub(super) fn begin_shutdown(&self) -> Option<GracefulShutdown> {
+        self.closing.send_replace(true);
         self.lock().take()
     }
 
@@ -170,10 +179,24 @@ pub(super) async fn serve_accepted(
     watcher: Watcher,
 ) {
     let Some(acceptor) = edge.acceptor.clone() else {
-        return serve_io(stream, peer, app, edge, watcher, None).await;
+        return serve_io(
+            stream,
+            peer,
+            app,
+            edge,
+            watcher,
+            None,
+            http::tcp_linger_zero,
+        )
+        .await;
     };
     match tokio::time::timeout(app.limits.header_read_timeout, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => serve_io(tls, peer, app, edge, watcher, None).await,
+        Ok(Ok(tls)) => {
+            let linger = |s: &tokio_rustls::server::TlsStream<TcpStream>| {
+                http::tcp_linger_zero(s.get_ref().0)
+            };
+            serve_io(tls, peer, app, edge, watcher, None, linger).await
+        }
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => tracing::debug!(%peer, "TLS handshake not finished in time; closing"),
     }
@@ -181,7 +204,8 @@ pub(super) async fn serve_accepted(
 
 /// Serve HTTP/1.1 and HTTP/2 (with upgrades, for CONNECT) on `io` until the connection ends,
 /// the watchdog closes it, or shutdown drains it. `tunnel` marks every request of a decrypted
-/// CONNECT tunnel.
+/// CONNECT tunnel. `linger_zero` makes the close of `io` a TCP reset (a `reset` fault), when
+/// it is a socket of ours.
 pub(super) async fn serve_io<IO>(
     io: IO,
     peer: SocketAddr,
@@ -189,11 +213,12 @@ pub(super) async fn serve_io<IO>(
     edge: Arc<Edge>,
     watcher: Watcher,
     tunnel: Option<Arc<Tunnel>>,
+    linger_zero: fn(&IO),
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let conn_state = Arc::new(ConnState::new());
-    let io = TokioIo::new(Tracked::new(io, conn_state.clone()));
+    let io = TokioIo::new(Tracked::new(io, conn_state.clone(), linger_zero));
     let svc_app = app.clone();
     let svc_edge = edge.clone();
     let svc_state = conn_state.clone();
@@ -202,7 +227,7 @@ pub(super) async fn serve_io<IO>(
         let edge = svc_edge.clone();
         let st = svc_state.clone();
         let tunnel = tunnel.clone();
-        async move { Ok::<_, Infallible>(http::handle(app, edge, st, peer, tunnel, req).await) }
+        http::serve_request(app, edge, st, peer, tunnel, req)
     });
     let conn = edge
         .builder

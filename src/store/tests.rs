@@ -104,6 +104,7 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
         source: "mock".into(),
         error: None,
         timestamp: now_rfc3339(),
+        fault: None,
     };
     (store, event)
 }

@@ -10,6 +10,7 @@ mod conformance;
 mod contracts;
 mod dryrun;
 mod faults;
+mod faults_injected;
 mod fleet;
 mod hostile;
 mod hostile_h2;

@@ -63,6 +63,7 @@ fn event(i: u64) -> ToolEvent {
         source: "mock".into(),
         error: None,
         timestamp: "2026-01-01T10:01:00.000Z".into(),
+        fault: None,
     }
 }
 
