@@ -7,6 +7,7 @@ mod cli;
 mod clients;
 mod conformance;
 mod contracts;
+mod drift;
 mod dryrun;
 mod faults;
 mod hostile;
