@@ -238,3 +238,105 @@ async fn wiremock_recordings_replay_every_mapping() {
     }
     server.stop().await.unwrap();
 }
+
+/// Every example of every operation file in `dir` asked of `server` (its variant chosen by an
+/// attempt): the answer is the example's `expected` status and JSON body. Returns how many.
+async fn replay_examples(server: &Server, dir: &Path) -> usize {
+    let mut n = 0;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        let op: understudy::contract::OperationFile =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let Some(mock) = &op.mock else { continue };
+        for ex in mock["examples"].as_array().unwrap() {
+            let req = understudy::drift::request_for(op.match_spec.as_ref().unwrap(), &ex["input"])
+                .unwrap_or_else(|e| panic!("{}: {e}", op.operation_id));
+            let attempt = server
+                .attempt(json!({"variants": {format!("crm/{}", op.operation_id): ex["variant"]}}))
+                .await;
+            let url = server.url(&format!("{}{}", attempt.base("crm"), req.rest()));
+            let headers: Vec<(&str, &str)> = req
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let r = send(&server.http, &req.method, &url, req.body.as_ref(), &headers).await;
+            let want = &ex["expected"];
+            assert_eq!(
+                r.status as u64,
+                want["status"].as_u64().unwrap(),
+                "{} {}: {}",
+                op.operation_id,
+                req.line(),
+                r.text
+            );
+            match want.get("data") {
+                Some(d) => assert_eq!(&r.json(), d, "{} {}", op.operation_id, req.line()),
+                None => assert!(r.text.is_empty(), "{}: {}", op.operation_id, r.text),
+            }
+            n += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test]
+async fn openapi_documents_import_check_and_answer_their_examples() {
+    // (fixture, operations, variants from named examples, not-mapped notes expected)
+    let cases: &[(&str, usize, usize, &[&str])] = &[
+        (
+            "openapi/tictactoe-3.1.yaml",
+            3,
+            3,
+            &[
+                "header parameter `progressUrl`",
+                "minimum, maximum of an integer",
+            ],
+        ),
+        (
+            "openapi/petstore-3.0.yaml",
+            3,
+            3,
+            &["optional query parameter `limit`"],
+        ),
+        ("openapi/api-with-examples-3.0.json", 2, 2, &[]),
+    ];
+    for (rel, ops, asked, notes) in cases {
+        let doc = fixture(rel);
+        let p = project("rest", "http://127.0.0.1:18181");
+        let (code, report) = import(&p, "openapi", &[&doc], &[]);
+        assert_eq!(report["summary"]["written"], *ops, "{rel}: {report:#}");
+        assert_eq!(
+            code,
+            if notes.is_empty() { 0 } else { 1 },
+            "{rel}: {report:#}"
+        );
+        let not_mapped: Vec<String> = report["not_mapped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                assert!(n["file"].as_str().unwrap().ends_with(rel), "{n}");
+                assert!(n["path"].as_str().unwrap().starts_with("paths/"), "{n}");
+                n["message"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert!(not_mapped.len() >= notes.len(), "{rel}: {not_mapped:?}");
+        for want in *notes {
+            assert!(
+                not_mapped.iter().any(|m| m.contains(want)),
+                "{rel}: no note {want:?} in {not_mapped:?}"
+            );
+        }
+        check_ok(&p);
+        let server = Server::start(&p).await;
+        let n = replay_examples(&server, &p.ops_dir("crm")).await;
+        assert_eq!(n, *asked, "{rel}");
+        server.stop().await.unwrap();
+    }
+}
