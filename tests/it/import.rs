@@ -340,3 +340,89 @@ async fn openapi_documents_import_check_and_answer_their_examples() {
         server.stop().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn postman_saved_responses_replay() {
+    let file = fixture("postman/petstore.postman_collection.json");
+    let p = project("rest", "http://petstore.swagger.io/v1");
+    let (code, report) = import(&p, "postman", &[&file], &[]);
+    assert_eq!(report["summary"]["written"], 3, "{report:#}");
+    // The converter's `default` responses have no status code: listed, never dropped silently.
+    assert_eq!(code, 1, "{report:#}");
+    let no_code: Vec<&Value> = report["not_mapped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["message"].as_str().unwrap().contains("without `code`"))
+        .collect();
+    assert_eq!(no_code.len(), 3, "{report:#}");
+    assert!(no_code[0]["path"]
+        .as_str()
+        .unwrap()
+        .starts_with("item/0/item/0/response/"));
+    check_ok(&p);
+
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let server = Server::start(&p).await;
+    let mut replayed = 0;
+    for item in c["item"][0]["item"].as_array().unwrap() {
+        for resp in item["response"].as_array().unwrap() {
+            let Some(status) = resp["code"].as_u64() else {
+                continue;
+            };
+            let req = &resp["originalRequest"];
+            let vars: std::collections::BTreeMap<&str, &str> = req["url"]["variable"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| (v["key"].as_str().unwrap(), v["value"].as_str().unwrap()))
+                .collect();
+            let path: Vec<String> = req["url"]["path"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    let s = s.as_str().unwrap();
+                    let s = s
+                        .strip_prefix(':')
+                        .map(|n| vars[n].to_string())
+                        .unwrap_or(s.to_string());
+                    enc(&s)
+                })
+                .collect();
+            let query: Vec<String> = req["url"]["query"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| {
+                    format!(
+                        "{}={}",
+                        q["key"].as_str().unwrap(),
+                        enc(q["value"].as_str().unwrap())
+                    )
+                })
+                .collect();
+            let mut url = format!("/crm/{}", path.join("/"));
+            if !query.is_empty() {
+                url = format!("{url}?{}", query.join("&"));
+            }
+            let body: Option<Value> = req["body"]["raw"]
+                .as_str()
+                .map(|r| serde_json::from_str(r).unwrap());
+            let method = req["method"].as_str().unwrap();
+            let r = send(&server.http, method, &server.url(&url), body.as_ref(), &[]).await;
+            assert_eq!(r.status as u64, status, "{method} {url}: {}", r.text);
+            match resp["body"].as_str().filter(|b| !b.is_empty()) {
+                Some(b) => assert_eq!(
+                    r.json(),
+                    serde_json::from_str::<Value>(b).unwrap(),
+                    "{method} {url}"
+                ),
+                None => assert!(r.text.is_empty(), "{method} {url}: {}", r.text),
+            }
+            replayed += 1;
+        }
+    }
+    assert_eq!(replayed, 3);
+    server.stop().await.unwrap();
+}
