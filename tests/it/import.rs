@@ -238,3 +238,191 @@ async fn wiremock_recordings_replay_every_mapping() {
     }
     server.stop().await.unwrap();
 }
+
+/// Every example of every operation file in `dir` asked of `server` (its variant chosen by an
+/// attempt): the answer is the example's `expected` status and JSON body. Returns how many.
+async fn replay_examples(server: &Server, dir: &Path) -> usize {
+    let mut n = 0;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        let op: understudy::contract::OperationFile =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let Some(mock) = &op.mock else { continue };
+        for ex in mock["examples"].as_array().unwrap() {
+            let req = understudy::drift::request_for(op.match_spec.as_ref().unwrap(), &ex["input"])
+                .unwrap_or_else(|e| panic!("{}: {e}", op.operation_id));
+            let attempt = server
+                .attempt(json!({"variants": {format!("crm/{}", op.operation_id): ex["variant"]}}))
+                .await;
+            let url = server.url(&format!("{}{}", attempt.base("crm"), req.rest()));
+            let headers: Vec<(&str, &str)> = req
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let r = send(&server.http, &req.method, &url, req.body.as_ref(), &headers).await;
+            let want = &ex["expected"];
+            assert_eq!(
+                r.status as u64,
+                want["status"].as_u64().unwrap(),
+                "{} {}: {}",
+                op.operation_id,
+                req.line(),
+                r.text
+            );
+            match want.get("data") {
+                Some(d) => assert_eq!(&r.json(), d, "{} {}", op.operation_id, req.line()),
+                None => assert!(r.text.is_empty(), "{}: {}", op.operation_id, r.text),
+            }
+            n += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test]
+async fn openapi_documents_import_check_and_answer_their_examples() {
+    // (fixture, operations, variants from named examples, not-mapped notes expected)
+    let cases: &[(&str, usize, usize, &[&str])] = &[
+        (
+            "openapi/tictactoe-3.1.yaml",
+            3,
+            3,
+            &[
+                "header parameter `progressUrl`",
+                "minimum, maximum of an integer",
+            ],
+        ),
+        (
+            "openapi/petstore-3.0.yaml",
+            3,
+            3,
+            &["optional query parameter `limit`"],
+        ),
+        ("openapi/api-with-examples-3.0.json", 2, 2, &[]),
+    ];
+    for (rel, ops, asked, notes) in cases {
+        let doc = fixture(rel);
+        let p = project("rest", "http://127.0.0.1:18181");
+        let (code, report) = import(&p, "openapi", &[&doc], &[]);
+        assert_eq!(report["summary"]["written"], *ops, "{rel}: {report:#}");
+        assert_eq!(
+            code,
+            if notes.is_empty() { 0 } else { 1 },
+            "{rel}: {report:#}"
+        );
+        let not_mapped: Vec<String> = report["not_mapped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                assert!(n["file"].as_str().unwrap().ends_with(rel), "{n}");
+                assert!(n["path"].as_str().unwrap().starts_with("paths/"), "{n}");
+                n["message"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert!(not_mapped.len() >= notes.len(), "{rel}: {not_mapped:?}");
+        for want in *notes {
+            assert!(
+                not_mapped.iter().any(|m| m.contains(want)),
+                "{rel}: no note {want:?} in {not_mapped:?}"
+            );
+        }
+        check_ok(&p);
+        let server = Server::start(&p).await;
+        let n = replay_examples(&server, &p.ops_dir("crm")).await;
+        assert_eq!(n, *asked, "{rel}");
+        server.stop().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn postman_saved_responses_replay() {
+    let file = fixture("postman/petstore.postman_collection.json");
+    let p = project("rest", "http://petstore.swagger.io/v1");
+    let (code, report) = import(&p, "postman", &[&file], &[]);
+    assert_eq!(report["summary"]["written"], 3, "{report:#}");
+    // The converter's `default` responses have no status code: listed, never dropped silently.
+    assert_eq!(code, 1, "{report:#}");
+    let no_code: Vec<&Value> = report["not_mapped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["message"].as_str().unwrap().contains("without `code`"))
+        .collect();
+    assert_eq!(no_code.len(), 3, "{report:#}");
+    assert!(no_code[0]["path"]
+        .as_str()
+        .unwrap()
+        .starts_with("item/0/item/0/response/"));
+    check_ok(&p);
+
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let server = Server::start(&p).await;
+    let mut replayed = 0;
+    for item in c["item"][0]["item"].as_array().unwrap() {
+        for resp in item["response"].as_array().unwrap() {
+            let Some(status) = resp["code"].as_u64() else {
+                continue;
+            };
+            let req = &resp["originalRequest"];
+            let vars: std::collections::BTreeMap<&str, &str> = req["url"]["variable"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| (v["key"].as_str().unwrap(), v["value"].as_str().unwrap()))
+                .collect();
+            let path: Vec<String> = req["url"]["path"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    let s = s.as_str().unwrap();
+                    let s = s
+                        .strip_prefix(':')
+                        .map(|n| vars[n].to_string())
+                        .unwrap_or(s.to_string());
+                    enc(&s)
+                })
+                .collect();
+            let query: Vec<String> = req["url"]["query"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| {
+                    format!(
+                        "{}={}",
+                        q["key"].as_str().unwrap(),
+                        enc(q["value"].as_str().unwrap())
+                    )
+                })
+                .collect();
+            let mut url = format!("/crm/{}", path.join("/"));
+            if !query.is_empty() {
+                url = format!("{url}?{}", query.join("&"));
+            }
+            let body: Option<Value> = req["body"]["raw"]
+                .as_str()
+                .map(|r| serde_json::from_str(r).unwrap());
+            let method = req["method"].as_str().unwrap();
+            let r = send(&server.http, method, &server.url(&url), body.as_ref(), &[]).await;
+            assert_eq!(r.status as u64, status, "{method} {url}: {}", r.text);
+            match resp["body"].as_str().filter(|b| !b.is_empty()) {
+                Some(b) => assert_eq!(
+                    r.json(),
+                    serde_json::from_str::<Value>(b).unwrap(),
+                    "{method} {url}"
+                ),
+                None => assert!(r.text.is_empty(), "{method} {url}: {}", r.text),
+            }
+            replayed += 1;
+        }
+    }
+    assert_eq!(replayed, 3);
+    server.stop().await.unwrap();
+}

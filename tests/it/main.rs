@@ -8,6 +8,7 @@ mod cli;
 mod clients;
 mod conformance;
 mod contracts;
+mod drift;
 mod dryrun;
 mod faults;
 mod faults_injected;
