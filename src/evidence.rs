@@ -987,6 +987,37 @@ mod tests {
         assert!(!e.cleanup_verified && e.remaining_keys == Some(2));
     }
 
+    // Mutation testing (cargo mutants) found `evaluate_contracts -> vec![]` survived the unit
+    // tests: the contracts given to `verify --contract` are judged over the same evidence.
+    #[test]
+    fn given_contracts_are_each_judged_over_the_evidence() {
+        let a = attempt();
+        let live = BTreeMap::new();
+        let calls = [ev(1, "ok"), ev(2, "input_error")];
+        let parse = |id: &str, tool: &str| {
+            let c = verify::parse(
+                &format!("{id}.yaml"),
+                &format!("version: 1\nid: {id}\ntool: {tool}\n"),
+            )
+            .unwrap();
+            let h = verify::contract_hash(&c);
+            (c, h)
+        };
+        let given = [parse("called", "crm/lookup"), parse("never", "crm/book")];
+        let results = evaluate_contracts(&inputs(&a, &calls, &[], &live, &[]), &given);
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[0].contract_id, "called");
+        assert_eq!(
+            results[0].status,
+            verify::Status::Passed,
+            "{:?}",
+            results[0]
+        );
+        assert_eq!(results[0].contract_hash, given[0].1);
+        assert_eq!(results[1].contract_id, "never");
+        assert_eq!(results[1].status, verify::Status::Inconclusive);
+    }
+
     #[test]
     fn a_blocking_pinned_contract_that_fails_fails_the_verdict_and_advisory_does_not() {
         let contract = |id: &str, risk: &str| {
