@@ -767,8 +767,16 @@ async fn contracts_hot_reload_for_new_attempts_and_running_ones_keep_their_pin()
         text.replace("exactly_once: true", "exactly_once: true\n  sometimes: 2"),
     )
     .unwrap();
-    reloads.changed().await.unwrap();
-    assert!(!server.app.contracts.problems().is_empty());
+    // Wait (bounded) until the reload has seen the edit: the poller may tick between writes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.app.contracts.problems().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broken edit was never seen"
+        );
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_millis(500), reloads.changed()).await;
+    }
     let same = Agent::new(&server, booking()).await;
     assert_eq!(
         same.attempt.body["contracts"][BOOKING]["contract_hash"],
@@ -782,8 +790,17 @@ async fn contracts_hot_reload_for_new_attempts_and_running_ones_keep_their_pin()
         r#"{"version": 1, "id": "lookup_only", "tool": "crm/lookup_contact_by_phone"}"#,
     )
     .unwrap();
-    reloads.changed().await.unwrap();
-    assert!(server.app.contracts.problems().is_empty());
+    // Both files may land in one poll or in two: wait (bounded) until both are served.
+    let both = vec![BOOKING.to_string(), "lookup_only".to_string()];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !(server.app.contracts.problems().is_empty() && server.app.contracts.pin(&both).is_ok()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the good edit was never served"
+        );
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_millis(500), reloads.changed()).await;
+    }
     let new = Agent::new(&server, json!({"contracts": [BOOKING, "lookup_only"]})).await;
     assert_ne!(
         new.attempt.body["contracts"][BOOKING]["contract_hash"],
