@@ -511,6 +511,51 @@ fn sources_result_of() {
     assert_eq!(st(&c, &e, id), Failed);
 }
 
+// Mutation testing found `o.sequence < c.sequence` → `<=` survived: a call must never be its
+// own source. A tool whose argument is sourced from the same tool's results (a paging or
+// follow-up call) passes only with an EARLIER call's result, never with its own.
+#[test]
+fn a_call_is_never_its_own_source() {
+    let c = contract(&format!(
+        "arguments: {{sources: {{Contact__c: {{result_of: {BOOK}, path: \"data.Contact__c\"}}}}}}\n"
+    ));
+    let id = "arguments.sources[Contact__c]";
+    let echo = |seq: u64| {
+        book(seq, "ok")
+            .args(json!({"Contact__c": "003B"}))
+            .result(json!({"status": 201, "data": {"Contact__c": "003B"}}))
+    };
+    // Only its own result holds the value: not an earlier origin.
+    let e = with_items(vec![echo(1).item()]);
+    assert_eq!(st(&c, &e, id), Failed);
+    // An earlier call of the same tool answered it: a proven origin for the second call —
+    // and the first call (no earlier origin) still fails the check.
+    let e = with_items(vec![echo(1).item(), echo(2).item()]);
+    let (s, t) = get(&run(&c, &e), id);
+    assert_eq!(s, Failed, "{t}");
+    assert!(t.contains("sequence 1"), "{t}");
+}
+
+// The same for event sources, and an event with the call's own sequence cannot exist (one
+// sequence is shared): a source event must come strictly before.
+#[test]
+fn a_source_event_must_come_before_the_call() {
+    let c = contract(
+        "arguments: {sources: {Requested_Date__c: {event: caller_asked_for_date, path: date}}}\n",
+    );
+    let id = "arguments.sources[Requested_Date__c]";
+    let e = with_items(vec![
+        book(1, "ok").item(),
+        ev(2, "caller_asked_for_date", json!({"date": "2026-12-03"})),
+    ]);
+    assert_eq!(st(&c, &e, id), Failed);
+    let e = with_items(vec![
+        ev(1, "caller_asked_for_date", json!({"date": "2026-12-03"})),
+        book(2, "ok").item(),
+    ]);
+    assert_eq!(st(&c, &e, id), Passed);
+}
+
 #[test]
 fn sources_event() {
     let c = contract(
