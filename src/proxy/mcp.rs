@@ -22,7 +22,7 @@
 //! - **Calls** ([`McpBackend::call_tool`]) run the pipeline's own stages with
 //!   [`Wire::Mcp`]: [`pipeline::prepare_operation`] (input = the `arguments`, input
 //!   validation, the pin, `stale_contract`, the engine, the idempotency key) →
-//!   [`pipeline::run_mocked`] (evaluate under the attempt's state lock, shared with HTTP calls
+//!   [`pipeline::run_mocked_with_faults`] (evaluate under the attempt's state lock, shared with HTTP calls
 //!   of every integration of the attempt → [`pipeline::commit`] → the delay after the lock is
 //!   released). The event's `operation_id` is the tool name, `arguments` the
 //!   arguments, `result` the mock's result (for an input error, the `isError: true` tool result
@@ -65,6 +65,7 @@ use crate::attempt::Attempt;
 use crate::config::Mode;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
+use crate::fault::{FaultAnswer, FaultPlan};
 use crate::http::{full, to_http, HttpResponse, Request};
 use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::Operation;
@@ -179,6 +180,7 @@ async fn serve(
         req,
         store_failure: Mutex::new(None),
         notifications: Mutex::new(Vec::new()),
+        fault: Mutex::new(None),
     };
     let answer = endpoint
         .handle_streaming(method, &req.headers, &req.body, &backend, early)
@@ -188,10 +190,111 @@ async fn serve(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
-    match failed {
-        Some(f) => to_http(f.response),
-        None => mcp_response(answer),
+    let fault = backend
+        .fault
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    match (failed, fault) {
+        (Some(f), _) => to_http(f.response),
+        (None, Some(plan)) => faulted(&plan, answer, &req.body),
+        (None, None) => mcp_response(answer),
     }
+}
+
+/// What goes on the wire for a faulted `tools/call` instead of the dialect's `answer`
+/// ([`FaultAnswer`]): `jsonrpc_error` answers a JSON-RPC error with the request's `id` (as
+/// JSON, or as the last SSE event); `stream_cut` drops the result (a JSON body is empty, an
+/// SSE answer ends before its last event); the aborts are the HTTP path's
+/// (`crate::http::fault`); `status` is that bare status with the fault's headers and no
+/// JSON-RPC body; `slow_body` and `malformed_body` act on the answer's bytes (an SSE answer's
+/// events as one body). A streaming answer (one whose head went out early, SPEC 18) is sent
+/// as it is: its head has left already.
+fn faulted(plan: &FaultPlan, answer: McpResponse, request: &[u8]) -> HttpResponse {
+    use crate::http::fault::{self as wire, Abort};
+    if matches!(answer.body, McpBody::Stream(_)) {
+        return mcp_response(answer);
+    }
+    let bytes = |body: &McpBody| -> Bytes {
+        match body {
+            McpBody::Json(b) => Bytes::from(b.clone()),
+            McpBody::Sse(events) => Bytes::from(events.concat()),
+            _ => Bytes::new(),
+        }
+    };
+    match &plan.answer {
+        FaultAnswer::Reset => wire::aborted(Abort::Reset),
+        FaultAnswer::Close => wire::aborted(Abort::Close),
+        FaultAnswer::Hold { ms } => wire::aborted(Abort::Hold { ms: *ms }),
+        FaultAnswer::Status { status, headers } => mcp_response(McpResponse {
+            status: *status,
+            headers: headers.clone(),
+            body: McpBody::Empty,
+        }),
+        FaultAnswer::SlowBody { chunks, ms } => {
+            let b = bytes(&answer.body);
+            let (chunks, ms) = (*chunks, *ms);
+            mcp_response(McpResponse {
+                body: McpBody::Empty,
+                ..answer
+            })
+            .map(|_| wire::slow(b, chunks, ms))
+        }
+        FaultAnswer::Truncated => {
+            let b = bytes(&answer.body);
+            mcp_response(McpResponse {
+                body: McpBody::Empty,
+                ..answer
+            })
+            .map(|_| wire::truncated(b))
+        }
+        FaultAnswer::JsonRpcError { code, message } => {
+            let id = serde_json::from_slice::<Value>(request)
+                .ok()
+                .and_then(|v| v.get("id").cloned())
+                .unwrap_or(Value::Null);
+            let error = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": { "code": code, "message": message },
+            });
+            let text = serde_json::to_vec(&error).unwrap_or_default();
+            let body = match answer.body {
+                McpBody::Sse(mut events) => {
+                    let last = events.pop().unwrap_or_default();
+                    events.push(sse_with_data(&last, &text));
+                    McpBody::Sse(events)
+                }
+                _ => McpBody::Json(text),
+            };
+            mcp_response(McpResponse { body, ..answer })
+        }
+        FaultAnswer::StreamCut => {
+            let body = match answer.body {
+                McpBody::Sse(mut events) => {
+                    events.pop();
+                    McpBody::Sse(events)
+                }
+                _ => McpBody::Json(Vec::new()),
+            };
+            mcp_response(McpResponse { body, ..answer })
+        }
+    }
+}
+
+/// An SSE event like `event` (its `id:`/`event:` lines kept) whose data is `data`.
+fn sse_with_data(event: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(event).lines() {
+        if !line.is_empty() && !line.starts_with("data:") {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    out
 }
 
 /// The JSON-RPC message of a POST body that is neither a notification nor a response (a
@@ -278,6 +381,9 @@ struct Backend<'a> {
     store_failure: Mutex<Option<StoreFailed>>,
     /// What the last call's variant declares to send before its result (SPEC 18).
     notifications: Mutex<Vec<Value>>,
+    /// The last call's fault ([`pipeline::plan_fault`]): `serve` puts it on the wire instead
+    /// of the dialect's answer ([`faulted`]).
+    fault: Mutex<Option<FaultPlan>>,
 }
 
 impl McpBackend for Backend<'_> {
@@ -361,8 +467,15 @@ impl Backend<'_> {
             }
             outcome_of(d)
         };
-        match pipeline::run_mocked(self.app, self.attempt, info, prepared, seen).await {
-            Ok((_, outcome)) => outcome,
+        match pipeline::run_mocked_with_faults(self.app, self.attempt, info, prepared, true, seen)
+            .await
+        {
+            Ok((_, plan, outcome)) => {
+                if plan.is_some() {
+                    *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = plan;
+                }
+                outcome
+            }
             Err(f) => {
                 *self.store_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
                 // The dialect's rendering of this outcome is discarded: `handle` answers the 500.

@@ -717,9 +717,8 @@ fn patched_state(
 /// before it is committed (an MCP caller keeps the tool-call outcome for the dialect). The
 /// delay runs after the lock is released and only once the evidence is durable.
 ///
-/// MCP tool calls are not faulted yet (issue 15's `jsonrpc_error` and `stream_cut`, and the
-/// transport kinds on MCP): [`run_mocked`] decides no fault, so their evidence never claims
-/// one. HTTP calls run [`run_mocked_with_faults`].
+/// [`run_mocked`] decides no fault (calls refused before evaluation, e.g. MCP's
+/// `lease_expired`); HTTP calls and MCP tool calls run [`run_mocked_with_faults`].
 pub async fn run_mocked<T>(
     app: &App,
     attempt: &Attempt,

@@ -789,3 +789,114 @@ async fn thousands_of_faulted_calls_leave_no_connection_or_task_behind() {
     assert_eq!(total, 2100 + 3);
     s.stop().await.unwrap();
 }
+
+// ---- MCP tool calls ----------------------------------------------------------------------
+
+/// `tools` (mcp) with the write tool `create`: sets `made`.
+fn mcp_project() -> Project {
+    let p = Project::new(&[("tools", "mcp")]);
+    let result = json!({"id": "t-1"});
+    p.op(
+        "tools",
+        json!({
+            "operation_id": "create",
+            "description": "create a thing",
+            "input_schema": {"type": "object"},
+            "output_schema": {"type": "object", "required": ["id"]},
+            "mock": {
+                "schema_version": 1,
+                "default_variant": "ok",
+                "initial_state": {"made": 0},
+                "variants": {"ok": {"result": result.clone(),
+                                    "set_state": {"made": {"$input": "n"}}}},
+                "examples": [{"variant": "ok", "input": {"n": 1}, "expected": result}]
+            }
+        }),
+    );
+    p
+}
+
+/// Initialize a session on `url` with plain HTTP, then send `tools/call` `create` (id 7).
+async fn mcp_call(c: &reqwest::Client, url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    let accept = "application/json, text/event-stream";
+    let r = c
+        .post(url)
+        .header("accept", accept)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let r = c
+        .post(url)
+        .header("accept", accept)
+        .header("mcp-session-id", &sid)
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    c.post(url)
+        .header("accept", accept)
+        .header("mcp-session-id", &sid)
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "create", "arguments": {"n": 3}}}))
+        .send()
+        .await
+}
+
+#[tokio::test]
+async fn mcp_jsonrpc_error_fault_answers_the_error_and_changes_nothing() {
+    let p = mcp_project();
+    let s = Server::start(&p).await;
+    let a = s
+        .attempt(json!({"faults": {"tools/create": {"kind": "jsonrpc_error",
+            "after_effect": false, "code": -32000}}}))
+        .await;
+    let url = s.url(&a.base("tools"));
+    let r = mcp_call(&support::client(), &url).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["id"], 7, "{v:#}");
+    assert_eq!(v["error"]["code"], -32000, "{v:#}");
+    assert_eq!(v["error"]["message"], "fault injected", "{v:#}");
+    assert!(v.get("result").is_none(), "{v:#}");
+    let env = s.evidence(&a.id).await;
+    let ev = &env["tool_events"][0];
+    assert_eq!(ev["result_status"], "blocked", "{ev:#}");
+    assert_eq!(ev["fault"]["kind"], "jsonrpc_error", "{ev:#}");
+    assert_eq!(ev["fault"]["after_effect"], false, "{ev:#}");
+    assert_eq!(env["final_state"]["tools"]["made"], 0, "state unchanged");
+    s.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn mcp_close_fault_after_the_effect_sends_no_response() {
+    let p = mcp_project();
+    let s = Server::start(&p).await;
+    let a = s
+        .attempt(json!({"faults": {"tools/create": {"kind": "close", "after_effect": true}}}))
+        .await;
+    let url = s.url(&a.base("tools"));
+    let e = mcp_call(&support::client(), &url).await.unwrap_err();
+    let seen = chain(&e).to_lowercase();
+    assert!(
+        seen.contains("connection closed before message completed") || seen.contains("incomplete"),
+        "close: {seen}"
+    );
+    let env = s.evidence(&a.id).await;
+    let ev = &env["tool_events"][0];
+    assert_eq!(ev["result_status"], "ok", "{ev:#}");
+    assert_eq!(ev["fault"]["kind"], "close", "{ev:#}");
+    assert_eq!(ev["fault"]["after_effect"], true, "{ev:#}");
+    assert_eq!(
+        env["final_state"]["tools"]["made"], 3,
+        "the effect happened"
+    );
+    s.stop().await.unwrap();
+}
