@@ -511,6 +511,21 @@ fn sources_result_of() {
     assert_eq!(st(&c, &e, id), Failed);
 }
 
+// Mutation testing found the `inconclusive` arm of `calls.exactly_once` could be deleted:
+// a tool that was never called is missing evidence (inconclusive), not a counted failure —
+// and neither passes.
+#[test]
+fn exactly_once_is_inconclusive_when_the_tool_was_never_called() {
+    let c = contract("calls: {exactly_once: true}\n");
+    let e = with_items(vec![lookup(1).item()]);
+    let (s, t) = get(&run(&c, &e), "calls.exactly_once");
+    assert_eq!(s, Inconclusive, "{t}");
+    assert_ne!(run(&c, &e).status, Passed);
+    // Called but never effective: a failure.
+    let e = with_items(vec![book(1, "blocked").item()]);
+    assert_eq!(st(&c, &e, "calls.exactly_once"), Failed);
+}
+
 // Mutation testing found `o.sequence < c.sequence` → `<=` survived: a call must never be its
 // own source. A tool whose argument is sourced from the same tool's results (a paging or
 // follow-up call) passes only with an EARLIER call's result, never with its own.
