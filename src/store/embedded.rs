@@ -520,14 +520,7 @@ impl Embedded {
                 )))
             }
         }
-        if last < recorded {
-            return Err(StoreError::Corrupt {
-                key: format!("events of {attempt_id}"),
-                message: format!(
-                    "missing evidence: {recorded} calls were recorded but the last event found is #{last}"
-                ),
-            });
-        }
+        super::missing_tail(attempt_id, recorded, last)?;
         Ok(out)
     }
 

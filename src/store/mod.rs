@@ -661,6 +661,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The one "missing evidence" rule of both backends: the attempt's counter says `recorded`
+/// entries were written, but the readable entries are dense only up to `last` — an
+/// acknowledged entry is missing, which is corruption, never a shorter pass.
+fn missing_tail(attempt_id: &str, recorded: u64, last: u64) -> Result<(), StoreError> {
+    if last < recorded {
+        return Err(StoreError::Corrupt {
+            key: format!("events of {attempt_id}"),
+            message: format!(
+                "missing evidence: {recorded} entries were recorded but the events are dense only up to #{last}"
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn io_message(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::PermissionDenied => format!("{e} (is the directory writable?)"),

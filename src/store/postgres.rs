@@ -993,14 +993,7 @@ impl Postgres {
                     }
                 });
             }
-            if last < recorded {
-                return Err(StoreError::Corrupt {
-                    key: format!("events of {id}"),
-                    message: format!(
-                        "missing evidence: {recorded} entries were recorded but the events are dense only up to #{last}"
-                    ),
-                });
-            }
+            super::missing_tail(&id, recorded, last)?;
             Ok(out)
         })
     }
