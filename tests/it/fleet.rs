@@ -117,21 +117,13 @@ async fn two_hundred_concurrent_calls_on_one_attempt_over_two_processes_never_lo
     let (a, b) = (Proc::start(&p, &url), Proc::start(&p, &url));
     let (id, token) = new_attempt(&a).await;
     let client = support::client();
-    let mut tasks = Vec::new();
-    for n in 0..N {
-        let base = if n % 2 == 0 { &a.base } else { &b.base };
-        let url = format!("{base}/~{token}/api/counter");
-        let client = client.clone();
-        tasks.push(tokio::spawn(async move {
-            let r = support::send(&client, "POST", &url, Some(&json!({ "n": n })), &[]).await;
-            assert_eq!(r.status, 200, "{}", r.text);
-            r.json()["previous"].as_i64().unwrap()
-        }));
-    }
-    let mut previous = Vec::new();
-    for t in tasks {
-        previous.push(t.await.unwrap());
-    }
+    let urls = (0..N)
+        .map(|n| {
+            let base = if n % 2 == 0 { &a.base } else { &b.base };
+            format!("{base}/~{token}/api/counter")
+        })
+        .collect();
+    let previous = support::post_counter_concurrently(&client, urls).await;
     let distinct: BTreeSet<i64> = previous.iter().copied().collect();
     assert_eq!(
         distinct.len(),

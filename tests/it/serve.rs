@@ -327,20 +327,9 @@ async fn two_hundred_concurrent_calls_on_one_attempt_never_lose_an_update() {
         backend.apply(&p);
         let s = Server::start(&p).await;
         let a = s.attempt(json!({ "test_run_id": "concurrency" })).await;
-        let mut tasks = Vec::new();
-        for n in 0..N {
-            let client = s.http.clone();
-            let url = s.url(&format!("{}/counter", a.base("api")));
-            tasks.push(tokio::spawn(async move {
-                let r = support::send(&client, "POST", &url, Some(&json!({ "n": n })), &[]).await;
-                assert_eq!(r.status, 200, "{}", r.text);
-                r.json()["previous"].as_i64().unwrap()
-            }));
-        }
-        let mut previous = Vec::new();
-        for t in tasks {
-            previous.push(t.await.unwrap());
-        }
+        let url = s.url(&format!("{}/counter", a.base("api")));
+        let urls = (0..N).map(|_| url.clone()).collect();
+        let previous = support::post_counter_concurrently(&s.http, urls).await;
         // Each call saw the value some other call wrote (or the initial -1), and no two calls saw
         // the same one: the read-render-write of each call was atomic.
         let distinct: BTreeSet<i64> = previous.iter().copied().collect();

@@ -417,3 +417,23 @@ pub fn standard_project() -> Project {
     p.op("api", counter_op());
     p
 }
+
+/// POSTs `{"n": i}` to `urls[i]` concurrently (one task each) and returns every answer's
+/// `previous` (the counter operation of [`counter_op`]), asserting each was a 200. The
+/// single-process and the cross-process atomicity tests share it.
+pub async fn post_counter_concurrently(client: &reqwest::Client, urls: Vec<String>) -> Vec<i64> {
+    let mut tasks = Vec::new();
+    for (n, url) in urls.into_iter().enumerate() {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = send(&client, "POST", &url, Some(&json!({ "n": n })), &[]).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            r.json()["previous"].as_i64().unwrap()
+        }));
+    }
+    let mut previous = Vec::new();
+    for t in tasks {
+        previous.push(t.await.unwrap());
+    }
+    previous
+}
