@@ -24,6 +24,12 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub body_read_timeout: Duration,
+    /// After a 413 on HTTP/1.1, at most this many bytes of the refused body are read and
+    /// discarded before the connection closes (a lingering close, so that a client still
+    /// sending reads the 413 instead of a reset); 40 MiB.
+    pub drain_bytes: u64,
+    /// … and for at most this long from the 413 on (5 s).
+    pub drain_time: Duration,
     /// How long shutdown waits for in-flight calls (longer than the largest `delay_ms`).
     pub shutdown_grace: Duration,
     /// Between two `heartbeat` events of a streamed `POST /tools/execute` (1 s).
@@ -37,6 +43,8 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(60),
+            drain_bytes: 40 * 1024 * 1024,
+            drain_time: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(40),
             sse_heartbeat: Duration::from_secs(1),
         }

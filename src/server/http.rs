@@ -4,9 +4,14 @@
 //! tunnels of `--forward-proxy` get the same too: [`super::transport`], [`super::connect`].
 //!
 //! Limits ([`Limits`], defaults from SPEC 13):
-//! - request body ≤ 10 MiB: a larger body is answered 413 (read on and discarded up to 4×
-//!   the limit first, so a client still sending reads the 413 rather than a broken pipe; a
-//!   `Content-Length` beyond that is refused at once);
+//! - request body ≤ 10 MiB: a larger body is answered 413 without reading on — at once when
+//!   its `Content-Length` says so, as soon as the limit is passed when it is streamed
+//!   (chunked, or h2 without a length). HTTP/1.1: the 413 says `Connection: close`, and the
+//!   close is a lingering one ([`Tracked`]): the write side is shut down, then what the
+//!   client still sends is read and discarded, at most [`Limits::drain_bytes`] (40 MiB) for
+//!   at most [`Limits::drain_time`] (5 s), so that a client that writes its whole body before
+//!   reading reads the 413 rather than a reset. HTTP/2: the 413 ends the stream, whose body
+//!   is dropped unread: the stream is reset (`RST_STREAM` `NO_ERROR`), the connection stays;
 //! - header read timeout 10 s: an HTTP/1 connection that started a request head and has
 //!   not completed it within that time is closed;
 //! - idle keep-alive 60 s: a connection with no request in flight for that long is closed
@@ -136,7 +141,13 @@ pub(super) async fn serve_request(
 ) -> Result<HttpResponse, Aborted> {
     let h2 = req.version() == hyper::Version::HTTP_2;
     let _guard = conn.request_started();
-    let resp = handle(app, edge.clone(), peer, tunnel, req).await;
+    let mut resp = handle(app, edge.clone(), peer, tunnel, req).await;
+    if resp.extensions().get::<BodyRefused>().is_some() && !h2 {
+        // The rest of the body is unread: the connection cannot be reused.
+        resp.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        conn.drain_on_close();
+    }
     let Some(abort) = crate::http::fault::abort_of(&resp) else {
         return Ok(resp);
     };
@@ -174,8 +185,8 @@ async fn handle(
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|len| len > drain_cap(limits.max_body)) {
-        // Far too large to be worth reading: answer now (the connection closes).
+    if declared.is_some_and(|len| len > limits.max_body as u64) {
+        // Refused before a byte of the body is read.
         return too_large(limits.max_body);
     }
     let body = match tokio::time::timeout(
@@ -225,43 +236,25 @@ async fn handle(
     super::dispatch(app, request).await
 }
 
-/// How much of an oversized body is read (and discarded) before answering 413, so that a
-/// client still writing its body reads the 413 instead of a broken pipe.
-fn drain_cap(max_body: usize) -> u64 {
-    (max_body as u64).saturating_mul(4)
-}
-
 enum BodyError {
     TooLarge,
     Read(String),
 }
 
-/// Read a whole body of at most `max` bytes. A larger body is read on (and discarded) up to
-/// [`drain_cap`] and then refused with [`BodyError::TooLarge`].
+/// Read a whole body of at most `max` bytes: [`BodyError::TooLarge`] as soon as it passes
+/// `max` (the rest is not read).
 async fn read_body(mut body: Incoming, max: usize) -> Result<Bytes, BodyError> {
     let mut buf = Vec::new();
-    let mut total: u64 = 0;
-    let mut too_large = false;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
         if let Ok(data) = frame.into_data() {
-            total += data.len() as u64;
-            if total > max as u64 {
-                too_large = true;
-                buf = Vec::new();
-                if total > drain_cap(max) {
-                    break;
-                }
-                continue;
+            if buf.len() + data.len() > max {
+                return Err(BodyError::TooLarge);
             }
             buf.extend_from_slice(&data);
         }
     }
-    if too_large {
-        Err(BodyError::TooLarge)
-    } else {
-        Ok(Bytes::from(buf))
-    }
+    Ok(Bytes::from(buf))
 }
 
 fn plain_error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
@@ -271,14 +264,18 @@ fn plain_error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
     )
 }
 
+/// Marks the 413 of a body refused unread: [`serve_request`] closes an HTTP/1.1 connection
+/// after it, with a bounded drain.
+#[derive(Debug, Clone, Copy)]
+struct BodyRefused;
+
 fn too_large(max: usize) -> HttpResponse {
     let mut r = plain_error(
         StatusCode::PAYLOAD_TOO_LARGE,
         "payload_too_large",
         &format!("the request body exceeds the limit of {max} bytes"),
     );
-    r.headers_mut()
-        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    r.extensions_mut().insert(BodyRefused);
     r
 }
 
@@ -304,10 +301,14 @@ pub struct ConnState {
     changed: Notify,
     /// A `reset` fault aborted an HTTP/1.1 call: the socket closes with `SO_LINGER` 0.
     reset: AtomicBool,
+    /// A body was refused unread (413 on HTTP/1.1): the close drains ([`Drain`]).
+    drain: AtomicBool,
+    /// The bounds of that drain: bytes, time.
+    drain_bounds: (u64, Duration),
 }
 
 impl ConnState {
-    pub(super) fn new() -> ConnState {
+    pub(super) fn new(limits: &Limits) -> ConnState {
         ConnState {
             inner: Mutex::new(ConnInner {
                 in_flight: 0,
@@ -318,7 +319,14 @@ impl ConnState {
             }),
             changed: Notify::new(),
             reset: AtomicBool::new(false),
+            drain: AtomicBool::new(false),
+            drain_bounds: (limits.drain_bytes, limits.drain_time),
         }
+    }
+
+    /// Drain what the client still sends when the connection closes ([`Tracked`]).
+    fn drain_on_close(&self) {
+        self.drain.store(true, Ordering::Relaxed);
     }
 
     /// Close the connection with a TCP reset when its byte stream is dropped ([`Tracked`]).
@@ -403,11 +411,13 @@ pub(super) async fn watchdog(state: Arc<ConnState>, limits: Limits) -> &'static 
 
 /// A connection's byte stream (TCP, or the decrypted TLS stream), reporting reads to the
 /// watchdog. Dropped after a `reset` fault ([`ConnState::reset_on_close`]), it sets
-/// `SO_LINGER` 0 on its socket first (`linger_zero`), so the close is a TCP RST.
+/// `SO_LINGER` 0 on its socket first (`linger_zero`), so the close is a TCP RST. Shut down
+/// after a refused body ([`ConnState::drain_on_close`]), it drains first ([`Drain`]).
 pub(super) struct Tracked<S = TcpStream> {
     inner: S,
     state: Arc<ConnState>,
     linger_zero: fn(&S),
+    drain: Option<Drain>,
 }
 
 impl<S> Tracked<S> {
@@ -416,6 +426,54 @@ impl<S> Tracked<S> {
             inner,
             state,
             linger_zero,
+            drain: None,
+        }
+    }
+}
+
+/// A lingering close (as nginx does after an early answer): the write side is shut down (the
+/// client reads the answer, then the end), then what the client still sends is read and
+/// discarded until it closes, an error, `left` bytes or the deadline — whichever comes first.
+/// Closing with unread bytes would make the kernel send a reset, which can destroy the
+/// answer before the client reads it.
+struct Drain {
+    shut: bool,
+    left: u64,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Drain {
+    fn new((bytes, time): (u64, Duration)) -> Drain {
+        Drain {
+            shut: false,
+            left: bytes,
+            deadline: Box::pin(tokio::time::sleep(time)),
+        }
+    }
+
+    /// Shut down `io`'s write side, then read and discard; `Ready` when the drain is over.
+    fn poll<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.shut {
+            std::task::ready!(Pin::new(&mut *io).poll_shutdown(cx))?;
+            self.shut = true;
+        }
+        let mut scratch = [0u8; 16 * 1024];
+        loop {
+            if self.left == 0 || self.deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match std::task::ready!(Pin::new(&mut *io).poll_read(cx, &mut buf)) {
+                Ok(()) if !buf.filled().is_empty() => {
+                    self.left = self.left.saturating_sub(buf.filled().len() as u64);
+                }
+                // The client closed (or broke) its side: nothing left to wait for.
+                Ok(()) | Err(_) => return Poll::Ready(Ok(())),
+            }
         }
     }
 }
@@ -453,7 +511,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -465,7 +523,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let this = &mut *self;
+        if !this.state.drain.load(Ordering::Relaxed) {
+            return Pin::new(&mut this.inner).poll_shutdown(cx);
+        }
+        let bounds = this.state.drain_bounds;
+        this.drain
+            .get_or_insert_with(|| Drain::new(bounds))
+            .poll(&mut this.inner, cx)
     }
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,

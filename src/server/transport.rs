@@ -217,7 +217,7 @@ pub(super) async fn serve_io<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let conn_state = Arc::new(ConnState::new());
+    let conn_state = Arc::new(ConnState::new(&app.limits));
     let io = TokioIo::new(Tracked::new(io, conn_state.clone(), linger_zero));
     let svc_app = app.clone();
     let svc_edge = edge.clone();

@@ -2,7 +2,9 @@
 //! shapes, oversized and malformed heads, invalid UTF-8, absurd JSON nesting, huge numbers and
 //! dates for `$number`/`$dateAdd`, values nested too deep for the store to read back (a deep
 //! definition rendering a deep input, a deep upstream answer in dry-run), path traversal in
-//! operation ids, and a slowloris crowd.
+//! operation ids, a slowloris crowd, and bodies over the limit: refused at once on their
+//! declared length or as soon as a chunked body passes the limit (proxy and admin paths),
+//! then a lingering close bounded in bytes and time.
 //! Every test checks that the bad client gets a clear refusal (or a closed connection) and
 //! that the server keeps serving everybody else. Basic slowloris, 413, `kill -9` and garbage
 //! on a socket are in `serve.rs`; this file does not repeat them.
@@ -14,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{self, rest_op, standard_project, Project, Server};
+use crate::support::{self, recorded_calls, rest_op, standard_project, Project, Server};
 
 /// Send `bytes` on a fresh connection and read until the server closes it. The read timeout
 /// is only a safety net against a hung test (never an assertion).
@@ -778,6 +780,217 @@ async fn twenty_trickling_connections_do_not_starve_a_normal_client() {
             "every trickling connection is closed before its head completes"
         );
     }
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Oversized bodies: refused at once, not read first
+
+/// The request body limit (SPEC 13).
+const BODY_LIMIT: usize = 10 * 1024 * 1024;
+
+/// The head of `POST path` declaring a JSON body of `len` bytes.
+fn declared_head(path: &str, len: u64) -> String {
+    format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n")
+}
+
+/// What a client that keeps its connection open read: one response and whether the server
+/// then closed the connection.
+#[derive(Debug)]
+struct Answer {
+    head: String,
+    body: String,
+    closed: bool,
+}
+
+/// Write `bytes` on a fresh connection (a request whose body may be unfinished), then write
+/// nothing more but keep the connection open, and read one response (head, then the Content-Length body) and whether the server closes
+/// the connection after it. The read timeout (20 s, a third of the 60 s body read timeout)
+/// is what fails a server that waits for the rest of the body; no assertion is about time.
+async fn answer_keeping_open(addr: SocketAddr, bytes: Vec<u8>) -> Answer {
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(&bytes)
+            .expect("the server reads what the client sends");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let head_end = loop {
+            if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => panic!(
+                    "no response while the body is unsent: {:?}",
+                    String::from_utf8_lossy(&got)
+                ),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&got[..head_end]).into_owned();
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap())
+            })
+            .expect("a Content-Length");
+        while got.len() < head_end + len {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let body = String::from_utf8_lossy(&got[head_end..]).into_owned();
+        // A closed connection reads as its end (or a reset); an open one times out.
+        let closed = match s.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        };
+        Answer { head, body, closed }
+    })
+    .await
+    .unwrap()
+}
+
+fn assert_refused(a: &Answer, case: &str) {
+    assert!(a.head.starts_with("HTTP/1.1 413"), "{case}: {a:?}");
+    assert!(
+        a.head
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{case}: {a:?}"
+    );
+    let v: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{case}: {e}: {a:?}"));
+    assert_eq!(v["error"]["code"], "payload_too_large", "{case}: {v}");
+    assert!(
+        a.closed,
+        "{case}: the connection closes after the 413: {a:?}"
+    );
+}
+
+/// A `Content-Length` over the limit is answered 413 at once, while the client has sent one
+/// byte of its body and keeps the connection open — on a proxy path and on an admin path —
+/// and the refusal is recorded nowhere, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_length_over_the_limit_is_refused_at_once_on_proxy_and_admin_paths() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    still_serving(&s).await;
+    let before = recorded_calls(&s).await;
+    let declared = BODY_LIMIT + 1024 * 1024; // 11534336, 1 MiB over
+    for path in ["/api/counter", "/_understudy/api/attempts"] {
+        let head = declared_head(path, declared as u64);
+        let a = answer_keeping_open(s.addr, [head.as_bytes(), b"{"].concat()).await;
+        assert_refused(&a, path);
+    }
+    assert_eq!(recorded_calls(&s).await, before, "a 413 records no call");
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+/// A chunked body is refused as soon as it passes the limit, while the client keeps the body
+/// open (no last chunk).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_is_refused_as_soon_as_it_passes_the_limit() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    still_serving(&s).await;
+    let before = recorded_calls(&s).await;
+    let mut req = b"POST /api/counter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    const CHUNK: usize = 64 * 1024;
+    for _ in 0..BODY_LIMIT / CHUNK + 1 {
+        req.extend_from_slice(format!("{CHUNK:x}\r\n").as_bytes());
+        req.extend_from_slice(&[b' '; CHUNK]);
+        req.extend_from_slice(b"\r\n");
+    }
+    let a = answer_keeping_open(s.addr, req).await;
+    assert_refused(&a, "chunked");
+    assert_eq!(recorded_calls(&s).await, before, "a 413 records no call");
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+/// A client that writes its whole oversized body before it reads still reads the 413: the
+/// server drains the body after answering instead of closing on it (which would reset the
+/// connection and could destroy the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_writing_its_whole_oversized_body_first_still_reads_the_413() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let declared = BODY_LIMIT + 1024 * 1024;
+    let head = declared_head("/api/counter", declared as u64);
+    let req = [head.as_bytes(), &vec![b' '; declared]].concat();
+    let a = answer_keeping_open(s.addr, req).await;
+    assert_refused(&a, "whole body first");
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+}
+
+/// Declare a 1 GiB body and write it in `chunk`-byte writes, `pause` apart, until a write
+/// fails because the server closed the connection; the body bytes written by then. Panics if
+/// the server neither reads nor closes (a write blocked for 20 s) or `cap` bytes went out
+/// while the connection stayed open.
+async fn write_until_closed(addr: SocketAddr, chunk: usize, pause: Duration, cap: u64) -> u64 {
+    const DECLARED: u64 = 1 << 30;
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+        let head = declared_head("/api/counter", DECLARED);
+        s.write_all(head.as_bytes()).unwrap();
+        let block = vec![b' '; chunk];
+        let mut written = 0u64;
+        while written < cap {
+            match s.write(&block) {
+                Ok(n) => written += n as u64,
+                Err(e) => {
+                    assert!(
+                        !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ),
+                        "the server neither reads nor closes after {written} bytes"
+                    );
+                    return written;
+                }
+            }
+            std::thread::sleep(pause);
+        }
+        panic!("the connection is still open after {written} bytes of a refused body");
+    })
+    .await
+    .unwrap()
+}
+
+/// The drain after a 413 ends at its byte bound (a client that never stops sending is cut
+/// off) and at its time bound (a client that trickles is cut off); the server keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_after_a_413_is_bounded_in_bytes_and_in_time() {
+    const MIB: u64 = 1024 * 1024;
+    let p = standard_project();
+    // Bytes: 1 MiB, with a time bound far away.
+    let mut opts = p.options();
+    opts.limits.drain_bytes = MIB;
+    opts.limits.drain_time = Duration::from_secs(3600);
+    let s = Server::start_with(opts).await;
+    let written = write_until_closed(s.addr, 64 * 1024, Duration::ZERO, 1 << 30).await;
+    // Beyond the drained 1 MiB only what the two socket buffers and hyper's read buffer held.
+    assert!(written < MIB + 32 * MIB, "{written} bytes written");
+    still_serving(&s).await;
+    s.stop().await.unwrap();
+    // Time: 200 ms, with the byte bound (40 MiB) and the idle timeout far away; a byte every
+    // 20 ms, 500 bytes at most (the connection must be closed long before).
+    let mut opts = p.options();
+    opts.limits.drain_time = Duration::from_millis(200);
+    opts.limits.idle_timeout = Duration::from_secs(3600);
+    let s = Server::start_with(opts).await;
+    write_until_closed(s.addr, 1, Duration::from_millis(20), 500).await;
     still_serving(&s).await;
     s.stop().await.unwrap();
 }

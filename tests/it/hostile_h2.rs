@@ -1,6 +1,7 @@
 //! Hostile HTTP/2 on the plain listener (h2c by prior knowledge, SPEC 13): a body over
 //! 10 MiB (declared or streamed) is refused with 413 or a stream reset and never reaches the
-//! pipeline, hundreds of concurrent streams on one connection are all answered and recorded
+//! pipeline — at once, without waiting for the rest of a body the client keeps open, and its
+//! stream reset so the client stops sending — hundreds of concurrent streams on one connection are all answered and recorded
 //! with dense sequences, a stream whose body never comes blocks neither its connection's other
 //! streams nor other connections nor its attempt (and is answered 408 when the body read
 //! timeout passes), and a bad preface, a frame-level protocol error, an undecodable header
@@ -27,7 +28,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{standard_project, Server};
+use crate::support::{recorded_calls, standard_project, Server};
 
 type ReqBody = BoxBody<Bytes, Infallible>;
 
@@ -87,6 +88,46 @@ impl Body for Never {
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         Poll::Pending
+    }
+}
+
+/// A body that sends `len` bytes and then never ends (the client keeps it open). It reports
+/// its drop: the client stopped sending it (the server reset the stream).
+struct Stall {
+    head: Repeat,
+    dropped: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Stall {
+    fn new(len: usize) -> (Stall, tokio::sync::oneshot::Receiver<()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let body = Stall {
+            head: Repeat::new(len),
+            dropped: Some(tx),
+        };
+        (body, rx)
+    }
+}
+
+impl Body for Stall {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.head.left == 0 {
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.head).poll_frame(cx)
+    }
+}
+
+impl Drop for Stall {
+    fn drop(&mut self) {
+        if let Some(tx) = self.dropped.take() {
+            let _ = tx.send(());
+        }
     }
 }
 
@@ -278,6 +319,57 @@ async fn an_h2_body_over_10_mib_is_refused_and_the_server_keeps_serving() {
         .unwrap()
         .len();
     assert_eq!(events_after, events_before + 6);
+    s.stop().await.unwrap();
+}
+
+/// A body over the limit — declared with one byte sent, or streamed just past the limit —
+/// while the client keeps the stream open: answered 413 at once, and the stream is reset
+/// (the client is told to stop sending; the server reads no more of it). The 20 s wait, a
+/// third of the 60 s body read timeout, is what fails a server that waits for the body; no
+/// assertion is about time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_h2_body_is_answered_413_at_once_and_its_stream_reset() {
+    const ANSWER: Duration = Duration::from_secs(20);
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let conn = h2c(s.addr).await;
+    bump(&conn, s.addr, "/api/counter", 1).await;
+    let declared = (11 * MIB).to_string();
+    for (case, sent, headers) in [
+        ("declared", 1, vec![("content-length", declared.as_str())]),
+        ("streamed", 10 * MIB + 1, vec![]),
+    ] {
+        let before = recorded_calls(&s).await;
+        let (body, dropped) = Stall::new(sent);
+        let r = tokio::time::timeout(
+            ANSWER,
+            request(
+                &conn,
+                s.addr,
+                "POST",
+                "/api/counter",
+                body.boxed(),
+                &headers,
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{case}: no answer within {ANSWER:?} while the body is open"))
+        .unwrap_or_else(|e| panic!("{case}: no 413 but {e}"));
+        assert_eq!(r.status, 413, "{case}: {r:?}");
+        let v: Value = serde_json::from_str(&r.text).unwrap();
+        assert_eq!(v["error"]["code"], "payload_too_large", "{case}: {v}");
+        guard(&format!("{case}: the stream is reset"), dropped)
+            .await
+            .expect("dropped once");
+        assert_eq!(
+            recorded_calls(&s).await,
+            before,
+            "{case}: a 413 records no call"
+        );
+        // The connection, a fresh one and HTTP/1.1 are all served.
+        bump(&conn, s.addr, "/api/counter", 2).await;
+        still_serving(&s, 3).await;
+    }
     s.stop().await.unwrap();
 }
 

@@ -437,3 +437,13 @@ pub async fn post_counter_concurrently(client: &reqwest::Client, urls: Vec<Strin
     }
     previous
 }
+
+/// The calls `s` recorded so far: the default attempt's tool events and the call counters
+/// that `/metrics` renders (a refused request, e.g. a 413, adds to neither).
+pub async fn recorded_calls(s: &Server) -> (usize, Vec<((String, String, String), u64)>) {
+    let events = s.evidence(&s.default_attempt()).await["tool_events"]
+        .as_array()
+        .unwrap()
+        .len();
+    (events, s.app.metrics.calls().into_iter().collect())
+}
