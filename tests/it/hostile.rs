@@ -90,10 +90,14 @@ async fn content_length_with_transfer_encoding_never_smuggles_a_second_request()
         "the smuggled request never ran"
     );
     still_serving(&s).await;
+    // (The arguments only: ids and timestamps elsewhere in the evidence may contain "666".)
     let ev = s.evidence(&s.default_attempt()).await;
+    let events = ev["tool_events"].as_array().unwrap();
     assert!(
-        !ev.to_string().contains("666"),
-        "no trace of the smuggled call in the evidence"
+        events
+            .iter()
+            .all(|e| !e["arguments"].to_string().contains("666")),
+        "no trace of the smuggled call in the evidence: {ev}"
     );
     s.stop().await.unwrap();
 }
