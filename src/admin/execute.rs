@@ -1,11 +1,17 @@
-//! `POST /tools/execute` — run one operation in isolation — and `GET /attempts/{id}/state`.
+//! `POST /tools/execute` — run one operation in isolation, as a tool test (seed 002 "Execute
+//! a tool in test mode", seed 004 "Test Lambda tool") — and `GET /attempts/{id}/state`.
 //!
 //! Body: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,
-//! "stream_response"?,"timeout_seconds"?}`. The call runs through the one shared execute
-//! function ([`crate::operation::call::execute_with`]): input schema, the pinned revision's
-//! engine, output schema and envelope — exactly what `understudy exec` prints, plus
-//! `integration`, `operation_id`, `revision`, `is_write`, `dry_run`, `attempt` and
-//! `source: "tool_test"`.
+//! "target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}`; headers
+//! `Request-Timeout` / `Request-Timeout-Millis` (the budget and `test_context` rules are
+//! [`super::execute_request`]'s). The call runs through the one shared execute function
+//! ([`crate::operation::call::execute_with`]): input schema, the pinned revision's engine,
+//! output schema and envelope — exactly what `understudy exec` prints, plus the tool-test
+//! members every answer carries, mock or upstream: `integration`, `operation_id`, `target`
+//! (`"mock"` | `"upstream"`), `is_write`, `dry_run` (as asked), `source: "tool_test"`,
+//! `blocked_side_effects` (the `integration/operation_id` of a write that was held back, else
+//! `[]`), `duration_ms`, and `test_context` (`{"metadata","secrets":[names]}`) when given.
+//! The mock answer adds `revision` and `attempt`.
 //!
 //! - **Which revision**: with `attempt`, the revision that attempt pinned and the operation
 //!   set it was created with (`crate::app::generations`); without, the latest revision (a stale
@@ -19,27 +25,31 @@
 //!   definition's `initial_state`.
 //! - **Isolation**: nothing is committed — the answer's `state_after` shows what the call
 //!   would write, the attempt's state and evidence are untouched (an execute is a tool test,
-//!   not an agent call).
+//!   not an agent call). So on the mock every write is a dry run: a write that succeeded is
+//!   listed in `blocked_side_effects` whether or not `dry_run` was asked.
 //! - **Variant**: `variant`, else the attempt's chosen variant, else the default one.
 //! - **Delay**: the variant's `delay_ms` is slept after evaluating (so the wall time matches
-//!   what an agent would see), bounded by `timeout_seconds` (default 30, at most 30 — the
-//!   delay limit of SPEC 3.4; fractions allowed). Past the timeout the non-streamed answer is
-//!   504 `timeout`.
-//! - **Streaming** (`stream_response: true`): `text/event-stream`; while the call runs an
-//!   `event: heartbeat` with `data: {"elapsed_ms":…}` every `Limits::sse_heartbeat` (1 s),
-//!   then exactly one `event: result` whose `data` is the same object as the non-streamed
-//!   answer (single-line JSON). A timeout after the stream started closes it without a
-//!   result event. Refusals found before the stream starts (400, 404, 422) are ordinary JSON
-//!   errors.
-//! - **`target: "upstream"`** (or `dry_run: true`) sends the input to the real system once
-//!   through [`super::execute_upstream`]: status, duration, retries, raw
-//!   response, the native envelope, output validation and a field diff against the pinned
-//!   mock. Writes are refused unless `allow_write: true` — and `dry_run` never lets one
-//!   through. 422 `dry_run_unavailable` when the integration has no `upstream`. Not streamed.
+//!   what an agent would see), bounded by the budget. Past it the non-streamed answer is 504
+//!   `timeout`.
+//! - **Streaming** (`stream_response: true`, mock or upstream): `text/event-stream`; while
+//!   the call runs an `event: heartbeat` with `data: {"elapsed_ms":…}` every
+//!   `Limits::sse_heartbeat` (1 s), then exactly one `event: result` whose `data` is the same
+//!   object as the non-streamed answer (single-line JSON). A timeout after the stream started
+//!   closes it without a result event. Refusals found before the stream starts (400, 404,
+//!   422) are ordinary JSON errors.
+//! - **`target: "upstream"`** sends the input to the real system once through
+//!   [`super::execute_upstream`] (its module doc has the answer), within the budget (504
+//!   `timeout` past it): status, duration, retries, raw response, the native envelope, output
+//!   validation and a field diff against the pinned mock. A write is sent only with
+//!   `allow_write: true` and without `dry_run`; under `dry_run` it is simulated instead (the
+//!   pinned mock's result, else the profile's `simulate` answer). 422 `no_upstream` when the
+//!   integration has no `upstream`. `dry_run` alone (no `target`) runs on the mock.
 //! - Executes are not counted in `/metrics` call counters (those are agent calls).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin as StdPin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -50,6 +60,8 @@ use hyper::http::{Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::execute_request::{budget, Budget, TestContext};
+use super::execute_upstream::{execute_upstream, UpstreamOptions};
 use super::{
     lookup, parse_body, store_err, unknown_integration, unknown_operation, ApiError, ApiResult,
     Reply, PREFIX,
@@ -59,11 +71,12 @@ use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::http::{HttpResponse, Request};
 use crate::mock::Engine;
 use crate::operation::call::{execute_with, ExecResult};
+use crate::operation::check::type_name;
 use crate::operation::Operation;
 use crate::records::Pin;
 
-/// The longest `timeout_seconds` (and its default): the delay limit of SPEC 3.4.
-pub const MAX_TIMEOUT_S: f64 = 30.0;
+/// The longest variant delay: the delay limit of SPEC 3.4 (a mock never takes longer).
+pub const MAX_DELAY_S: f64 = 30.0;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,35 +91,35 @@ struct ExecBody {
     state: Option<Value>,
     #[serde(default)]
     attempt: Option<String>,
+    /// Hold back every side effect: on the mock nothing is committed (as always), upstream a
+    /// write is simulated instead of sent.
     #[serde(default)]
     dry_run: bool,
     /// `"mock"` (default) or `"upstream"`: one real call (issue 6b).
     #[serde(default)]
     target: Option<String>,
-    /// With `target: "upstream"`: let a write reach the real system.
+    /// With `target: "upstream"` and without `dry_run`: let a write reach the real system.
     #[serde(default)]
     allow_write: bool,
     #[serde(default)]
     stream_response: bool,
     #[serde(default)]
     timeout_seconds: Option<f64>,
+    /// Checked by hand ([`TestContext::parse`]) so no message ever quotes a secret.
+    #[serde(default)]
+    test_context: Option<Value>,
 }
 
 /// `POST /tools/execute`.
-pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError> {
+pub(crate) async fn execute(app: &Arc<App>, req: &Request) -> Result<Reply, ApiError> {
     let b: ExecBody = parse_body(req, &format!("POST {PREFIX}/tools/execute body"))?;
     let Some(input) = b.input.clone() else {
         return Err(ApiError::bad_request(
             "input: missing: the operation's input (a JSON object; {} when it takes none)",
         ));
     };
-    let timeout_s = b.timeout_seconds.unwrap_or(MAX_TIMEOUT_S);
-    if !(timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_S) {
-        return Err(ApiError::bad_request(format!(
-            "timeout_seconds: expected a number of seconds > 0 and <= {MAX_TIMEOUT_S} (the delay limit), got {timeout_s}"
-        )));
-    }
-    let timeout = Duration::from_secs_f64(timeout_s);
+    let budget = budget(req, b.timeout_seconds, b.stream_response)?;
+    let test_context = TestContext::parse(b.test_context.as_ref())?;
     let given_state = match &b.state {
         None => None,
         Some(Value::Object(m)) => Some(m.clone()),
@@ -133,7 +146,7 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
         .ok_or_else(|| unknown_operation(integ, &b.operation_id))?
         .clone();
     let upstream = match b.target.as_deref() {
-        None | Some("mock") => b.dry_run,
+        None | Some("mock") => false,
         Some("upstream") => true,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
@@ -141,29 +154,47 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
             )))
         }
     };
+    let context_json = test_context.as_ref().map(TestContext::to_json);
     if upstream {
         if integ.config.upstream.is_none() {
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "dry_run_unavailable",
+                "no_upstream",
                 format!(
-                    "`dry_run` / `target: \"upstream\"` call the real system, but integration `{}` has no `upstream` in understudy.json (integrations.{}.upstream); without them the mock answers",
+                    "`target: \"upstream\"` calls the real system, but integration `{}` has no `upstream` in understudy.json (integrations.{}.upstream); without `target` the mock answers",
                     integ.name(),
                     integ.name()
                 ),
             ));
         }
-        // `dry_run` never lets a write through; `target: "upstream"` does with `allow_write`.
-        let allow_write = b.allow_write && !b.dry_run;
-        let answer = super::execute_upstream::execute_upstream(
-            app,
-            &b.integration,
-            &b.operation_id,
-            &input,
-            allow_write,
-        )
-        .await;
-        return Ok(Reply::Json(StatusCode::OK, answer));
+        let opts = UpstreamOptions {
+            allow_write: b.allow_write,
+            dry_run: b.dry_run,
+            authorization: test_context.and_then(|c| c.authorization),
+        };
+        let (app2, integration, operation_id) =
+            (app.clone(), b.integration.clone(), b.operation_id.clone());
+        let limit = budget.duration();
+        let call = async move {
+            let run = execute_upstream(&app2, &integration, &operation_id, &input, opts);
+            let mut answer = tokio::time::timeout(limit, run).await.ok()?;
+            if let (Value::Object(m), Some(c)) = (&mut answer, context_json) {
+                m.insert("test_context".into(), c);
+            }
+            Some(answer)
+        };
+        if b.stream_response {
+            return Ok(Reply::Http(stream(app.limits.sse_heartbeat, call)));
+        }
+        return match call.await {
+            Some(answer) => Ok(Reply::Json(StatusCode::OK, answer)),
+            None => Err(timeout_error(
+                &op.key(),
+                &budget,
+                "the real system did not answer in time".into(),
+                json!({}),
+            )),
+        };
     }
     let key = op.key();
     let record = attempt.as_ref().map(|a| a.record());
@@ -218,42 +249,72 @@ pub(crate) async fn execute(app: &App, req: &Request) -> Result<Reply, ApiError>
             ExecResult::failed(e, variant.clone(), state.clone().unwrap_or_default()),
         ),
     };
+    // Nothing is committed: a write that ran is a side effect held back.
+    let blocked: Vec<String> = if op.is_write && r.error.is_none() {
+        vec![key.clone()]
+    } else {
+        Vec::new()
+    };
     let mut answer = r.to_json();
     if let Value::Object(m) = &mut answer {
         m.insert("integration".into(), json!(integ.name()));
         m.insert("operation_id".into(), json!(op.id()));
+        m.insert("target".into(), json!("mock"));
         m.insert("revision".into(), json!(revision));
         m.insert("is_write".into(), json!(op.is_write));
-        m.insert("dry_run".into(), json!(false));
+        m.insert("dry_run".into(), json!(b.dry_run));
+        m.insert("blocked_side_effects".into(), json!(blocked));
         m.insert("attempt".into(), json!(b.attempt));
         m.insert("source".into(), json!("tool_test"));
+        if let Some(c) = context_json {
+            m.insert("test_context".into(), c);
+        }
     }
     let delay = Duration::from_millis(r.delay_ms);
+    let timeout = budget.duration();
     if b.stream_response {
-        return Ok(Reply::Http(stream(
-            app.limits.sse_heartbeat,
-            delay,
-            timeout,
-            answer,
-        )));
+        let call = async move {
+            if delay > timeout {
+                tokio::time::sleep(timeout).await;
+                return None;
+            }
+            tokio::time::sleep(delay).await;
+            Some(answer)
+        };
+        return Ok(Reply::Http(stream(app.limits.sse_heartbeat, call)));
     }
     if delay > timeout {
         tokio::time::sleep(timeout).await;
-        return Err(timeout_error(&key, r.delay_ms, timeout_s));
+        return Err(timeout_error(
+            &key,
+            &budget,
+            format!(
+                "its variant delays {} ms (pick another variant, or raise the budget: a delay is at most {MAX_DELAY_S} s)",
+                r.delay_ms
+            ),
+            json!({ "delay_ms": r.delay_ms }),
+        ));
     }
     tokio::time::sleep(delay).await;
     Ok(Reply::Json(StatusCode::OK, answer))
 }
 
-fn timeout_error(key: &str, delay_ms: u64, timeout_s: f64) -> ApiError {
+/// 504 `timeout`: `key` did not answer within `budget`; `why` says what took the time,
+/// `details` (an object) is merged into the one detail.
+fn timeout_error(key: &str, budget: &Budget, why: String, details: Value) -> ApiError {
+    let mut d = json!({ "timeout_seconds": budget.seconds, "budget_from": budget.source });
+    if let (Value::Object(m), Value::Object(extra)) = (&mut d, details) {
+        m.extend(extra);
+    }
     ApiError::new(
         StatusCode::GATEWAY_TIMEOUT,
         "timeout",
         format!(
-            "`{key}` did not answer within timeout_seconds = {timeout_s}: its variant delays {delay_ms} ms; raise timeout_seconds (at most {MAX_TIMEOUT_S}) or pick another variant"
+            "`{key}` did not answer within the budget of {} s (from {}): {why}",
+            budget.seconds, budget.source
         ),
     )
-    .with_details(vec![json!({ "delay_ms": delay_ms, "timeout_seconds": timeout_s })])
+    .with_details(vec![d])
 }
 
 /// The engine of `pin` (compiled once per revision, shared with the proxy).
@@ -307,17 +368,6 @@ fn latest_engine(
     Ok(engine_for(app, op, &pin, None))
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// One SSE event: `event: <name>`, one `data:` line of compact JSON, a blank line.
 pub fn sse_event(event: &str, data: &Value) -> Bytes {
     Bytes::from(format!(
@@ -343,39 +393,49 @@ impl hyper::body::Body for ChannelBody {
     }
 }
 
-/// The streamed answer: heartbeats every `every` until `delay` has passed, then the result
-/// event — or, when `timeout` comes first, the end of the stream without a result.
-fn stream(every: Duration, delay: Duration, timeout: Duration, answer: Value) -> HttpResponse {
+/// The streamed answer: a heartbeat every `every` while `call` runs, then its answer as
+/// the one result event — or, when it ends without one (timed out), the end of the stream.
+fn stream<F>(every: Duration, call: F) -> HttpResponse
+where
+    F: Future<Output = Option<Value>> + Send + 'static,
+{
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let every = every.max(Duration::from_millis(1));
     let started = Instant::now();
     tokio::spawn(async move {
-        let end = started + delay.min(timeout);
+        let mut call = std::pin::pin!(call);
         // Every heartbeat that falls due before the end is sent (late after a stall, then
-        // realigned), so a call lasting longer than an interval always shows one.
+        // realigned), so a call lasting longer than an interval always shows one: the
+        // heartbeat is polled first.
         let mut next = started + every;
-        while next < end {
-            tokio::time::sleep_until(next.into()).await;
-            let elapsed_ms = started.elapsed().as_millis() as u64;
-            let beat = sse_event("heartbeat", &json!({ "elapsed_ms": elapsed_ms }));
-            if tx.send(beat).await.is_err() {
-                return; // the client went away
+        loop {
+            tokio::select! {
+                biased;
+                () = tokio::time::sleep_until(next.into()) => {
+                    let elapsed_ms = started.elapsed().as_millis() as u64;
+                    let beat = sse_event("heartbeat", &json!({ "elapsed_ms": elapsed_ms }));
+                    if tx.send(beat).await.is_err() {
+                        return; // the client went away
+                    }
+                    next += every;
+                    let now = Instant::now();
+                    if next <= now {
+                        next = now + every;
+                    }
+                }
+                answer = &mut call => {
+                    match answer {
+                        Some(a) => {
+                            let _ = tx.send(sse_event("result", &a)).await;
+                        }
+                        None => tracing::info!(
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "tools/execute stream timed out; closing it without a result event"
+                        ),
+                    }
+                    return;
+                }
             }
-            next += every;
-            let now = Instant::now();
-            if next <= now {
-                next = now + every;
-            }
-        }
-        tokio::time::sleep_until(end.into()).await;
-        if delay <= timeout {
-            let _ = tx.send(sse_event("result", &answer)).await;
-        } else {
-            tracing::info!(
-                delay_ms = delay.as_millis() as u64,
-                timeout_ms = timeout.as_millis() as u64,
-                "tools/execute stream timed out; closing it without a result event"
-            );
         }
     });
     Response::builder()

@@ -6,10 +6,12 @@
 //! # The answer
 //! ```text
 //! { "integration", "operation_id", "target": "upstream", "is_write",
-//!   "request": {"method", "url"},                 // the query's secret parameters scrubbed
+//!   "dry_run", "source": "tool_test", "blocked_side_effects": [],  // seed 002's members
+//!   "request": null | {"method", "url", …},      // the query's secret parameters scrubbed
 //!   "status_code", "duration_ms", "retries",
-//!   "raw_response": {"status", "headers", "body"},// secrets scrubbed
+//!   "raw_response": null | {"status", "headers", "body"},// secrets scrubbed
 //!   "result",                                     // the native envelope / the tool's output
+//!   "simulated_from": null | "mock" | "profile",  // a dry-run write: where `result` came from
 //!   "validation_results": {"input_valid", "output_valid", "validation_errors"},
 //!   "mock": null | {"revision", "variant", "rule", "result", "error"},
 //!   "diff": null | [{"path", "mock", "upstream"}],// field by field, at most 100
@@ -19,8 +21,16 @@
 //! # Decisions
 //! - The input is validated against the operation's input schema first; invalid input is
 //!   never sent (`error_kind: "input_error"`).
-//! - A write is sent only with `allow_write`; otherwise nothing is sent
-//!   (`error.code: "write_blocked"`, `error_kind: "blocked"`).
+//! - A write is sent only with `allow_write` and without `dry_run`. Without `allow_write`
+//!   nothing is sent and the call fails (`error.code: "write_blocked"`, `error_kind:
+//!   "blocked"`). Under `dry_run` nothing is sent either, and the answer is the simulated one
+//!   (`error: null`): the pinned mock's result (`simulated_from: "mock"`), else the profile's
+//!   `simulate` answer for the operation / its method (`"profile"`, a fresh fake id; MCP:
+//!   the profile's simulated tool result); when neither exists, the harness error
+//!   `no_simulated_answer` saying why for each. Either way the write is listed in
+//!   `blocked_side_effects` as `integration/operation_id`. Reads are sent as usual.
+//! - `duration_ms` is the real call's round trip; when nothing was sent, the time spent
+//!   answering.
 //! - HTTP profiles: the request is the operation's `match` filled from the input — `{name}`
 //!   path segments and query captures from the input members of those names, literal header
 //!   constraints as headers, the other input members as the JSON body (a non-object input
@@ -33,9 +43,13 @@
 //!   `tools/call`, then `DELETE` of the session). The result is
 //!   the tool's structured output (`structuredContent`, else the JSON of its text) for
 //!   `result_form: structured`, the whole CallToolResult otherwise.
-//! - Credentials: understudy holds none of its own. The `Authorization` header sent is the
-//!   value of the environment variable `UNDERSTUDY_UPSTREAM_AUTH_<INTEGRATION>` (upper case,
-//!   `-` as `_`) when set; it is never echoed.
+//! - Credentials: understudy holds none of its own. The `Authorization` header sent is
+//!   [`UpstreamOptions::authorization`] (the execute's `test_context.secrets.authorization`)
+//!   when given, else the value of the environment variable
+//!   `UNDERSTUDY_UPSTREAM_AUTH_<INTEGRATION>` (upper case, `-` as `_`) when set. It is never
+//!   echoed: besides the name-based scrubbing of headers and fields, the value (and the
+//!   credential after its scheme, each when at least 8 characters) is cut out of every string
+//!   of the answer, so an upstream that echoes it does not leak it.
 //! - Retries: reads are retried up to twice when the connection fails before an answer
 //!   (refused, reset); writes never are. `retries` says how many were needed.
 //! - The mock side is the operation's latest revision evaluated with its default variant and
@@ -50,16 +64,18 @@ use http_body_util::BodyExt;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Map, Value};
 
-use crate::app::App;
+use crate::app::{App, Integration};
 use crate::config::ProfileKind;
 use crate::contract::ResultForm;
 use crate::operation::call::{execute_with, validate_input};
 use crate::operation::check::{envelope_problem, schema_errors};
 use crate::operation::Operation;
 use crate::profile::mcp::client::{ClientError, EraChoice, Limits, McpClient};
+use crate::profile::Wire;
 use crate::record;
 use crate::records::Pin;
 use crate::upstream::UpstreamErrorKind;
+use crate::util::json::cut_secrets;
 
 /// At most this many differences are listed.
 pub const MAX_DIFFS: usize = 100;
@@ -67,25 +83,82 @@ pub const MAX_DIFFS: usize = 100;
 /// The Salesforce API version used for a `*` path segment.
 pub const SALESFORCE_API_VERSION: &str = "v62.0";
 
+/// The shortest credential cut out of the answer by value (shorter ones would cut ordinary
+/// text; name-based scrubbing still applies).
+pub const MIN_CUT_SECRET: usize = 8;
+
+/// How one upstream execute runs (module doc). No `Debug`: it holds a secret.
+#[derive(Default)]
+pub struct UpstreamOptions {
+    /// Let a write reach the real system (never under `dry_run`).
+    pub allow_write: bool,
+    /// Hold back every write: simulate it instead of sending it.
+    pub dry_run: bool,
+    /// The `Authorization` header for this call; `None` → the environment variable.
+    pub authorization: Option<String>,
+}
+
 /// Run one real call of `integration`/`operation_id` with `input` (module doc).
 pub async fn execute_upstream(
     app: &App,
     integration: &str,
     operation_id: &str,
     input: &Value,
-    allow_write: bool,
+    opts: UpstreamOptions,
+) -> Value {
+    let started = Instant::now();
+    let auth = opts
+        .authorization
+        .clone()
+        .or_else(|| auth_header(integration));
+    let mut out = run(
+        app,
+        integration,
+        operation_id,
+        input,
+        &opts,
+        auth.as_deref(),
+    )
+    .await;
+    if out["duration_ms"].is_null() {
+        out["duration_ms"] = json!(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    if let Some(a) = &auth {
+        let a = a.trim();
+        let mut secrets: Vec<String> = std::iter::once(a)
+            .chain(a.split_once(' ').map(|(_, cred)| cred.trim()))
+            .filter(|s| s.len() >= MIN_CUT_SECRET)
+            .map(str::to_string)
+            .collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        cut_secrets(&mut out, &secrets);
+    }
+    out
+}
+
+async fn run(
+    app: &App,
+    integration: &str,
+    operation_id: &str,
+    input: &Value,
+    opts: &UpstreamOptions,
+    auth: Option<&str>,
 ) -> Value {
     let mut out = json!({
         "integration": integration,
         "operation_id": operation_id,
         "target": "upstream",
         "is_write": null,
+        "dry_run": opts.dry_run,
+        "source": "tool_test",
+        "blocked_side_effects": [],
         "request": null,
         "status_code": null,
         "duration_ms": null,
         "retries": 0,
         "raw_response": null,
         "result": null,
+        "simulated_from": null,
         "validation_results": {"input_valid": null, "output_valid": null, "validation_errors": []},
         "mock": null,
         "diff": null,
@@ -133,13 +206,25 @@ pub async fn execute_upstream(
     // The mock side first: it needs nothing from the network.
     let mock = mock_side(app, &op, input);
     out["mock"] = mock.clone();
-    if op.is_write && !allow_write {
-        fail(
-            &mut out,
-            "blocked",
-            "write_blocked",
-            format!("`{operation_id}` is a write: nothing was sent to the real system (allow writes to run it against the upstream)"),
-        );
+    if op.is_write && (opts.dry_run || !opts.allow_write) {
+        out["blocked_side_effects"] = json!([op.key()]);
+        if !opts.dry_run {
+            fail(
+                &mut out,
+                "blocked",
+                "write_blocked",
+                format!("`{operation_id}` is a write: nothing was sent to the real system (`allow_write: true` sends it; `dry_run: true` simulates it)"),
+            );
+            return out;
+        }
+        match simulated(integ, &op, &mock) {
+            Ok((result, from)) => {
+                validate_result(&mut out, &op, &result);
+                out["result"] = result;
+                out["simulated_from"] = json!(from);
+            }
+            Err(why) => fail(&mut out, "harness_error", "no_simulated_answer", why),
+        }
         return out;
     }
     let Some(base) = integ.config.upstream.clone() else {
@@ -151,12 +236,11 @@ pub async fn execute_upstream(
         );
         return out;
     };
-    let auth = auth_header(integration);
     let started = Instant::now();
     let call = if integ.config.profile == ProfileKind::Mcp {
-        mcp_call(app, &base, &op, input, auth.as_deref()).await
+        mcp_call(app, &base, &op, input, auth).await
     } else {
-        http_call(app, &base, &op, input, auth.as_deref()).await
+        http_call(app, &base, &op, input, auth).await
     };
     out["duration_ms"] = json!(started.elapsed().as_secs_f64() * 1000.0);
     let call = match call {
@@ -181,12 +265,7 @@ pub async fn execute_upstream(
     });
     let mut result = call.result;
     record::scrub_json(&mut result, &app.config.scrub.fields);
-    let mut problems = schema_errors(&op.output_validator, &result);
-    if let Some(p) = envelope_problem(op.profile, op.op.result_form, &result) {
-        problems.push(format!("the result {p}"));
-    }
-    out["validation_results"]["output_valid"] = json!(problems.is_empty());
-    out["validation_results"]["validation_errors"] = json!(problems);
+    validate_result(&mut out, &op, &result);
     if let Some(m) = mock.get("result").filter(|r| !r.is_null()) {
         let mut diffs = Vec::new();
         diff(m, &result, "", &mut diffs);
@@ -194,6 +273,67 @@ pub async fn execute_upstream(
     }
     out["result"] = result;
     out
+}
+
+/// `validation_results.output_valid` / `validation_errors` of `result`: the output schema
+/// and the profile's envelope rule.
+fn validate_result(out: &mut Value, op: &Operation, result: &Value) {
+    let mut problems = schema_errors(&op.output_validator, result);
+    if let Some(p) = envelope_problem(op.profile, op.op.result_form, result) {
+        problems.push(format!("the result {p}"));
+    }
+    out["validation_results"]["output_valid"] = json!(problems.is_empty());
+    out["validation_results"]["validation_errors"] = json!(problems);
+}
+
+/// What stands in for a dry-run write's answer (module doc): the mock's result, else the
+/// profile's `simulate` answer; `Err` says why neither exists.
+fn simulated(
+    integ: &Integration,
+    op: &Operation,
+    mock: &Value,
+) -> Result<(Value, &'static str), String> {
+    if let Some(r) = mock.get("result").filter(|r| !r.is_null()) {
+        return Ok((r.clone(), "mock"));
+    }
+    let no_mock = match mock.get("error").filter(|e| !e.is_null()) {
+        Some(e) => format!(
+            "its mock gave no result ({}: {})",
+            e["code"].as_str().unwrap_or("error"),
+            e["message"].as_str().unwrap_or("")
+        ),
+        None => format!(
+            "it has no mock (no revision of `{}`; save one or add a `mock` to {})",
+            op.key(),
+            op.file.display()
+        ),
+    };
+    let method = op
+        .op
+        .match_spec
+        .as_ref()
+        .map(|m| m.method.to_ascii_uppercase())
+        .unwrap_or_default();
+    let profile = match &integ.wire {
+        Wire::Mcp => {
+            let msg = format!(
+                "understudy simulated this write (dry_run): tools/call `{}` was not sent to the real system",
+                op.id()
+            );
+            let form = op.op.result_form.unwrap_or(ResultForm::Structured);
+            return Ok((crate::profile::mcp::simulated_result(form, &msg), "profile"));
+        }
+        Wire::Http(p) => p,
+    };
+    match profile.simulate(Some(op.id()), &method) {
+        Some(r) => Ok((r, "profile")),
+        None => Err(format!(
+            "`{}` is a write and `dry_run` never sends it, but nothing can stand in for its answer: {no_mock}, and the `{}` profile has no `simulate` answer for operation `{}` or method {method}",
+            op.key(),
+            profile.name(),
+            op.id()
+        )),
+    }
 }
 
 /// The credential for the upstream, from the environment (module doc).

@@ -8,7 +8,7 @@
 //! | `GET /tools/{integration}/testing` | per operation: `contract` (the hashed object), `contract_hash`, `latest_revision` `{revision,contract_hash,definition_hash,saved_at,source}` or null, `revisions` (count), `file_definition_hash`, `stale` (+ `stale_reason`); and `problems` of the last refused hot reload | [`testing`] |
 //! | `POST /tools/{integration}/testing` | `{"action":"generate","operation_id"}` → schema-derived draft (`supported:false` + `reasons` when beyond it); `{"action":"save","operation_id","contract_hash","definition"}` → 201 new revision (200 `created:false` when equal to the latest), 409 `contract_changed`, 422 `check_failed`; `{"action":"check",…}` → the save's checks without saving | [`testing`] |
 //! | `POST /tools/testing` | inline operation: `{"action":"check"\|"generate","operation":{…operation file…},"definition"?,"profile"?\|"integration"?}` — same checks (422 listing problems) and drafts, stores nothing | [`testing`] |
-//! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"stream_response"?,"timeout_seconds"?}` → the object of `understudy exec`; `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`] |
+//! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}` (headers `Request-Timeout`, `Request-Timeout-Millis`) → the object of `understudy exec` plus the tool-test members (`dry_run`, `source`, `is_write`, `blocked_side_effects`, …); `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`], [`execute_request`], [`execute_upstream`] |
 //! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
 //! | `POST /attempts` | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}}` (seeded chaos, [`crate::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
@@ -30,13 +30,15 @@
 //! ones), `method_not_allowed` (405), `bad_request` (400: the body's JSON path and what was
 //! expected), `unknown_operation` (422), `check_failed` (422: every problem as
 //! `{"file","path","message"}`, `file` null for a definition sent in the body, `path` relative
-//! to the request body), `dry_run_unavailable` (422), `contract_changed` (409:
+//! to the request body), `no_upstream` (422), `stream_required` /
+//! `timeout_too_long` / `invalid_test_context` (422), `contract_changed` (409:
 //! `{"operation","sent_contract_hash","current_contract_hash","contract"}`), `stale_contract`
 //! (409), `default_attempt` (409), `attempt_ended` (409), `invalid_event` (422),
 //! `unknown_contract` (422), `not_recording` (409), `not_implemented` (501), `timeout` (504), `store_error`
 //! (500).
 
 pub mod execute;
+pub mod execute_request;
 pub mod execute_upstream;
 pub mod metrics;
 pub mod testing;
@@ -44,6 +46,7 @@ pub mod ui;
 pub mod verify;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use hyper::http::StatusCode;
 use serde::de::DeserializeOwned;
@@ -135,7 +138,7 @@ impl From<(StatusCode, Value)> for Reply {
 type Routed = Result<Reply, ApiError>;
 
 /// Answer one admin request.
-pub async fn handle(app: &App, req: Request) -> HttpResponse {
+pub async fn handle(app: &Arc<App>, req: Request) -> HttpResponse {
     if let Err(e) = authorize(app, &req) {
         return e.response();
     }
@@ -184,7 +187,7 @@ fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
     }
 }
 
-async fn route(app: &App, req: &Request) -> Routed {
+async fn route(app: &Arc<App>, req: &Request) -> Routed {
     let rest = req.path.strip_prefix(PREFIX).unwrap_or("");
     if !(rest.is_empty() || rest.starts_with('/')) || !req.path.starts_with(PREFIX) {
         return Err(not_found(req));

@@ -2,7 +2,9 @@
 //! that is parsed at the edge and later stored must stay well under that:
 //! [`MAX_BODY_DEPTH`] bounds a request body (the proxy and the MCP profile check it), and
 //! [`MAX_STORED_DEPTH`] bounds what the store accepts (it refuses deeper values, so an
-//! acknowledged call can never make an attempt's evidence unreadable).
+//! acknowledged call can never make an attempt's evidence unreadable). And
+//! [`cut_secrets`]: known secret values cut out of every string of a value (the proxy's
+//! evidence and the tool-testing API's answers).
 
 use serde_json::Value;
 
@@ -37,6 +39,40 @@ pub fn deeper_than(v: &Value, limit: usize) -> bool {
     }
 }
 
+/// Cut every occurrence of `secrets` out of every string (keys included) of `v`.
+pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
+    if secrets.is_empty() {
+        return;
+    }
+    let cut = |s: &str| -> Option<String> {
+        let mut out = s.to_string();
+        let mut changed = false;
+        for sec in secrets {
+            if out.contains(sec.as_str()) {
+                out = out.replace(sec.as_str(), crate::record::SCRUBBED);
+                changed = true;
+            }
+        }
+        changed.then_some(out)
+    };
+    match v {
+        Value::String(s) => {
+            if let Some(n) = cut(s) {
+                *s = n;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| cut_secrets(x, secrets)),
+        Value::Object(m) => {
+            let old = std::mem::take(m);
+            for (k, mut x) in old {
+                cut_secrets(&mut x, secrets);
+                m.insert(cut(&k).unwrap_or(k), x);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +87,12 @@ mod tests {
         }
         assert!(deeper_than(&v, 5) && !deeper_than(&v, 6));
         assert_eq!(json_depth(&v), 6);
+    }
+
+    #[test]
+    fn secrets_are_cut_from_every_string() {
+        let mut v = serde_json::json!({"a": "x Bearer-tok-123456 y", "Bearer-tok-123456": [1, "Bearer-tok-123456"]});
+        cut_secrets(&mut v, &["Bearer-tok-123456".to_string()]);
+        assert!(!v.to_string().contains("tok-123456"), "{v}");
     }
 }

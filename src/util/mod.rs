@@ -1,5 +1,5 @@
-//! Small helpers shared by modules that must not import each other: JSON depth bounds
-//! ([`json`]), the one atomic file write ([`fs`]) and the RFC 3339 clock format ([`time`]).
+//! Small helpers shared by modules that must not import each other: JSON depth bounds and
+//! secret cutting ([`json`]), the one atomic file write ([`fs`]) and the RFC 3339 clock format ([`time`]).
 //! Nothing here knows about calls, attempts or the wire.
 
 pub mod fs;

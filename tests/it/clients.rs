@@ -24,22 +24,6 @@ fn simple_salesforce_available() -> bool {
     ok
 }
 
-fn copy_dir(src: &Path, dest: &Path) {
-    std::fs::create_dir_all(dest).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap();
-        if name == ".understudy" {
-            continue;
-        }
-        if p.is_dir() {
-            copy_dir(&p, &dest.join(name));
-        } else {
-            std::fs::copy(&p, dest.join(name)).unwrap();
-        }
-    }
-}
-
 #[test]
 fn simple_salesforce_through_the_forward_proxy_on_the_example() {
     if !simple_salesforce_available() {
@@ -47,7 +31,7 @@ fn simple_salesforce_through_the_forward_proxy_on_the_example() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    copy_dir(&root.join("examples/healthplus"), dir.path());
+    crate::support::copy_dir(&root.join("examples/healthplus"), dir.path());
     let bin = env!("CARGO_BIN_EXE_understudy");
     let out = Command::new(bin)
         .args(["ca", "init"])

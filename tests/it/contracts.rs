@@ -4,52 +4,19 @@
 //! negative tests of seed 003 through the `understudy verify` / `understudy evidence` exit
 //! codes; `check` over contracts; the events endpoint (201/409/404/422, durability).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
 use understudy::app::AppOptions;
 use understudy::config::Config;
 
-use crate::support::{Attempt, Resp, Server};
+use crate::support::{healthplus, Attempt, Resp, Server};
 
 const PHONE: &str = "+1 555 0100";
 const ADA: &str = "003Hp00000Ab12CAAR";
 const BOOKING: &str = "book_appointment_contract";
 const SETTLEMENT: &str = "settlement_contract";
-
-fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/healthplus")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
-/// A copy of the HealthPlus example (mocks and contracts) with its data dir `data/`.
-fn healthplus() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&example().join("mocks"), &dir.path().join("mocks"));
-    copy_dir(&example().join("contracts"), &dir.path().join("contracts"));
-    let mut cfg: Value =
-        serde_json::from_slice(&std::fs::read(example().join("understudy.json")).unwrap()).unwrap();
-    cfg["data_dir"] = json!("data");
-    std::fs::write(
-        dir.path().join("understudy.json"),
-        serde_json::to_vec_pretty(&cfg).unwrap(),
-    )
-    .unwrap();
-    dir
-}
 
 fn config(dir: &Path) -> Config {
     Config::load(&dir.join("understudy.json")).expect("project loads")

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use understudy::admin::execute_upstream::execute_upstream;
+use understudy::admin::execute_upstream::{execute_upstream, UpstreamOptions};
 use understudy::app::recorder::flush_drafts;
 use understudy::app::AppOptions;
 
@@ -36,20 +36,20 @@ use crate::support::{self, Project, Server};
 
 // ---- a loopback upstream that logs what reaches it -------------------------------------
 
-type TestBody = UnsyncBoxBody<Bytes, Infallible>;
+pub(crate) type TestBody = UnsyncBoxBody<Bytes, Infallible>;
 
 /// One request as the upstream received it.
 #[derive(Debug, Clone)]
-struct Seen {
-    method: String,
+pub(crate) struct Seen {
+    pub method: String,
     /// Path and query as received.
-    uri: String,
-    headers: HeaderMap,
-    body: Bytes,
+    pub uri: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
 }
 
 impl Seen {
-    fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.uri.split('?').next().unwrap_or("")
     }
     fn json(&self) -> Value {
@@ -57,13 +57,13 @@ impl Seen {
     }
 }
 
-type Log = Arc<Mutex<Vec<Seen>>>;
+pub(crate) type Log = Arc<Mutex<Vec<Seen>>>;
 
 fn body(b: impl Into<Bytes>) -> TestBody {
     Full::new(b.into()).boxed_unsync()
 }
 
-fn json_resp(status: u16, v: &Value) -> Response<TestBody> {
+pub(crate) fn json_resp(status: u16, v: &Value) -> Response<TestBody> {
     Response::builder()
         .status(status)
         .header("content-type", "application/json;charset=UTF-8")
@@ -87,7 +87,10 @@ impl Body for ChannelBody {
 
 /// A server on 127.0.0.1:0 (HTTP/1.1 and HTTP/2; TLS when `tls` is given) that logs every
 /// request (body read whole) and answers with `handler`.
-async fn upstream<F>(tls: Option<Arc<rustls::ServerConfig>>, handler: F) -> (SocketAddr, Log)
+pub(crate) async fn upstream<F>(
+    tls: Option<Arc<rustls::ServerConfig>>,
+    handler: F,
+) -> (SocketAddr, Log)
 where
     F: Fn(&Seen) -> Response<TestBody> + Send + Sync + 'static,
 {
@@ -153,7 +156,7 @@ const CONTACT_ID: &str = "003000000000042AAA";
 /// A Salesforce-shaped upstream: the contact lookup finds nothing until the contact is
 /// created; create 201, update/delete 204, read by id, composite, 404 otherwise. Every answer
 /// carries a changing `Sforce-Limit-Info`.
-fn salesforce_handler() -> impl Fn(&Seen) -> Response<TestBody> + Send + Sync + 'static {
+pub(crate) fn salesforce_handler() -> impl Fn(&Seen) -> Response<TestBody> + Send + Sync + 'static {
     let created = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicUsize::new(0));
     move |s: &Seen| {
@@ -992,7 +995,7 @@ async fn execute_upstream_reports_the_real_answer_and_its_difference_from_the_mo
         "crm",
         "lookup_contact_by_phone",
         &json!({"phone": "+15550001"}),
-        false,
+        UpstreamOptions::default(),
     )
     .await;
     assert_eq!(v["error"], Value::Null, "{v}");
@@ -1017,10 +1020,21 @@ async fn execute_upstream_reports_the_real_answer_and_its_difference_from_the_mo
     );
     // A write runs only when allowed.
     let input = json!({"id": CONTACT_ID, "Phone": "+15550002"});
-    let v = execute_upstream(&s.app, "crm", "update_contact", &input, false).await;
+    let v = execute_upstream(
+        &s.app,
+        "crm",
+        "update_contact",
+        &input,
+        UpstreamOptions::default(),
+    )
+    .await;
     assert_eq!(v["error"]["code"], "write_blocked", "{v}");
     assert_eq!(log.lock().unwrap().len(), 1);
-    let v = execute_upstream(&s.app, "crm", "update_contact", &input, true).await;
+    let allow = UpstreamOptions {
+        allow_write: true,
+        ..UpstreamOptions::default()
+    };
+    let v = execute_upstream(&s.app, "crm", "update_contact", &input, allow).await;
     assert_eq!(v["status_code"], 204, "{v}");
     assert_eq!(v["result"], json!({"status": 204}));
     let seen = log.lock().unwrap()[1].clone();
@@ -1036,14 +1050,14 @@ async fn execute_upstream_reports_the_real_answer_and_its_difference_from_the_mo
         "crm",
         "lookup_contact_by_phone",
         &json!({"phone": "x y"}),
-        false,
+        UpstreamOptions::default(),
     )
     .await;
     assert_eq!(v["error_kind"], "input_error");
     assert_eq!(log.lock().unwrap().len(), 2);
 
     // The same through `POST /tools/execute`: `target: "upstream"` reaches the real system,
-    // `dry_run` never lets a write through even with `allow_write`.
+    // `dry_run` never lets a write through even with `allow_write` (it is simulated).
     let exec = |body: Value| {
         let s = &s;
         async move {
@@ -1061,10 +1075,14 @@ async fn execute_upstream_reports_the_real_answer_and_its_difference_from_the_mo
     assert_eq!(log.lock().unwrap().len(), 3);
     let r = exec(
         json!({"integration": "crm", "operation_id": "update_contact", "input": input,
-                        "dry_run": true, "allow_write": true}),
+                        "target": "upstream", "dry_run": true, "allow_write": true}),
     )
     .await;
-    assert_eq!(r.json()["error"]["code"], "write_blocked", "{}", r.text);
+    assert_eq!(r.json()["error"], Value::Null, "{}", r.text);
+    assert_eq!(
+        r.json()["blocked_side_effects"],
+        json!(["crm/update_contact"])
+    );
     assert_eq!(
         log.lock().unwrap().len(),
         3,
@@ -1284,7 +1302,14 @@ mod mcp_forward {
             }),
         );
         let s = start(&p, |_| {}).await;
-        let v = execute_upstream(&s.app, "remote", "lookup", &json!({"phone": "+1"}), false).await;
+        let v = execute_upstream(
+            &s.app,
+            "remote",
+            "lookup",
+            &json!({"phone": "+1"}),
+            UpstreamOptions::default(),
+        )
+        .await;
         assert_eq!(v["error"], Value::Null, "{v}");
         assert_eq!(v["result"], json!({"found": true, "name": "Real Ada"}));
         assert_eq!(v["validation_results"]["output_valid"], true);
@@ -1356,6 +1381,8 @@ const SECRETS: &[&str] = &[
     "cookie-SESSION-77aa88bb",
     "setcookie-RESP-3344ccdd",
     "apikey-HEADER-5566eeff",
+    "env-AUTH-8c7d6e5f4a",
+    "ctx-AUTH-1a2b3c4d5e",
 ];
 
 /// Every file under `dir`, recursively.
@@ -1381,8 +1408,9 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_the_store_the_drafts_or_the_logs() {
-    // The upstream echoes everything it got (headers included) and sets a cookie.
-    let (addr, _log) = upstream(None, |s: &Seen| {
+    // The upstream echoes everything it got (headers included, the Authorization value also
+    // under a name that is no secret's) and sets a cookie.
+    let (addr, log) = upstream(None, |s: &Seen| {
         let mut headers = serde_json::Map::new();
         for (k, v) in &s.headers {
             headers.insert(k.to_string(), json!(v.to_str().unwrap_or("")));
@@ -1390,6 +1418,7 @@ async fn no_secret_reaches_the_store_the_drafts_or_the_logs() {
         let mut r = json_resp(
             200,
             &json!({ "uri": s.uri, "headers": headers, "body": String::from_utf8_lossy(&s.body),
+                     "seen": s.headers.get("authorization").and_then(|h| h.to_str().ok()),
                      "marker": "visible-marker-0042" }),
         );
         r.headers_mut().insert(
@@ -1402,6 +1431,8 @@ async fn no_secret_reaches_the_store_the_drafts_or_the_logs() {
     let p = Project::new(&[("api", "rest")]);
     p.write_config(json!({ "integrations": { "api": {
         "profile": "rest", "operations": "mocks/api", "upstream": format!("http://{addr}") } } }));
+    // For `POST /tools/execute` with `target: "upstream"` (no other call matches it).
+    p.op("api", support::rest_op("whoami", "GET", "/whoami", None));
     let out = p.path().join("drafts");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
         .args([
@@ -1415,6 +1446,7 @@ async fn no_secret_reaches_the_store_the_drafts_or_the_logs() {
             "--allow-writes",
         ])
         .env("RUST_LOG", "debug")
+        .env("UNDERSTUDY_UPSTREAM_AUTH_API", "Bearer env-AUTH-8c7d6e5f4a")
         .env_remove("UNDERSTUDY_ADMIN_TOKEN")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1467,6 +1499,47 @@ async fn no_secret_reaches_the_store_the_drafts_or_the_logs() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text);
+    // The tool-testing API's upstream execute: the environment's credential, then one given
+    // in `test_context` for one call, then a malformed one. The upstream echoes each; no
+    // answer shows it.
+    let execute = format!("{url}/_understudy/api/tools/execute");
+    let whoami = json!({"integration": "api", "operation_id": "whoami", "input": {},
+                        "target": "upstream"});
+    let mut with_ctx = whoami.clone();
+    with_ctx["test_context"] = json!({"secrets": {"authorization": "Bearer ctx-AUTH-1a2b3c4d5e"},
+                                      "metadata": {"tenant": "visible-tenant-0042"}});
+    let mut malformed = whoami.clone();
+    malformed["test_context"] = json!({"secrets": "Bearer ctx-AUTH-1a2b3c4d5e"});
+    let mut answers = String::new();
+    for (body, status) in [(&whoami, 200), (&with_ctx, 200), (&malformed, 400)] {
+        let r = support::send(&http, "POST", &execute, Some(body), &[]).await;
+        assert_eq!(r.status, status, "{}", r.text);
+        answers.push_str(&r.text);
+    }
+    let seen: Vec<Option<String>> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path() == "/whoami")
+        .map(|s| {
+            s.headers
+                .get("authorization")
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            Some("Bearer env-AUTH-8c7d6e5f4a".to_string()),
+            Some("Bearer ctx-AUTH-1a2b3c4d5e".to_string())
+        ],
+        "the upstream got each credential once; the malformed call sent nothing"
+    );
+    assert!(answers.contains("visible-tenant-0042"), "{answers}");
+    for s in ["env-AUTH-8c7d6e5f4a", "ctx-AUTH-1a2b3c4d5e"] {
+        assert!(!answers.contains(s), "{s} in an execute answer:\n{answers}");
+    }
     // SIGTERM: a graceful stop that writes the drafts.
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

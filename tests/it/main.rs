@@ -28,3 +28,4 @@ mod serve;
 mod store;
 mod testing_api;
 mod tls;
+mod tool_test;

@@ -96,6 +96,35 @@ impl Project {
     }
 }
 
+/// Copy a directory tree (an example project), leaving out data dirs (`.understudy`).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let p = e.expect("dir entry").path();
+        let name = p.file_name().expect("file name");
+        if name == ".understudy" {
+            continue;
+        }
+        if p.is_dir() {
+            copy_dir(&p, &to.join(name));
+        } else {
+            std::fs::copy(&p, to.join(name)).expect("copy file");
+        }
+    }
+}
+
+/// A copy of `examples/healthplus` (mocks, contracts, tests) with its data dir `data/`.
+pub fn healthplus() -> tempfile::TempDir {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/healthplus");
+    let dir = tempfile::tempdir().expect("temp dir");
+    copy_dir(&example, dir.path());
+    let file = dir.path().join("understudy.json");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    cfg["data_dir"] = json!("data");
+    std::fs::write(&file, serde_json::to_vec_pretty(&cfg).unwrap()).expect("write config");
+    dir
+}
+
 /// A running server.
 pub struct Server {
     pub addr: SocketAddr,

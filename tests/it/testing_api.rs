@@ -793,21 +793,22 @@ async fn execute_answers_like_exec_and_commits_nothing() {
         .await;
     assert_eq!(r.status, 400);
     let r = ex(
-        json!({ "integration": "api", "operation_id": "bump", "input": {}, "timeout_seconds": 31 }),
+        json!({ "integration": "api", "operation_id": "bump", "input": {}, "timeout_seconds": 301 }),
     )
     .await;
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 422, "{}", r.text);
+    assert_eq!(r.json()["error"]["code"], "stream_required");
     let r =
         ex(json!({ "integration": "api", "operation_id": "bump", "input": {}, "attempt": "nope" }))
             .await;
     assert_eq!(r.status, 404);
-    let r = ex(json!({ "integration": "api", "operation_id": "bump", "input": { "n": 1 }, "dry_run": true })).await;
+    let r = ex(json!({ "integration": "api", "operation_id": "bump", "input": { "n": 1 }, "target": "upstream" })).await;
     assert_eq!(r.status, 422);
-    assert_eq!(r.json()["error"]["code"], "dry_run_unavailable");
+    assert_eq!(r.json()["error"]["code"], "no_upstream");
     assert!(r.json()["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("upstream"));
+        .contains("integrations.api.upstream"));
 
     // An ended attempt: lease_expired.
     s.call("DELETE", &format!("{API}/attempts/{}", a.id), None, &[])

@@ -16,7 +16,7 @@ mod mock;
 mod output;
 
 pub use integration::check_integration;
-pub use output::{envelope_problem, schema_errors};
+pub use output::{envelope_problem, schema_errors, type_name};
 
 use crate::config::ProfileKind;
 use crate::contract::{

@@ -20,7 +20,8 @@ pub(super) fn status_problem(s: &Value) -> Option<String> {
     }
 }
 
-pub(super) fn type_name(v: &Value) -> &'static str {
+/// What kind of JSON value `v` is, for messages ("a string"; never the value itself).
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
