@@ -23,6 +23,8 @@ pub enum HarnessCode {
     LeaseExpired,
     StaleContract,
     UpstreamUnavailable,
+    /// The forward proxy refused a host no integration covers (the test does not cover it).
+    UnknownHost,
 }
 
 impl HarnessCode {
@@ -38,6 +40,7 @@ impl HarnessCode {
             HarnessCode::LeaseExpired => "lease_expired",
             HarnessCode::StaleContract => "stale_contract",
             HarnessCode::UpstreamUnavailable => "upstream_unavailable",
+            HarnessCode::UnknownHost => "unknown_host",
         }
     }
 }

@@ -80,6 +80,13 @@ pub struct CallInfo {
 impl CallInfo {
     /// A call of `integration` that no stage has looked at yet.
     pub fn new(req: &Request, integration: &str, arguments: Value) -> CallInfo {
+        let mut info = CallInfo::received_at(req.received, integration, arguments);
+        info.trace_id = trace_id(req);
+        info
+    }
+
+    /// [`CallInfo::new`] of a call without a buffered request (a refused `CONNECT`).
+    pub fn received_at(received: Instant, integration: &str, arguments: Value) -> CallInfo {
         CallInfo {
             execution_attempt_id: attempt::new_uuid(),
             integration: integration.to_string(),
@@ -87,8 +94,8 @@ impl CallInfo {
             is_write: false,
             arguments,
             idempotency_key_ref: None,
-            trace_id: trace_id(req),
-            received: req.received,
+            trace_id: None,
+            received,
             secrets: None,
         }
     }
