@@ -25,6 +25,9 @@ pub enum HarnessCode {
     UpstreamUnavailable,
     /// The forward proxy refused a host no integration covers (the test does not cover it).
     UnknownHost,
+    /// A call was answered 500 `store_error` (its evidence could not be made durable) and
+    /// its state change withdrawn: recorded so the evidence explains the state after it.
+    StoreError,
 }
 
 impl HarnessCode {
@@ -41,6 +44,7 @@ impl HarnessCode {
             HarnessCode::StaleContract => "stale_contract",
             HarnessCode::UpstreamUnavailable => "upstream_unavailable",
             HarnessCode::UnknownHost => "unknown_host",
+            HarnessCode::StoreError => "store_error",
         }
     }
 }

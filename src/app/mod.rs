@@ -332,6 +332,7 @@ impl App {
                 state,
                 idempotency: HashMap::new(),
                 chaos: HashMap::new(),
+                published: 0,
             },
         );
         Ok(self.attempts.insert(a))
