@@ -170,7 +170,7 @@ pub use postgres::{
 /// A store failure. Messages name the data dir where it helps.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("data dir {} is in use by another process (a running `understudy serve`?): only one process may open it; while serve runs, read from it with --url http://HOST:PORT (`understudy evidence|verify|report ATTEMPT --url …`, plus --admin-token when it has one)", path.display())]
+    #[error("data dir {} is in use by another process (a running `understudy serve`?): only one process may open it; while serve runs, read from it with --url http://HOST:PORT (`understudy evidence|verify|report ATTEMPT --url …`, plus --admin-token when it has one; it reads GET /_understudy/api/attempts/{{id}}/evidence)", path.display())]
     Locked { path: PathBuf },
     #[error("data dir {} does not exist or holds no understudy store", path.display())]
     NotFound { path: PathBuf },
