@@ -245,6 +245,10 @@ pub struct AttemptState {
     /// ([`crate::fault::decide`]). Rebuilt from the events after a restart
     /// ([`AttemptState::with_evidence`]).
     pub chaos: HashMap<String, crate::fault::ChaosCounter>,
+    /// How many state changes (state or idempotency entry) calls have published: a call
+    /// answered `store_error` withdraws its change only while it is still the latest
+    /// (`crate::proxy::pipeline::commit`).
+    pub published: u64,
 }
 
 impl AttemptState {
@@ -297,6 +301,7 @@ impl AttemptState {
             state,
             idempotency,
             chaos,
+            published: 0,
         }
     }
 }

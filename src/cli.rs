@@ -194,7 +194,21 @@ pub struct GenerateArgs {
     pub config: Option<PathBuf>,
 }
 
-/// `understudy evidence ATTEMPT [--data-dir D] [--config F]`.
+/// `--url` and `--admin-token` of the commands that read evidence (`evidence`, `verify`,
+/// `report`): read from a running server's admin API instead of the data dir it holds.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RemoteArgs {
+    /// Read from the running server at URL (`http://HOST:PORT`, its admin API) instead of
+    /// opening the data dir, which `serve` holds while it runs.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data_dir", "config"])]
+    pub url: Option<String>,
+    /// Bearer token of that server's admin API.
+    /// [env: UNDERSTUDY_ADMIN_TOKEN] (filled in by `commands::run` when the flag is absent)
+    #[arg(long, value_name = "TOKEN", requires = "url")]
+    pub admin_token: Option<String>,
+}
+
+/// `understudy evidence ATTEMPT [--data-dir D] [--config F] [--url URL [--admin-token T]]`.
 #[derive(Debug, Clone, Args)]
 pub struct EvidenceArgs {
     /// The attempt id.
@@ -204,9 +218,12 @@ pub struct EvidenceArgs {
     pub data_dir: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
-/// `understudy verify ATTEMPT [--contract FILE…] [--data-dir D] [--config F] [--format text|json]`.
+/// `understudy verify ATTEMPT [--contract FILE…] [--data-dir D] [--config F] [--format
+/// text|json] [--url URL [--admin-token T]]`.
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
     /// The attempt id.
@@ -222,6 +239,8 @@ pub struct VerifyArgs {
     pub config: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// `understudy test [--config F] [--contract ID…] [--variant I/OP=V…] [--mode M]
@@ -266,7 +285,7 @@ pub struct TestArgs {
 }
 
 /// `understudy report ATTEMPT --format json|junit|html [--out FILE] [--report-dir D]
-/// [--data-dir D] [--config F]`.
+/// [--data-dir D] [--config F] [--url URL [--admin-token T]]`.
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
     /// The attempt id.
@@ -285,6 +304,8 @@ pub struct ReportArgs {
     pub data_dir: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// `understudy discover --integration NAME`.

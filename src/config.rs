@@ -41,6 +41,13 @@ impl Mode {
             Mode::Passthrough => "passthrough",
         }
     }
+
+    /// Whether an operations directory that does not exist yet counts as empty (every mode
+    /// that can reach the real upstream: someone recording for the first time has none).
+    /// In `replay` a missing directory is a start error: it is almost always a typo.
+    pub fn tolerates_missing_operations(self) -> bool {
+        self != Mode::Replay
+    }
 }
 
 impl fmt::Display for Mode {

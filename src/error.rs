@@ -23,6 +23,11 @@ pub enum HarnessCode {
     LeaseExpired,
     StaleContract,
     UpstreamUnavailable,
+    /// The forward proxy refused a host no integration covers (the test does not cover it).
+    UnknownHost,
+    /// A call was answered 500 `store_error` (its evidence could not be made durable) and
+    /// its state change withdrawn: recorded so the evidence explains the state after it.
+    StoreError,
 }
 
 impl HarnessCode {
@@ -38,6 +43,8 @@ impl HarnessCode {
             HarnessCode::LeaseExpired => "lease_expired",
             HarnessCode::StaleContract => "stale_contract",
             HarnessCode::UpstreamUnavailable => "upstream_unavailable",
+            HarnessCode::UnknownHost => "unknown_host",
+            HarnessCode::StoreError => "store_error",
         }
     }
 }

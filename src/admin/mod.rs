@@ -20,6 +20,9 @@
 //! | `GET /attempts/{id}/state` | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
 //! | `DELETE /attempts/{id}` | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
 //!
+//! [`client`] is this API's reader for the commands that read evidence from a running server
+//! (`--url`).
+//!
 //! **Auth** (SPEC 9): with an admin token (`--admin-token` / `UNDERSTUDY_ADMIN_TOKEN`) every
 //! route needs `Authorization: Bearer <token>`, compared in constant time; without one the API
 //! answers only loopback peers (and `serve` refuses a non-loopback listener without a token).
@@ -37,6 +40,7 @@
 //! `unknown_contract` (422), `not_recording` (409), `not_implemented` (501), `timeout` (504), `store_error`
 //! (500).
 
+pub mod client;
 pub mod execute;
 pub mod execute_request;
 pub mod execute_upstream;

@@ -329,7 +329,10 @@ pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
     let Some(config) = app.integrations.get(name).map(|i| i.config.clone()) else {
         return out;
     };
-    let ops = match crate::operation::load_integration(&config) {
+    let ops = match crate::operation::load_integration(
+        &config,
+        app.mode.tolerates_missing_operations(),
+    ) {
         Ok(ops) => ops.into_iter().map(Arc::new).collect::<Vec<_>>(),
         Err(problems) => {
             refuse(app, name, problems, &mut out);

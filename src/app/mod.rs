@@ -135,7 +135,7 @@ impl App {
         let mut problems = Vec::new();
         let mut integrations = BTreeMap::new();
         for integ in config.integrations.values() {
-            match crate::operation::load_integration(integ) {
+            match crate::operation::load_integration(integ, mode.tolerates_missing_operations()) {
                 Ok(ops) => {
                     let ops: Vec<Arc<Operation>> = ops.into_iter().map(Arc::new).collect();
                     let wire = Wire::of(integ.profile);
@@ -332,6 +332,7 @@ impl App {
                 state,
                 idempotency: HashMap::new(),
                 chaos: HashMap::new(),
+                published: 0,
             },
         );
         Ok(self.attempts.insert(a))

@@ -61,7 +61,7 @@ pub fn drift(args: &DriftArgs) -> Exit {
         );
         return Exit::Usage;
     };
-    let mut ops = match load_integration(integ) {
+    let mut ops = match load_integration(integ, false) {
         Ok(o) => o,
         Err(problems) => {
             eprintln!(

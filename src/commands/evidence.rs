@@ -2,14 +2,16 @@
 //! ([`crate::evidence`], pure: calls, agent-side events, pinned contracts evaluated) and print
 //! it; exit 0 when the verdict is `pass`, 1 when `fail` (every `verdict_reasons` line on
 //! stderr), 2 when it cannot be read. [`crate::store::Store::attempt_evidence`] is the one reader of an attempt's
-//! records, shared with the admin routes and `understudy verify`.
+//! records, shared with the admin routes and `understudy verify`. With `--url` the envelope
+//! comes from a running server's admin API instead ([`crate::admin::client`]), as `verify`'s
+//! and `report`'s do ([`envelope_from`]): `serve` holds the data dir while it runs.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::Exit;
-use crate::cli::EvidenceArgs;
+use crate::cli::{EvidenceArgs, RemoteArgs};
 use crate::evidence::{envelope_of, Inputs};
 use crate::store::{Store, StoreError};
 
@@ -24,13 +26,32 @@ pub fn load_envelope(
         .map(|a| envelope_of(&Inputs::of(&a, redact))))
 }
 
-/// `understudy evidence`: see [`run_with`].
+/// `understudy evidence`: see [`run_with`]; with `--url`, [`envelope_from`] the server.
 pub fn evidence(args: &EvidenceArgs) -> Exit {
-    run_with(
-        &args.attempt,
-        args.data_dir.as_deref(),
-        args.config.as_deref(),
-    )
+    match &args.remote.url {
+        Some(url) => match envelope_from(url, &args.remote, &args.attempt) {
+            Ok(env) => print_envelope(&env),
+            Err(e) => {
+                eprintln!("understudy evidence: {e}");
+                Exit::Usage
+            }
+        },
+        None => run_with(
+            &args.attempt,
+            args.data_dir.as_deref(),
+            args.config.as_deref(),
+        ),
+    }
+}
+
+/// The envelope of `attempt_id` from the running server at `url` (`--url`, with
+/// `--admin-token`), for `evidence`, `verify` and `report`.
+pub(crate) fn envelope_from(
+    url: &str,
+    remote: &RemoteArgs,
+    attempt_id: &str,
+) -> Result<Value, String> {
+    crate::admin::client::evidence(url, remote.admin_token.as_deref(), attempt_id)
 }
 
 /// `understudy evidence ATTEMPT [--data-dir D] [--config F]` with the flags as given:
@@ -54,19 +75,28 @@ pub(crate) fn resolve_store(
     config: Option<&Path>,
     cmd: &str,
 ) -> Result<(PathBuf, Vec<String>), Exit> {
+    resolve(data_dir, config).map_err(|e| {
+        eprintln!("understudy {cmd}: {e}");
+        Exit::Usage
+    })
+}
+
+/// The data dir and the redaction list of `evidence`, `verify` and `report` (rules of
+/// [`run_with`]); `Err` names a project file that cannot be loaded.
+pub fn resolve(
+    data_dir: Option<&Path>,
+    config: Option<&Path>,
+) -> Result<(PathBuf, Vec<String>), String> {
     let default_file = Path::new(crate::config::PROJECT_FILE);
     let file = match config {
         Some(f) => Some(f),
         None if default_file.is_file() => Some(default_file),
         None => None,
     };
-    let cfg = match file.map(crate::config::Config::load).transpose() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("understudy {cmd}: {e}");
-            return Err(Exit::Usage);
-        }
-    };
+    let cfg = file
+        .map(crate::config::Config::load)
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let redact = cfg.as_ref().map(|c| c.redact.clone()).unwrap_or_default();
     let dir = match (data_dir, &cfg) {
         (Some(d), _) => d.to_path_buf(),
@@ -102,8 +132,13 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     };
-    let env = envelope_of(&crate::evidence::Inputs::of(&found, redact));
-    match serde_json::to_string_pretty(&env) {
+    print_envelope(&envelope_of(&crate::evidence::Inputs::of(&found, redact)))
+}
+
+/// Prints the envelope as pretty JSON on stdout and its `verdict_reasons` on stderr; the exit
+/// code of [`run`].
+fn print_envelope(env: &Value) -> Exit {
+    match serde_json::to_string_pretty(env) {
         Ok(s) => println!("{s}"),
         Err(e) => {
             eprintln!("understudy evidence: cannot print the envelope: {e}");

@@ -97,13 +97,16 @@ where
         }
     };
     // `--admin-token` falls back to UNDERSTUDY_ADMIN_TOKEN (clap's `env` feature is off).
-    let flags = match &mut cli.command {
-        Command::Serve(a) => Some(&mut a.flags),
-        Command::Record(a) => Some(&mut a.flags),
+    let token = match &mut cli.command {
+        Command::Serve(a) => Some(&mut a.flags.admin_token),
+        Command::Record(a) => Some(&mut a.flags.admin_token),
+        Command::Evidence(a) => Some(&mut a.remote.admin_token),
+        Command::Verify(a) => Some(&mut a.remote.admin_token),
+        Command::Report(a) => Some(&mut a.remote.admin_token),
         _ => None,
     };
-    if let Some(f) = flags.filter(|f| f.admin_token.is_none()) {
-        f.admin_token = std::env::var(ADMIN_TOKEN_ENV)
+    if let Some(t) = token.filter(|t| t.is_none()) {
+        *t = std::env::var(ADMIN_TOKEN_ENV)
             .ok()
             .filter(|t| !t.is_empty());
     }

@@ -6,8 +6,11 @@
 //! Exit codes: 0 written and the verdict is `pass`; 1 written and the verdict is `fail` (as
 //! `understudy evidence`, so CI can gate on it); 2 usage (no format, an unknown attempt, a
 //! data dir that is missing or held by a running server, a file that cannot be written).
+//!
+//! `--url http://HOST:PORT` (and `--admin-token`) reads the envelope from a running server's
+//! admin API instead of the data dir it holds (the same envelope).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -25,14 +28,12 @@ pub fn report(args: &ReportArgs) -> Exit {
         );
         return Exit::Usage;
     }
-    let (dir, redact) = match resolve(args.data_dir.as_deref(), args.config.as_deref()) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("understudy report: {e}");
-            return Exit::Usage;
-        }
+    let env = match &args.remote.url {
+        Some(url) => super::evidence::envelope_from(url, &args.remote, &args.attempt),
+        None => super::evidence::resolve(args.data_dir.as_deref(), args.config.as_deref())
+            .and_then(|(dir, redact)| load(&args.attempt, &dir, &redact)),
     };
-    let env = match load(&args.attempt, &dir, &redact) {
+    let env = match env {
         Ok(e) => e,
         Err(e) => {
             eprintln!("understudy report: {e}");
@@ -68,32 +69,6 @@ pub fn report(args: &ReportArgs) -> Exit {
     } else {
         Exit::Problems
     }
-}
-
-/// The data dir and redaction list, resolved as `understudy evidence` does: `--config F`,
-/// else `understudy.json` in the current directory when present; data dir `--data-dir`, else
-/// the project's, else `.understudy`.
-pub fn resolve(
-    data_dir: Option<&Path>,
-    config: Option<&Path>,
-) -> Result<(PathBuf, Vec<String>), String> {
-    let default_file = Path::new(crate::config::PROJECT_FILE);
-    let file = match config {
-        Some(f) => Some(f),
-        None if default_file.is_file() => Some(default_file),
-        None => None,
-    };
-    let cfg = file
-        .map(crate::config::Config::load)
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    let redact = cfg.as_ref().map(|c| c.redact.clone()).unwrap_or_default();
-    let dir = match (data_dir, &cfg) {
-        (Some(d), _) => d.to_path_buf(),
-        (None, Some(c)) => c.data_dir.clone(),
-        (None, None) => PathBuf::from(".understudy"),
-    };
-    Ok((dir, redact))
 }
 
 /// The envelope of a stored attempt, with `verdict_reasons`.

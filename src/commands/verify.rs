@@ -7,6 +7,11 @@
 //! evidence`. JSON prints `{"attempt_id","contract_results","passed"}`. Exit 0 when every
 //! blocking contract passed, 1 otherwise, 2 for usage errors (no contract, a broken contract
 //! file, a data dir or attempt that does not exist or cannot be opened).
+//!
+//! `--url http://HOST:PORT` (and `--admin-token`) reads the pinned contracts' results from a
+//! running server's evidence envelope instead of the data dir it holds; the results are the
+//! same (the envelope's `contract_results` are evaluated by the same code). `--contract FILE`
+//! needs the recorded evidence itself, so it reads the data dir only.
 
 use serde_json::json;
 
@@ -18,6 +23,15 @@ use crate::verify::{self, ContractResult, Risk, Status};
 
 /// `understudy verify`.
 pub fn verify(args: &VerifyArgs) -> Exit {
+    if let Some(url) = &args.remote.url {
+        return match remote_results(args, url) {
+            Ok(results) => print_results(args, &results),
+            Err(e) => {
+                eprintln!("understudy verify: {e}");
+                Exit::Usage
+            }
+        };
+    }
     let (dir, redact) =
         match resolve_store(args.data_dir.as_deref(), args.config.as_deref(), "verify") {
             Ok(x) => x,
@@ -71,17 +85,42 @@ pub fn verify(args: &VerifyArgs) -> Exit {
     let inputs = crate::evidence::Inputs::of(&found, &redact);
     let results = if given.is_empty() {
         if found.attempt.contracts.is_empty() {
-            eprintln!(
-                "understudy verify: attempt `{}` pinned no tool-call contract: name one with --contract FILE",
-                args.attempt
-            );
+            eprintln!("understudy verify: {}", no_contract(&args.attempt));
             return Exit::Usage;
         }
         crate::evidence::contract_results(&inputs)
     } else {
         crate::evidence::evaluate_contracts(&inputs, &given)
     };
-    let passed = all_blocking_passed(&results);
+    print_results(args, &results)
+}
+
+/// The pinned contracts' results from the running server at `url` (`--url`).
+fn remote_results(args: &VerifyArgs, url: &str) -> Result<Vec<ContractResult>, String> {
+    if !args.contracts.is_empty() {
+        return Err(
+            "--contract FILE evaluates the recorded evidence itself, which only the data dir holds: with --url the server's pinned contracts are verified (stop the server to verify other files)"
+                .into(),
+        );
+    }
+    let env = super::evidence::envelope_from(url, &args.remote, &args.attempt)?;
+    let results: Vec<ContractResult> = serde_json::from_value(env["contract_results"].clone())
+        .map_err(|e| {
+            format!("the server at {url} answered an envelope without valid contract_results: {e}")
+        })?;
+    if results.is_empty() {
+        return Err(no_contract(&args.attempt));
+    }
+    Ok(results)
+}
+
+fn no_contract(attempt: &str) -> String {
+    format!("attempt `{attempt}` pinned no tool-call contract: name one with --contract FILE")
+}
+
+/// Prints `results` in `--format` and picks the exit code.
+fn print_results(args: &VerifyArgs, results: &[ContractResult]) -> Exit {
+    let passed = all_blocking_passed(results);
     match args.format {
         OutputFormat::Json => {
             let out = json!({
@@ -91,7 +130,7 @@ pub fn verify(args: &VerifyArgs) -> Exit {
             });
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         }
-        OutputFormat::Text => print!("{}", text_report(&results)),
+        OutputFormat::Text => print!("{}", text_report(results)),
     }
     if passed {
         Exit::Ok

@@ -80,12 +80,21 @@ pub fn load_file(file: &Path, profile: &str) -> Result<LoadedOperation, Problem>
 }
 
 /// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,
-/// parsed; the files that cannot be parsed become problems. A missing directory is a problem.
+/// parsed; the files that cannot be parsed become problems. A missing directory is a problem
+/// (whose message suggests `understudy record` for a first recording).
 pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem>) {
     let mut ops = Vec::new();
     let mut problems = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            problems.push(Problem::new(
+                dir,
+                "",
+                "the operations directory does not exist: check `operations` in the project file for a typo, or record the first operations with `understudy record --out DIR` (the recording modes start without it)",
+            ));
+            return (ops, problems);
+        }
         Err(e) => {
             problems.push(Problem::new(
                 dir,
@@ -226,5 +235,10 @@ mod tests {
         assert!(problems[0].message.starts_with("not valid JSON"));
         let (_, problems) = load_dir(&dir.path().join("missing"), "rest");
         assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].message.contains("understudy record"),
+            "{}",
+            problems[0]
+        );
     }
 }

@@ -219,8 +219,22 @@ impl Operation {
 
 /// Load, check (every SPEC 3.4 check plus the cross-file ones) and compile every operation of
 /// one integration. Any problem refuses the whole integration, as `serve` refuses to start.
-pub fn load_integration(integ: &IntegrationConfig) -> Result<Vec<Operation>, Vec<Problem>> {
+/// With `missing_is_empty` (the forwarding modes: [`crate::config::Mode::tolerates_missing_operations`])
+/// an operations directory that does not exist yet is an integration without operations
+/// (logged once), not a problem.
+pub fn load_integration(
+    integ: &IntegrationConfig,
+    missing_is_empty: bool,
+) -> Result<Vec<Operation>, Vec<Problem>> {
     let profile = integ.profile.as_str();
+    if missing_is_empty && !integ.operations.exists() {
+        tracing::info!(
+            integration = %integ.name,
+            operations = %integ.operations.display(),
+            "the operations directory does not exist yet: treated as empty (every call follows the mode's rule for unmocked calls; record modes draft into --out)"
+        );
+        return Ok(Vec::new());
+    }
     let (loaded, mut problems) = load::load_dir(&integ.operations, profile);
     // As `check_loaded`, keeping what the checks compiled for `Operation::compile_with`.
     let checked = load::par_map(loaded.iter().collect(), |l| {

@@ -25,13 +25,18 @@
 //!    transaction under the lock, the new state becomes visible to the next call, the lock is
 //!    released, then the group flush makes the write durable (the answer never leaves before
 //!    its evidence is on disk, yet calls share fsyncs). `Err` is [`StoreFailed`]: the 500 to
-//!    answer instead — an unrecorded call is never answered.
+//!    answer instead — an unrecorded call is never answered. A call answered `store_error`
+//!    changes nothing (SPEC 3.3): the change it published is withdrawn before the 500 leaves
+//!    ([`withdraw`], from the rollback copy the commit kept), so the next call never sees it.
 //!
 //! Stages 1–4 return values ([`Plan`], [`Prepared`], [`Decision`]); only stage 5 commits.
 //! Input and output validation are the call core's (`crate::operation::call`): the same
 //! functions, error paths and wording as `understudy exec` and `POST /tools/execute`. MCP
 //! tool calls (`super::mcp`, `super::forward::mcp`) run stages 3–5 with [`Wire::Mcp`].
 
+use std::collections::hash_map::Entry;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,7 +60,7 @@ use crate::operation::{IdempotencySource, Operation};
 pub use crate::profile::Wire;
 use crate::profile::{NativeResponse, Profile};
 use crate::records::{AttemptRecord, EventSource, ResultStatus, ToolEvent};
-use crate::store::CallRecord;
+use crate::store::{CallRecord, StoreError};
 
 /// What is known about a call for its evidence, filled in as stages run.
 #[derive(Debug, Clone)]
@@ -80,6 +85,13 @@ pub struct CallInfo {
 impl CallInfo {
     /// A call of `integration` that no stage has looked at yet.
     pub fn new(req: &Request, integration: &str, arguments: Value) -> CallInfo {
+        let mut info = CallInfo::received_at(req.received, integration, arguments);
+        info.trace_id = trace_id(req);
+        info
+    }
+
+    /// [`CallInfo::new`] of a call without a buffered request (a refused `CONNECT`).
+    pub fn received_at(received: Instant, integration: &str, arguments: Value) -> CallInfo {
         CallInfo {
             execution_attempt_id: attempt::new_uuid(),
             integration: integration.to_string(),
@@ -87,8 +99,8 @@ impl CallInfo {
             is_write: false,
             arguments,
             idempotency_key_ref: None,
-            trace_id: trace_id(req),
-            received: req.received,
+            trace_id: None,
+            received,
             secrets: None,
         }
     }
@@ -824,13 +836,29 @@ pub async fn record(
 /// share fsyncs. The arguments of a call that carries its secret set (`info.secrets`) are
 /// scrubbed first. A failed write commits nothing and is [`StoreFailed`]; so is a failed
 /// *flush* (disk gone): the write stays in the store's log and may or may not survive a
-/// crash, so it is never acknowledged.
+/// crash, so it is never acknowledged — and the state change it published is withdrawn
+/// ([`withdraw`]) before the 500 is returned. Publishing before the flush keeps the group
+/// commit (the next call of the attempt runs during this one's fsync); the rollback copy is
+/// the replaced state itself, moved out, not cloned.
 pub async fn commit(
+    app: &App,
+    attempt: &Attempt,
+    state: tokio::sync::MutexGuard<'_, AttemptState>,
+    info: CallInfo,
+    d: Decision,
+) -> Result<Committed, StoreFailed> {
+    commit_as(app, attempt, state, info, d, false).await
+}
+
+/// [`commit`]; `withdrawal`: the record of a [`withdraw`] (nothing to withdraw if it fails,
+/// and no second count of the failure).
+async fn commit_as(
     app: &App,
     attempt: &Attempt,
     mut state: tokio::sync::MutexGuard<'_, AttemptState>,
     mut info: CallInfo,
     mut d: Decision,
+    withdrawal: bool,
 ) -> Result<Committed, StoreFailed> {
     if let Some(secrets) = &info.secrets {
         super::forward::capture::scrub(app, secrets, &mut info.arguments);
@@ -844,14 +872,10 @@ pub async fn commit(
     };
     let op_name = info.operation_id.as_deref().unwrap_or("");
     let written = app.store.write_call(&attempt.id, rec);
-    if written.is_ok() {
-        if let Some((integ, s)) = d.new_state.take() {
-            state.state.insert(integ, s);
-        }
-        if let Some((k, e)) = d.remember.take() {
-            state.idempotency.entry(k).or_insert(e);
-        }
-    }
+    let undo = match &written {
+        Ok(seq) => publish(&mut state, &mut d, *seq),
+        Err(_) => None,
+    };
     drop(state);
     let durable = match written {
         Ok(seq) => app.store.wait_durable().await.map(|()| seq),
@@ -889,22 +913,132 @@ pub async fn commit(
         Err(e) => e,
     };
     tracing::error!(attempt = %attempt.id, error = %e, "cannot record the call's evidence");
+    if withdrawal {
+        return Err(store_failed(&e));
+    }
+    if let Some(undo) = undo {
+        withdraw(app, attempt, undo, &info.integration, &e).await;
+    }
     attempt
         .store_failures
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     app.metrics
         .observe(&info.integration, op_name, "store_error", latency_ms);
+    Err(store_failed(&e))
+}
+
+/// The 500 `store_error` of a call whose evidence could not be recorded.
+fn store_failed(e: &StoreError) -> StoreFailed {
     let body = json!({ "understudy_error": {
         "kind": "internal_error",
         "code": "store_error",
         "message": format!("the call could not be recorded, so it was not answered: {e}"),
     }});
-    Err(StoreFailed {
+    StoreFailed {
         response: NativeResponse {
             status: 500,
             headers: vec![("Understudy-Error".into(), "store_error".into())],
             body: Some(body),
         },
+    }
+}
+
+/// What a commit published before its flush, kept until the flush answered: enough to put
+/// it back ([`withdraw`]).
+struct Undo {
+    /// The call's sequence in the evidence.
+    sequence: u64,
+    /// `AttemptState::published` once this change was published.
+    version: u64,
+    /// The integration whose state the call replaced, and what it replaced.
+    state: Option<(String, Option<Map<String, Value>>)>,
+    /// The idempotency entry the call added.
+    remembered: Option<(String, String)>,
+}
+
+/// Make the decision's state change and idempotency entry visible to the next call (under
+/// the lock, once its evidence is written); `Some` when something changed.
+fn publish(state: &mut AttemptState, d: &mut Decision, sequence: u64) -> Option<Undo> {
+    let replaced = d.new_state.take().map(|(integ, s)| {
+        let old = state.state.insert(integ.clone(), s);
+        (integ, old)
+    });
+    let remembered = d
+        .remember
+        .take()
+        .and_then(|(k, e)| match state.idempotency.entry(k) {
+            Entry::Vacant(v) => {
+                let k = v.key().clone();
+                v.insert(e);
+                Some(k)
+            }
+            Entry::Occupied(_) => None,
+        });
+    if replaced.is_none() && remembered.is_none() {
+        return None;
+    }
+    state.published += 1;
+    Some(Undo {
+        sequence,
+        version: state.published,
+        state: replaced,
+        remembered,
+    })
+}
+
+/// SPEC 3.3 for a call answered `store_error` after its change was published: under the
+/// lock again, put back the state and idempotency entry it replaced — unless a later call
+/// already published a change built on it (then the evidence, where that call follows this
+/// one, explains the state; the attempt fails on `store_failures` either way). The embedded
+/// store keeps the failed call's write queued (a later flush may still commit it), so the
+/// withdrawal is recorded too: a harness error `store_error` carrying the restored state,
+/// which fails the verdict for good and makes the store's state the one the next call
+/// sees. A shared store (PostgreSQL) rolled the failed transaction back, and every call
+/// reads the state under its row lock: nothing to do.
+fn withdraw<'a>(
+    app: &'a App,
+    attempt: &'a Attempt,
+    undo: Undo,
+    integration: &'a str,
+    why: &'a StoreError,
+) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    Box::pin(async move {
+        if app.store.is_shared() {
+            return;
+        }
+        let mut state = attempt.lock.lock().await;
+        if state.published != undo.version {
+            tracing::error!(
+                attempt = %attempt.id, sequence = undo.sequence,
+                "a call answered store_error is not withdrawn: a later call already built on its state change"
+            );
+            return;
+        }
+        if let Some(k) = &undo.remembered {
+            state.idempotency.remove(k);
+        }
+        let restored = undo.state.map(|(integ, old)| {
+            let old = old.unwrap_or_default();
+            state.state.insert(integ.clone(), old.clone());
+            (integ, old)
+        });
+        state.published += 1;
+        let info = CallInfo::received_at(
+            Instant::now(),
+            restored.as_ref().map_or(integration, |(i, _)| i.as_str()),
+            json!({ "withdrawn_sequence": undo.sequence }),
+        );
+        let mut d = Decision::harness(HarnessError::new(
+            HarnessCode::StoreError,
+            format!(
+                "call #{} was answered 500 store_error (its evidence could not be made durable: {why}); its state change is withdrawn",
+                undo.sequence
+            ),
+        ));
+        d.new_state = restored;
+        if commit_as(app, attempt, state, info, d, true).await.is_err() {
+            tracing::error!(attempt = %attempt.id, sequence = undo.sequence, "cannot record the withdrawal of a call answered store_error");
+        }
     })
 }
 

@@ -15,7 +15,10 @@
 //! `unknown_upstream_host` (the body names the host and the configured upstream hosts; the
 //! connection closes) *before* any 200, and understudy opens no connection of its own for a
 //! CONNECT: after the 200 the tunnel is always terminated here. A plain absolute-form request
-//! to such a host is refused the same way.
+//! to such a host is refused the same way. Every such refusal is also evidence: the harness
+//! error `unknown_host` naming the host, in the attempt of the proxy credentials (or the
+//! `Understudy-Attempt` header), else the default attempt, so an agent that reached a system
+//! the test does not cover cannot pass (`crate::proxy::forward::policy::refuse_unknown_host`).
 //!
 //! **The attempt token** may come as proxy credentials (`HTTPS_PROXY=http://<token>@HOST:PORT`,
 //! i.e. `Proxy-Authorization: Basic base64("<token>:")`), where the `Understudy-Attempt`
@@ -51,7 +54,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
-use hyper::header::{CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION};
+use hyper::header::{PROXY_AUTHENTICATE, PROXY_AUTHORIZATION};
 use hyper::http::{HeaderValue, StatusCode, Uri, Version};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::Watcher;
@@ -62,7 +65,10 @@ use super::transport::{self, Edge};
 use crate::app::hosts::select;
 use crate::app::{App, UpstreamHost};
 use crate::http::request::ViaProxy;
-use crate::http::{full, json_response, HttpResponse, Request};
+use crate::http::{full, json_response, to_http, HttpResponse, Request};
+use crate::proxy::forward::policy::refuse_unknown_host;
+use crate::proxy::pipeline::CallInfo;
+use crate::proxy::route::ATTEMPT_HEADER;
 use crate::tls::{self, LeafCache};
 
 /// What every request of one CONNECT tunnel inherits.
@@ -115,8 +121,9 @@ fn raw_after_segments(path: &str, n: usize) -> &str {
 /// The proxy step of every buffered request (called by the listener before dispatch): a
 /// request of a tunnel, or an HTTP/1 absolute-form request to another host when the forward
 /// proxy is on, is normalized for its integration; anything else passes unchanged.
-/// `Err` is the refusal to send instead (boxed: it is rare, and the `Ok` path stays small).
-pub fn route_request(
+/// `Err` is the refusal to send instead (boxed: it is rare, and the `Ok` path stays small);
+/// a host of no integration is refused once its evidence is recorded ([`refuse_request`]).
+pub async fn route_request(
     app: &App,
     edge: &Edge,
     tunnel: Option<&Tunnel>,
@@ -128,7 +135,9 @@ pub fn route_request(
     if let Some(t) = tunnel {
         return match select(hosts, &t.host, t.port, &req.segments) {
             Some(route) => Ok(mark(req, route, "https", t.token.clone())),
-            None => Err(Box::new(unknown_host(&t.host, t.port, hosts))),
+            None => Err(Box::new(
+                refuse_request(app, t.token.clone(), &req, &t.host, t.port).await,
+            )),
         };
     }
     if edge.transport.forward_proxy.is_none() || version >= Version::HTTP_2 {
@@ -146,8 +155,47 @@ pub fn route_request(
     };
     match select(hosts, &host, port, &req.segments) {
         Some(route) => Ok(mark(req, route, &scheme, token)),
-        None => Err(Box::new(unknown_host(&host, port, hosts))),
+        None => Err(Box::new(
+            refuse_request(app, token, &req, &host, port).await,
+        )),
     }
+}
+
+/// The refusal of a buffered proxy request to a host of no integration, recorded in the
+/// attempt of `proxy_token`, else of the `Understudy-Attempt` header, else the default one.
+/// The evidence keeps the method, host and path (not the query or body: another system's).
+async fn refuse_request(
+    app: &App,
+    proxy_token: Option<String>,
+    req: &Request,
+    host: &str,
+    port: u16,
+) -> HttpResponse {
+    let token = proxy_token.or_else(|| {
+        req.header(ATTEMPT_HEADER)
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+    });
+    let target = show_target(host, port);
+    let info = CallInfo::new(
+        req,
+        "",
+        json!({ "method": req.method, "target": target, "path": req.public_path() }),
+    );
+    refused_host(app, token.as_deref(), info, host, port).await
+}
+
+/// Records the refusal (`unknown_host`) and gives the answer: the 403 (the connection
+/// closes), or the 500 `store_error` when it could not be recorded.
+async fn refused_host(
+    app: &App,
+    token: Option<&str>,
+    info: CallInfo,
+    host: &str,
+    port: u16,
+) -> HttpResponse {
+    let message = unknown_host_message(host, port, &app.hosts);
+    to_http(refuse_unknown_host(app, token, info, message).await)
 }
 
 /// An absolute-form target naming this listener itself is an ordinary request (RFC 9112
@@ -190,7 +238,14 @@ pub async fn connect(
     let hosts = &app.hosts;
     if !hosts.iter().any(|h| h.host == host && h.port == port) {
         tracing::warn!(%peer, %host, port, "CONNECT refused: no integration has this upstream host");
-        return unknown_host(&host, port, hosts);
+        // Credentials that cannot be read name no attempt: the default one records it.
+        let token = tls::proxy_credentials_token(req.headers()).ok().flatten();
+        let info = CallInfo::received_at(
+            std::time::Instant::now(),
+            "",
+            json!({ "method": "CONNECT", "target": show_target(&host, port) }),
+        );
+        return refused_host(&app, token.as_deref(), info, &host, port).await;
     }
     let token = match tls::proxy_credentials_token(req.headers()) {
         Ok(t) => t,
@@ -331,13 +386,18 @@ fn refusal(status: StatusCode, code: &str, message: &str) -> HttpResponse {
     r
 }
 
-/// 403 for a host of no integration; the connection closes.
-fn unknown_host(host: &str, port: u16, hosts: &[UpstreamHost]) -> HttpResponse {
-    let shown = if host.contains(':') {
+/// `host:port` as a client writes it (`[v6]:port`).
+fn show_target(host: &str, port: u16) -> String {
+    if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
-    };
+    }
+}
+
+/// Why a host of no integration is refused: the host and the configured upstream hosts.
+fn unknown_host_message(host: &str, port: u16, hosts: &[UpstreamHost]) -> String {
+    let shown = show_target(host, port);
     let configured = if hosts.is_empty() {
         "no integration has an `upstream`".to_string()
     } else {
@@ -350,16 +410,9 @@ fn unknown_host(host: &str, port: u16, hosts: &[UpstreamHost]) -> HttpResponse {
                 .join(", ")
         )
     };
-    let mut r = refusal(
-        StatusCode::FORBIDDEN,
-        "unknown_upstream_host",
-        &format!(
-            "`{shown}` is not the upstream of any integration, and understudy never tunnels blind ({configured}); add an integration whose `upstream` is this host, or send this call directly"
-        ),
-    );
-    r.headers_mut()
-        .insert(CONNECTION, HeaderValue::from_static("close"));
-    r
+    format!(
+        "`{shown}` is not the upstream of any integration, and understudy never tunnels blind ({configured}); add an integration whose `upstream` is this host, or send this call directly"
+    )
 }
 
 /// 407 with `Proxy-Authenticate: Basic`: the proxy credentials name no usable attempt.
@@ -486,7 +539,13 @@ mod tests {
 
     #[test]
     fn refusals_name_the_host_and_the_configured_ones() {
-        let r = unknown_host("not-configured.invalid", 443, &hosts()[..1]);
+        let m = unknown_host_message("not-configured.invalid", 443, &hosts()[..1]);
+        assert!(
+            m.starts_with("`not-configured.invalid:443` is not the upstream"),
+            "{m}"
+        );
+        assert_eq!(show_target("::1", 8443), "[::1]:8443");
+        let r = to_http(crate::proxy::forward::policy::unknown_host_answer(&m));
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
         assert_eq!(r.headers()["connection"], "close");
         assert_eq!(r.headers()["understudy-error"], "unknown_upstream_host");

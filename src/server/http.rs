@@ -229,7 +229,9 @@ async fn handle(
         &parts.uri,
         parts.version,
         request,
-    ) {
+    )
+    .await
+    {
         Ok(r) => r,
         Err(refused) => return *refused,
     };

@@ -170,7 +170,7 @@ pub use postgres::{
 /// A store failure. Messages name the data dir where it helps.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("data dir {} is in use by another process (a running `understudy serve`?): only one process may open it; while serve runs, use GET /_understudy/api/attempts/{{id}}/evidence", path.display())]
+    #[error("data dir {} is in use by another process (a running `understudy serve`?): only one process may open it; while serve runs, read from it with --url http://HOST:PORT (`understudy evidence|verify|report ATTEMPT --url …`, plus --admin-token when it has one; it reads GET /_understudy/api/attempts/{{id}}/evidence)", path.display())]
     Locked { path: PathBuf },
     #[error("data dir {} does not exist or holds no understudy store", path.display())]
     NotFound { path: PathBuf },
@@ -213,6 +213,9 @@ impl Drop for CallLock {
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Backend>,
+    /// Test hook: how many coming [`Store::wait_durable`] calls fail ([`Store::fail_next_flushes_for_test`]).
+    #[cfg(any(test, feature = "test-hooks"))]
+    fail_flushes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The two backends behind the facade: an enum, not a trait object — the facade's methods
@@ -246,6 +249,8 @@ impl Store {
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
         Ok(Store {
             inner: Arc::new(Backend::Embedded(Embedded::open(data_dir, true)?)),
+            #[cfg(any(test, feature = "test-hooks"))]
+            fail_flushes: Default::default(),
         })
     }
 
@@ -267,6 +272,8 @@ impl Store {
     pub fn open_postgres(url: &str, data_dir: &Path) -> Result<Store, StoreError> {
         Ok(Store {
             inner: Arc::new(Backend::Postgres(Postgres::open(url, data_dir)?)),
+            #[cfg(any(test, feature = "test-hooks"))]
+            fail_flushes: Default::default(),
         })
     }
 
@@ -275,6 +282,8 @@ impl Store {
     pub fn open_existing(data_dir: &Path) -> Result<Store, StoreError> {
         Ok(Store {
             inner: Arc::new(Backend::Embedded(Embedded::open(data_dir, false)?)),
+            #[cfg(any(test, feature = "test-hooks"))]
+            fail_flushes: Default::default(),
         })
     }
 
@@ -608,6 +617,15 @@ impl Store {
         on!(self, b => b.pause_flushes());
     }
 
+    /// Test hook: the next `n` [`Store::wait_durable`] calls fail as a failed group commit
+    /// does, without touching the writes (they stay queued and the next flush commits them,
+    /// as after a transient disk error).
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn fail_next_flushes_for_test(&self, n: u64) {
+        self.fail_flushes
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Test hook: releases [`Store::pause_flushes`].
     #[cfg(any(test, feature = "test-hooks"))]
     pub fn resume_flushes(&self) {
@@ -627,6 +645,20 @@ impl Store {
             Backend::Postgres(p) => Some(p.take_pending()),
         };
         async move {
+            #[cfg(any(test, feature = "test-hooks"))]
+            if self
+                .fail_flushes
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |n| n.checked_sub(1),
+                )
+                .is_ok()
+            {
+                return Err(StoreError::Backend(
+                    "the flush failed (a failure injected by a test hook)".into(),
+                ));
+            }
             match (pending, &*self.inner) {
                 (Some(jobs), _) => {
                     let mut result = Ok(());

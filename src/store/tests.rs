@@ -40,6 +40,7 @@ fn a_second_open_of_the_same_dir_is_locked_and_says_so() {
         msg.contains("/_understudy/api/attempts/{id}/evidence"),
         "{msg}"
     );
+    assert!(msg.contains("--url http://HOST:PORT"), "{msg}");
 }
 
 #[test]

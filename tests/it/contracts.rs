@@ -974,3 +974,138 @@ async fn event_data_is_redacted_on_export() {
     );
     server.stop().await.unwrap();
 }
+
+// ---- reading a running server's evidence (issue 22, item 5) ------------------------------
+
+/// `evidence`, `verify` (text and JSON, pinned contracts) and `report` (every format) of
+/// `attempt`, reading from `source` (`--url …` or `--data-dir …`): (exit code, stdout) each.
+fn readers(attempt: &str, source: &[&str]) -> Vec<(String, i32, String)> {
+    let commands: [&[&str]; 6] = [
+        &["evidence"],
+        &["verify"],
+        &["verify", "--format", "json"],
+        &["report", "--format", "json"],
+        &["report", "--format", "junit"],
+        &["report", "--format", "html"],
+    ];
+    commands
+        .iter()
+        .map(|c| {
+            let mut args = c.to_vec();
+            args.insert(1, attempt);
+            args.extend_from_slice(source);
+            let r = understudy(&args);
+            (c.join(" "), r.code, r.stdout)
+        })
+        .collect()
+}
+
+/// Issue 22 (5): while a server holds the data dir, `evidence`, `verify` and `report` read
+/// the attempt from its admin API with `--url` and print exactly what the data dir gives once
+/// the server stopped; opening the held data dir fails with a message that names `--url`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_verify_and_report_read_a_running_server_with_url() {
+    let dir = healthplus();
+    let server = start(dir.path()).await;
+    let good = Agent::new(&server, booking()).await;
+    good_booking(&good).await;
+    let bad = Agent::new(&server, booking()).await;
+    bad.lookup(PHONE).await;
+    bad.end().await;
+    let ids = [good.id().to_string(), bad.id().to_string()];
+    let url = format!("http://{}", server.addr);
+    let data = data_dir(dir.path());
+
+    let (live, locked) = {
+        let (ids, url, data) = (ids.clone(), url.clone(), data.clone());
+        tokio::task::spawn_blocking(move || {
+            let live: Vec<_> = ids.iter().map(|id| readers(id, &["--url", &url])).collect();
+            let locked: Vec<Run> = ["evidence", "verify", "report"]
+                .iter()
+                .map(|c| {
+                    let mut args = vec![*c, &ids[0], "--data-dir", &data];
+                    if *c == "report" {
+                        args.extend(["--format", "json"]);
+                    }
+                    understudy(&args)
+                })
+                .collect();
+            (live, locked)
+        })
+        .await
+        .unwrap()
+    };
+    for (c, r) in ["evidence", "verify", "report"].iter().zip(&locked) {
+        assert_eq!(r.code, 2, "{c} on a held data dir: {}", r.stderr);
+        assert!(
+            r.stderr.contains("--url"),
+            "{c}: the locked error names --url: {}",
+            r.stderr
+        );
+    }
+    server.stop().await.unwrap();
+
+    let stopped: Vec<_> = ids
+        .iter()
+        .map(|id| readers(id, &["--data-dir", &data]))
+        .collect();
+    assert_eq!(live, stopped);
+    // Not a comparison of two empty outputs: the good run passes, the bad one fails.
+    assert!(
+        live[0]
+            .iter()
+            .all(|(_, code, out)| *code == 0 && !out.is_empty()),
+        "{live:?}"
+    );
+    assert!(
+        live[1]
+            .iter()
+            .all(|(_, code, out)| *code == 1 && !out.is_empty()),
+        "{live:?}"
+    );
+    assert!(
+        live[0][0].2.contains("\"verdict\": \"pass\""),
+        "{}",
+        live[0][0].2
+    );
+}
+
+/// `--url` with a server that has an admin token: `--admin-token` is sent as the bearer; a
+/// refusal (no token) is a clear error naming `--admin-token`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_with_url_sends_the_admin_token() {
+    let dir = healthplus();
+    let mut opts = AppOptions::new(config(dir.path()));
+    opts.admin_token = Some("s3cret-admin".into());
+    let server = Server::start_with(opts).await;
+    let url = format!("http://{}", server.addr);
+    let (with, without) = tokio::task::spawn_blocking(move || {
+        (
+            understudy(&[
+                "evidence",
+                "default",
+                "--url",
+                &url,
+                "--admin-token",
+                "s3cret-admin",
+            ]),
+            understudy(&["evidence", "default", "--url", &url]),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(with.code, 0, "{}", with.stderr);
+    assert!(
+        with.stdout.contains("\"verdict\": \"pass\""),
+        "{}",
+        with.stdout
+    );
+    assert_eq!(without.code, 2, "{}", without.stderr);
+    assert!(
+        without.stderr.contains("--admin-token"),
+        "{}",
+        without.stderr
+    );
+    assert!(!without.stderr.contains("s3cret"), "{}", without.stderr);
+    server.stop().await.unwrap();
+}

@@ -868,6 +868,59 @@ async fn record_writes_drafts_that_pass_check_and_replay_the_same_answers_in_ord
     r.stop().await.unwrap();
 }
 
+/// Issue 22 (2): someone recording for the first time has no operations directory yet. The
+/// forwarding modes start with it treated as empty (record still drafts into `--out`); replay
+/// refuses to start (almost always a typo) with a message that names the directory and
+/// suggests `understudy record`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_operations_directory_is_empty_when_forwarding_and_a_start_error_in_replay() {
+    let (addr, log) = upstream(None, salesforce_handler()).await;
+    let upstream_url = format!("http://{addr}");
+    for mode in ["record", "record-missing", "dry-run"] {
+        let p = crm_project(mode, &upstream_url, json!({ "operations": "mocks/new" }));
+        assert!(!p.path().join("mocks/new").exists());
+        let out = p.path().join("drafts");
+        let s = start(&p, |o| {
+            if mode != "dry-run" {
+                o.forward.out_dir = Some(out.clone());
+            }
+        })
+        .await;
+        let r = s.call("GET", &lookup_path("/crm"), None, &[]).await;
+        assert_eq!(r.status, 200, "{mode}: {}", r.text);
+        assert_eq!(
+            r.json()["totalSize"],
+            0,
+            "{mode}: forwarded to the upstream"
+        );
+        if mode != "dry-run" {
+            let flushed = flush_drafts(&s.app).await.unwrap();
+            assert_eq!(flushed["exchanges"], 1, "{mode}: {flushed}");
+            assert!(
+                files_under(&out.join("crm"))
+                    .iter()
+                    .any(|f| f.extension().is_some_and(|x| x == "json")),
+                "{mode}: a draft in --out"
+            );
+        }
+        s.stop().await.unwrap();
+    }
+    assert_eq!(log.lock().unwrap().len(), 3);
+
+    let p = crm_project(
+        "replay",
+        &upstream_url,
+        json!({ "operations": "mocks/new" }),
+    );
+    let e = match understudy::app::App::build(p.options()) {
+        Ok(_) => panic!("replay started without its operations directory"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("mocks/new"), "{e}");
+    assert!(e.contains("does not exist"), "{e}");
+    assert!(e.contains("understudy record"), "{e}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_blocks_writes_without_allow_writes_and_does_not_draft_them() {
     let (addr, log) = upstream(None, salesforce_handler()).await;

@@ -582,6 +582,61 @@ fn a_disk_full_under_load_answers_store_error_and_loses_no_acknowledged_call() {
     );
 }
 
+/// Issue 22 (4), SPEC 3.3 (a failed call changes nothing): a call whose evidence cannot be
+/// made durable is answered 500 `store_error`, and the next call does not see its state
+/// change — live, and after a restart. The flush fails through the store's test hook, as a
+/// transient disk error would (the write stays queued and lands with the next flush), so the
+/// evidence must also say the change was withdrawn: it records a harness error
+/// `store_error`, and the verdict is `fail` even after the restart (the in-memory
+/// `store_failures` count is gone by then). The disk-full load test above covers the
+/// answers under a real full disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_answered_store_error_changes_no_state() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let url = format!("{}/counter", a.base("api"));
+    let bump = |n: i64| {
+        let (s, url) = (&s, url.clone());
+        async move { s.call("POST", &url, Some(&json!({ "n": n })), &[]).await }
+    };
+    assert_eq!(bump(1).await.json()["previous"], -1);
+    s.app.store.fail_next_flushes_for_test(1);
+    let r = bump(2).await;
+    assert_eq!(r.status, 500, "{}", r.text);
+    assert_eq!(r.header("understudy-error"), Some("store_error"));
+    let r = bump(3).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        r.json()["previous"],
+        1,
+        "the call after a store_error saw its state change"
+    );
+    // The evidence explains every answer: n=2 was withdrawn before n=3 ran.
+    let ev = s.evidence(&a.id).await;
+    assert_eq!(ev["verdict"], "fail", "{ev:#}");
+    let errors = ev["harness_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{ev:#}");
+    assert_eq!(errors[0]["code"], "store_error");
+    // One more failure, then a restart: the store's state is the one the answers saw.
+    s.app.store.fail_next_flushes_for_test(1);
+    assert_eq!(bump(4).await.status, 500);
+    s.stop().await.unwrap();
+    let s = Server::start(&p).await;
+    let r = s
+        .call(
+            "GET",
+            &format!("/_understudy/api/attempts/{}/state", a.id),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.json()["state"]["api"]["counter"], 3, "{}", r.text);
+    let ev = s.evidence(&a.id).await;
+    assert_eq!(ev["verdict"], "fail", "{ev:#}");
+    s.stop().await.unwrap();
+}
+
 // ---- upstream faults in dry-run mode --------------------------------------------------------
 
 const CONTACT_ID: &str = "003000000000042AAA";

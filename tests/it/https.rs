@@ -499,10 +499,127 @@ async fn a_host_of_no_integration_is_refused_and_never_tunnelled() {
     assert_eq!(r.status(), 403);
     assert_eq!(r.headers()["understudy-error"], "unknown_upstream_host");
 
-    // Nothing reached any attempt.
+    // Nothing was tunnelled, but every refusal is in the evidence of the default attempt
+    // (no credentials named another): a harness error `unknown_host` naming the host, so the
+    // attempt cannot pass (issue 22). The reqwest CONNECT, the raw CONNECT, the other port,
+    // the plain request.
+    let default_id = s.app.attempts.default_attempt().unwrap().id.clone();
+    let ev = evidence(&plain_client(), &format!("http://{}", s.addr), &default_id).await;
+    assert_eq!(harness(&ev, "code"), ["unknown_host"; 4], "{ev:#}");
+    let messages = harness(&ev, "message");
+    assert!(
+        messages[0].contains("not-configured.invalid:443"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[2].contains("acme.my.salesforce.com:8443"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[3].contains("not-configured.invalid:80"),
+        "{messages:?}"
+    );
+    assert_eq!(ev["tool_events"][0]["http_status"], 403);
+    assert_eq!(ev["verdict"], "fail");
+    s.stop().await;
+}
+
+/// Issue 22 (3): an agent that reaches a system the test does not cover gets a 403, and the
+/// attempt its proxy credentials (or `Understudy-Attempt` header) name records the harness
+/// error `unknown_host`: its verdict is `fail`, as the evidence API and `understudy
+/// evidence` say. Another attempt stays clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_host_fails_the_attempt_that_reached_it() {
+    let (p, certs) = project();
+    let s = Running::start(&p, &certs, false, true).await;
+    let base = format!("http://{}", s.addr);
+    let admin = plain_client();
+    let (id, token) = new_attempt(&admin, &base).await;
+    let (clean_id, clean_token) = new_attempt(&admin, &base).await;
+    let agent = via_proxy(&certs, &s.proxy_url("http", Some(&token)))
+        .build()
+        .unwrap();
+    // A covered call passes…
+    let r = agent
+        .get(format!("https://{SF_HOST}{CONTACT_PATH}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let clean = via_proxy(&certs, &s.proxy_url("http", Some(&clean_token)))
+        .build()
+        .unwrap();
+    assert_eq!(
+        clean
+            .get(format!("https://{SF_HOST}{CONTACT_PATH}"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    // …then the agent reaches an uncovered system: CONNECT with the token's credentials.
+    assert!(agent
+        .get("https://payments.example.invalid/charge")
+        .send()
+        .await
+        .is_err());
+    // And an absolute-form request naming the attempt with the header instead.
+    let r = plain_client_via(&s.proxy_url("http", None))
+        .get("http://ledger.example.invalid:8081/entries")
+        .header("Understudy-Attempt", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+
+    let ev = evidence(&admin, &base, &id).await;
+    assert_eq!(ev["verdict"], "fail", "{ev:#}");
+    assert_eq!(harness(&ev, "code"), ["unknown_host"; 2], "{ev:#}");
+    let messages = harness(&ev, "message");
+    assert!(messages[0].contains("payments.example.invalid:443"));
+    assert!(messages[1].contains("ledger.example.invalid:8081"));
+    assert!(
+        ev["verdict_reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("unknown_host")),
+        "{ev:#}"
+    );
+    assert_eq!(evidence(&admin, &base, &clean_id).await["verdict"], "pass");
     let default_id = s.app.attempts.default_attempt().unwrap().id.clone();
     assert!(s.app.store.evidence(&default_id).unwrap().is_empty());
     s.stop().await;
+
+    // `understudy evidence` on the data dir agrees (exit 1, the reason on stderr).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["evidence", &id, "--data-dir"])
+        .arg(p.data_dir())
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown_host"));
+}
+
+/// The member `field` of every `harness_errors` entry of an envelope.
+fn harness(ev: &Value, field: &str) -> Vec<String> {
+    ev["harness_errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[field].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A plain client that sends everything through `proxy`.
+fn plain_client_via(proxy: &str) -> reqwest::Client {
+    tls::init_crypto();
+    reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(proxy).unwrap())
+        .build()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

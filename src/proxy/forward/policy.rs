@@ -1,15 +1,19 @@
 //! The rule of the mode for a call no mock answers (SPEC 4, 5.3; the table of
 //! [`super`]): forwarded, tagged, blocked or simulated — and what a blocked or simulated
 //! write answers: the message naming why, and the deterministic fake id of a simulated one.
+//! Also the evidence of a forward-proxy request to a host no integration covers
+//! ([`refuse_unknown_host`]).
 
 use sha2::{Digest, Sha256};
 
 use crate::app::{App, Integration};
 use crate::attempt;
 use crate::config::{Mode, UnmatchedWrites};
-use crate::profile::Profile;
-use crate::proxy::decision::Plan;
-use crate::records::AttemptRecord;
+use crate::error::{CallError, HarnessCode, HarnessError};
+use crate::profile::{NativeResponse, Profile};
+use crate::proxy::decision::{Decision, Plan};
+use crate::proxy::pipeline::{self, CallInfo};
+use crate::records::{AttemptRecord, ResultStatus};
 
 /// The plan of a call outside `replay` (module doc of [`super`]): the mock's when the
 /// attempt pinned one (`pinned`) in `dry-run` and `record-missing`, else [`unmocked`].
@@ -95,6 +99,51 @@ pub fn fake_id(
         &x[16..20],
         &x[20..]
     )
+}
+
+/// The forward proxy's 403 `unknown_upstream_host` for a host no integration covers (the
+/// connection closes): `message` names the host and the configured ones.
+pub fn unknown_host_answer(message: &str) -> NativeResponse {
+    NativeResponse {
+        status: 403,
+        headers: vec![
+            ("Understudy-Error".into(), "unknown_upstream_host".into()),
+            ("Connection".into(), "close".into()),
+        ],
+        body: Some(serde_json::json!({ "understudy_error": {
+            "kind": "proxy_error", "code": "unknown_upstream_host", "message": message } })),
+    }
+}
+
+/// A forward-proxy request refused because no integration covers its host
+/// (`crate::server::connect`: a `CONNECT`, an absolute-form request, a tunnel's request). An
+/// agent reached a system the test does not cover, so the refusal is evidence like any call:
+/// the harness error `unknown_host` with `message` (which names the host), recorded with the
+/// [`unknown_host_answer`] the agent gets, in the attempt `token` names (proxy credentials or
+/// `Understudy-Attempt`), else — no token, or one of no attempt — the default attempt. A
+/// harness error fails the verdict. `info.arguments` describes the request without its query
+/// or body (they are another system's, secrets included). Returns the answer: the 403, or the
+/// 500 `store_error` when the evidence could not be recorded.
+pub async fn refuse_unknown_host(
+    app: &App,
+    token: Option<&str>,
+    info: CallInfo,
+    message: String,
+) -> NativeResponse {
+    let refused = unknown_host_answer(&message);
+    let known = token.and_then(|t| app.attempts.by_token(&app.store, t).ok().flatten());
+    let Some(attempt) = known.or_else(|| app.attempts.default_attempt()) else {
+        return refused;
+    };
+    let mut d = Decision::answered(refused, ResultStatus::HarnessError);
+    d.error = Some(CallError::Harness(HarnessError::new(
+        HarnessCode::UnknownHost,
+        message,
+    )));
+    match pipeline::record(app, &attempt, info, d).await {
+        Ok(c) => c.response,
+        Err(f) => f.response,
+    }
 }
 
 #[cfg(test)]
