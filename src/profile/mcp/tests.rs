@@ -381,12 +381,7 @@ async fn protocol_version_header_in_the_session_era() {
 async fn other_methods_are_405() {
     let (ep, b) = (McpEndpoint::new(false), Fake::new());
     let sid = init(&ep, &b, "2025-11-25").await;
-    for m in [
-        Method::PUT,
-        Method::PATCH,
-        Method::HEAD,
-        Method::OPTIONS,
-    ] {
+    for m in [Method::PUT, Method::PATCH, Method::HEAD, Method::OPTIONS] {
         let r = ep
             .handle(
                 &m,
@@ -963,13 +958,18 @@ async fn the_get_stream_needs_a_live_session_and_accepting_sse() {
     let sse = ("accept", "text/event-stream");
     assert_eq!(get(headers(&[sse])).await.status, 400, "no session id");
     assert_eq!(
-        get(headers(&[sse, ("mcp-session-id", "nope")])).await.status,
+        get(headers(&[sse, ("mcp-session-id", "nope")]))
+            .await
+            .status,
         404
     );
     assert_eq!(
-        get(headers(&[("accept", "application/json"), ("mcp-session-id", &sid)]))
-            .await
-            .status,
+        get(headers(&[
+            ("accept", "application/json"),
+            ("mcp-session-id", &sid)
+        ]))
+        .await
+        .status,
         406
     );
     let r = get(headers(&[sse, ("mcp-session-id", &sid)])).await;
@@ -983,7 +983,12 @@ async fn the_get_stream_needs_a_live_session_and_accepting_sse() {
     assert!(sse::parse_events(&priming)[0].1.is_empty(), "priming first");
     // DELETE ends the session and its stream
     let r = ep
-        .handle(&Method::DELETE, &headers(&[("mcp-session-id", &sid)]), b"", &b)
+        .handle(
+            &Method::DELETE,
+            &headers(&[("mcp-session-id", &sid)]),
+            b"",
+            &b,
+        )
         .await;
     assert_eq!(r.status, 204);
     assert!(rx.recv().await.is_none());
