@@ -34,13 +34,19 @@
 //!   (HTTP 200, JSON-RPC error -32603, `Understudy-Error: lease_expired`). A store failure
 //!   while recording a tool call answers HTTP 500 `store_error` instead of any MCP answer: an
 //!   unrecorded call is never answered.
-//! - **Asking the client** (SPEC 18, a variant's `ask_client`): a `tools/call` POST runs in
-//!   its own task; when its variant asks, the endpoint sends the head of a streaming SSE
-//!   answer early (`McpEndpoint::handle_streaming`) and [`Backend`] waits for the client's
-//!   answer before evaluating: the answer is the input's `$response` member and the event's
+//! - **Asking the client** (SPEC 18, a variant's `ask_client`): a `tools/call`, `prompts/get`
+//!   or `resources/read` POST runs in its own task; when its variant asks, in the session era
+//!   the endpoint sends the head of a streaming SSE answer early
+//!   (`McpEndpoint::handle_streaming`) and [`Backend`] waits for the client's answers before
+//!   evaluating: they are the input's `$response` member and the event's
 //!   `arguments["$response"]`; a client that cannot or does not answer makes the call an
 //!   input error. Once the head is out, a store failure can no longer be a 500: the stream
-//!   ends with the JSON-RPC error instead.
+//!   ends with the JSON-RPC error instead. In 2026-07-28 the asker answers `input_required`
+//!   until a retry carries every answer ([`ToolCallOutcome::InputRequired`]: not a call,
+//!   nothing recorded); the retry is then the one call.
+//! - **Resource updates**: when the integration serves resources, the state before and after
+//!   each call is compared, and [`McpBackend::updated_resources`] names the subscribed
+//!   resources whose mock reads a state path that changed.
 //! - **SSE answers** are written one event per body frame; the body yields to the connection
 //!   after each event, so each is flushed on its own (no `Content-Length`).
 

@@ -542,7 +542,12 @@ async fn resources_updated_go_to_get_streams_or_the_callers_response_stream() {
         ]
     );
     let read = session_post(&s, &path, &sb, 3, "resources/read", json!({"uri": OTHER})).await;
-    assert_eq!(read.json()["result"]["contents"][0]["text"], "7", "{}", read.text);
+    assert_eq!(
+        read.json()["result"]["contents"][0]["text"],
+        "7",
+        "{}",
+        read.text
+    );
 
     // Session C subscribes to both without a GET stream and changes `other`: its notification
     // rides on its own response stream, before the result; A hears of it on its stream.

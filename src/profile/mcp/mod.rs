@@ -48,8 +48,8 @@
 //! 1. `Origin`: absent passes; `http(s)://localhost|127.0.0.1|[::1]` with any port passes, as
 //!    does an origin configured with [`McpEndpoint::with_allowed_origins`]; anything else —
 //!    `null`, several `Origin` headers — is **403**.
-//! 2. Method: `POST`; `DELETE` (sessions); anything else, `GET` included, **405** with
-//!    `Allow` (no GET stream is offered, so there is no `Last-Event-ID` resumption either).
+//! 2. Method: `POST`; `DELETE` (sessions); `GET` (a session's notification stream,
+//!    [`listen`]; no `Last-Event-ID` resumption); anything else **405** with `Allow`.
 //! 3. `POST`: `Accept` must allow `application/json` or `text/event-stream` (**406**
 //!    otherwise; an absent `Accept` allows both — **lenient where the spec says a client MUST
 //!    list both**, because SPEC 5.1.1 answers SSE to a client that accepts only SSE);
@@ -83,7 +83,10 @@
 //!   and responses produce nothing, only-notifications gives 202, `initialize` inside a batch
 //!   is an element error; in every other version an array is 400, -32600.
 //!
-//! Stateless era (2026-07-28): no sessions (`Mcp-Session-Id` is ignored, none is minted).
+//! Stateless era (2026-07-28): no sessions (`Mcp-Session-Id` is ignored, none is minted;
+//! an `initialize` without `protocolVersion` whose `_meta` names 2026-07-28 is a stateless
+//! request, for a removed method). Server-to-client requests are `input_required` results and
+//! their retries ([`mrtr`]).
 //! A request needs `_meta` `protocolVersion` (a string) and `clientCapabilities` (an object)
 //! (400, -32602); the `MCP-Protocol-Version` header, equal to the `_meta` version (400,
 //! -32020); a supported version (400, -32022 with `data {supported, requested}`); `Mcp-Method`
@@ -92,7 +95,8 @@
 //! tool whose input schema annotates properties with `x-mcp-header`, each `Mcp-Param-{X}`
 //! matching its argument (absent when the argument is absent or null; integers compared
 //! numerically) — all 400, -32020. Unknown methods (`ping` and `initialize` included) are
-//! **404**, -32601. Every result carries `resultType: "complete"` and
+//! **404**, -32601 (so are `resources/subscribe`/`unsubscribe`). Every result carries
+//! `resultType` (`"complete"`, or `"input_required"`, [`mrtr`]) and
 //! `_meta["io.modelcontextprotocol/serverInfo"]`; `tools/list` and `server/discover` also
 //! carry `ttlMs` and `cacheScope` (profile data: **0 and `private`** — the list is the
 //! attempt's pins, and the attempt token is the authorization context). `server/discover`
