@@ -468,6 +468,20 @@ async fn session_post(
     .await
 }
 
+async fn set_other_in(s: &Server, path: &str, sid: &str, id: i64, n: &str) -> Resp {
+    let params = json!({"name": "set_other", "arguments": {"n": n}});
+    session_post(s, path, sid, id, "tools/call", params).await
+}
+
+/// The JSON-RPC messages of SSE text (priming events skipped).
+fn sse_messages(text: &str) -> Vec<Value> {
+    parse_events(text.as_bytes())
+        .into_iter()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(_, d)| serde_json::from_str(&d).unwrap())
+        .collect()
+}
+
 /// The JSON-RPC messages in the next chunks of a GET stream, until one arrives.
 async fn stream_messages(resp: &mut reqwest::Response) -> Vec<Value> {
     loop {
@@ -476,12 +490,7 @@ async fn stream_messages(resp: &mut reqwest::Response) -> Vec<Value> {
             .expect("a guard against hanging")
             .expect("the stream is readable")
             .expect("the stream is open");
-        let text = String::from_utf8(chunk.to_vec()).unwrap();
-        let messages: Vec<Value> = parse_events(text.as_bytes())
-            .into_iter()
-            .filter(|(_, d)| !d.is_empty())
-            .map(|(_, d)| serde_json::from_str(&d).unwrap())
-            .collect();
+        let messages = sse_messages(std::str::from_utf8(&chunk).unwrap());
         if !messages.is_empty() {
             return messages;
         }
@@ -520,15 +529,7 @@ async fn resources_updated_go_to_get_streams_or_the_callers_response_stream() {
 
     // Session B (not subscribed, no GET stream) changes `other`: A hears of it, B does not.
     let sb = session(&s, &path).await;
-    let r = session_post(
-        &s,
-        &path,
-        &sb,
-        2,
-        "tools/call",
-        json!({"name": "set_other", "arguments": {"n": "7"}}),
-    )
-    .await;
+    let r = set_other_in(&s, &path, &sb, 2, "7").await;
     assert_eq!(
         r.header("content-type"),
         Some("application/json"),
@@ -563,21 +564,9 @@ async fn resources_updated_go_to_get_streams_or_the_callers_response_stream() {
         )
         .await;
     }
-    let r = session_post(
-        &s,
-        &path,
-        &sc,
-        5,
-        "tools/call",
-        json!({"name": "set_other", "arguments": {"n": "8"}}),
-    )
-    .await;
+    let r = set_other_in(&s, &path, &sc, 5, "8").await;
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    let messages: Vec<Value> = parse_events(r.text.as_bytes())
-        .into_iter()
-        .filter(|(_, d)| !d.is_empty())
-        .map(|(_, d)| serde_json::from_str(&d).unwrap())
-        .collect();
+    let messages = sse_messages(&r.text);
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[0]["method"], "notifications/resources/updated");
     assert_eq!(
@@ -588,15 +577,7 @@ async fn resources_updated_go_to_get_streams_or_the_callers_response_stream() {
     assert_eq!(stream_messages(&mut get).await[0]["params"]["uri"], OTHER);
 
     // A call that changes nothing sends nothing: plain JSON for C.
-    let r = session_post(
-        &s,
-        &path,
-        &sc,
-        6,
-        "tools/call",
-        json!({"name": "set_other", "arguments": {"n": "8"}}),
-    )
-    .await;
+    let r = set_other_in(&s, &path, &sc, 6, "8").await;
     assert_eq!(
         r.header("content-type"),
         Some("application/json"),

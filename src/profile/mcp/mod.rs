@@ -350,6 +350,23 @@ struct Req<'a> {
     params: Option<&'a Map<String, Value>>,
 }
 
+impl<'a> Req<'a> {
+    fn session(
+        sid: &'a str,
+        id: &'a Value,
+        method: &'a str,
+        params: Option<&'a Map<String, Value>>,
+    ) -> Req<'a> {
+        Req {
+            era: Era::Session,
+            session: Some(sid),
+            id,
+            method,
+            params,
+        }
+    }
+}
+
 /// One JSON-RPC answer and the HTTP status it calls for.
 #[derive(Debug)]
 struct Answer {

@@ -192,13 +192,7 @@ impl McpEndpoint {
                     ask::StreamAsker::new(self, sid.clone(), framing.clone(), capabilities, early);
                 let answer = self
                     .dispatch(
-                        Req {
-                            era: Era::Session,
-                            session: Some(&sid),
-                            id: &id,
-                            method: &method,
-                            params: params.as_ref(),
-                        },
+                        Req::session(&sid, &id, &method, params.as_ref()),
                         backend,
                         &asker,
                     )
@@ -340,13 +334,7 @@ impl McpEndpoint {
                 }
                 Ok(Message::Request { id, method, params }) => answers.push(
                     self.dispatch(
-                        Req {
-                            era: Era::Session,
-                            session: Some(&sid),
-                            id: &id,
-                            method: &method,
-                            params: params.as_ref(),
-                        },
+                        Req::session(&sid, &id, &method, params.as_ref()),
                         backend,
                         &ask::NoAsker("a request in a JSON-RPC batch cannot be streamed"),
                     )
