@@ -5,13 +5,19 @@
 #   scripts/mcp-conformance.sh [SCENARIO...]
 #
 # Installs the suite into target/mcp-conformance/ with npm (no global install), builds and
-# starts `understudy serve` on a free loopback port (read from the readiness line), runs every
-# active server scenario (or the ones named), prints a pass/fail table and exits 1 on any
-# failure. Needs Node 20+ and npm.
+# starts `understudy serve` on a free loopback port (read from the readiness line), then:
+# - the 0.1 line (default 0.1.12): runs every active server scenario (or the ones named),
+#   prints a pass/fail table and exits 1 on any failure;
+# - the 0.2 line (e.g. CONFORMANCE_VERSION=0.2.0-alpha.12): runs the server scenarios each
+#   revision of CONFORMANCE_REQUIREMENTS requires (`--requirements`, default
+#   "2026-07-28 2025-11-25", each at its own wire), prints the suite's table and exits 1 when
+#   a scored scenario fails. That line needs Node 22+: when `node` is older, the npm package
+#   `node@22` is installed into target/mcp-conformance/node22 and put first on PATH.
+# Needs Node 20+ and npm.
 #
 # Environment: CONFORMANCE_VERSION (default 0.1.12), UNDERSTUDY_BIN (skip the build and use
 # this binary), CONFORMANCE_CONFIG (default tests/mcp-conformance/understudy.json),
-# CONFORMANCE_INTEGRATION (default everything).
+# CONFORMANCE_INTEGRATION (default everything), CONFORMANCE_REQUIREMENTS (0.2 line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,6 +31,20 @@ out=$root/target/mcp-conformance/results
 pending=" json-schema-2020-12 server-sse-polling "
 
 command -v npm >/dev/null || { echo "mcp-conformance: npm (Node 20+) is required" >&2; exit 1; }
+case "$version" in
+  0.1.*) requirements= ;;
+  *) requirements=${CONFORMANCE_REQUIREMENTS:-2026-07-28 2025-11-25} ;;
+esac
+if [ -n "$requirements" ] && [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 22 ]; then
+  node_dir=$root/target/mcp-conformance/node22
+  if [ ! -x "$node_dir/node_modules/.bin/node" ]; then
+    echo "== installing node@22 (npm package) into $node_dir: conformance $version needs Node 22+"
+    mkdir -p "$node_dir"
+    (cd "$node_dir" && { [ -f package.json ] || echo '{"private":true}' >package.json; } &&
+      npm install --no-audit --no-fund --silent node@22)
+  fi
+  export PATH="$node_dir/node_modules/.bin:$PATH"
+fi
 if [ ! -x "$tools_dir/node_modules/.bin/conformance" ]; then
   echo "== installing @modelcontextprotocol/conformance@$version into $tools_dir"
   mkdir -p "$tools_dir"
@@ -59,7 +79,30 @@ for _ in $(seq 1 100); do
 done
 [ -n "$addr" ] || { cat "$log"; echo "no readiness line from understudy serve" >&2; exit 1; }
 url=$addr/$integration
-echo "== understudy serving $url (conformance $version)"
+echo "== understudy serving $url (conformance $version, node $(node --version))"
+
+rm -rf "$out"
+mkdir -p "$out"
+if [ -n "$requirements" ]; then
+  status=0
+  for rev in $requirements; do
+    log=$out/requirements-$rev.log
+    NO_COLOR=1 "$conformance" server --url "$url" --requirements "$rev" -o "$out/$rev" >"$log" 2>&1 ||
+      status=1
+    echo
+    echo "-- requirements $rev (conformance $version)"
+    grep -E '^(✓|✗) |^Total:|^Not scored|^  (✓|✗) ' "$log" || { cat "$log"; status=1; }
+    # The suite's own scoring: scored scenarios are those outside its "Not scored" list.
+    awk '/^Not scored/ {ns = 1; next}
+         ns && /^  (✓|✗) / {skip[$2] = 1; next}
+         /^(✓|✗) / {name = $2; sub(/:$/, "", name); res[name] = $1}
+         END {p = 0; f = 0; for (n in res) if (!(n in skip)) { if (res[n] == "✓") p++; else f++ }
+              printf "scored for %s: %d passed, %d failed\n", REV, p, f}' REV="$rev" "$log"
+  done
+  echo
+  echo "conformance $version: logs in $out"
+  exit "$status"
+fi
 
 if [ $# -gt 0 ]; then
   scenarios=("$@")
@@ -67,8 +110,6 @@ else
   mapfile -t scenarios < <("$conformance" list --server | sed -n 's/^  - //p')
 fi
 
-rm -rf "$out"
-mkdir -p "$out"
 passed=0
 failed=0
 rows=()

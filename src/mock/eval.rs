@@ -39,7 +39,9 @@
 
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::mock::expr::{contains_expression, show, Template};
-use crate::mock::model::{Condition, Definition, Fault, Op, Source, Variant};
+use crate::mock::model::{
+    ClientRequest, ClientRequests, Condition, Definition, Fault, Op, Source, Variant,
+};
 use crate::mock::path::{pointer_push, DotPath};
 use serde_json::{Map, Value};
 use std::any::Any;
@@ -185,12 +187,20 @@ struct CompiledVariant {
     delay_ms: u64,
     fault: Option<Fault>,
     rules: Box<[CompiledRule]>,
-    /// `ask_client` (SPEC 18): the method and the compiled params.
-    ask: Option<(String, Template)>,
+    /// `ask_client` (SPEC 18), compiled.
+    ask: Option<CompiledAsk>,
+}
+
+/// A compiled `ask_client`: the single form or the list form, requests in asking order.
+#[derive(Debug)]
+struct CompiledAsk {
+    single: bool,
+    /// (key, round, method, params)
+    requests: Box<[(String, u64, String, Template)]>,
 }
 
 /// The server-to-client request methods a variant may declare in `ask_client`.
-pub const ASK_METHODS: [&str; 2] = ["elicitation/create", "sampling/createMessage"];
+pub const ASK_METHODS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
 
 #[derive(Debug)]
 struct CompiledRule {
@@ -291,23 +301,72 @@ fn compile_variant(v: &Variant, at: &str, problems: &mut Vec<HarnessError>) -> C
     }
 }
 
-/// `ask_client`: `{"method": one of [`ASK_METHODS`], "params"?: {...}}`, params compiled as a
-/// template (they may read `$input` and `$state`, not `$response`).
-fn compile_ask(
+/// `ask_client`: one request `{"method": one of [`ASK_METHODS`], "params"?: {...}, "key"?}`
+/// or a non-empty list of them, each with a unique `key` and an optional `round` (an integer
+/// from 1, default 1). Params compile as a template (they may read `$input` and `$state`, not
+/// `$response`).
+fn compile_ask(a: &Value, at: &str, problems: &mut Vec<HarnessError>) -> Option<CompiledAsk> {
+    let (single, items): (bool, Vec<(String, &Value)>) = match a {
+        Value::Array(list) if !list.is_empty() => (
+            false,
+            list.iter()
+                .enumerate()
+                .map(|(i, v)| (pointer_push(at, &i.to_string()), v))
+                .collect(),
+        ),
+        Value::Object(_) => (true, vec![(at.to_string(), a)]),
+        _ => {
+            problems.push(
+                HarnessError::new(
+                    HarnessCode::InvalidFixtureLiteral,
+                    "`ask_client` must be an object {\"method\", \"params\"} or a non-empty list of them",
+                )
+                .at(at),
+            );
+            return None;
+        }
+    };
+    let mut requests: Vec<(String, u64, String, Template)> = Vec::with_capacity(items.len());
+    for (item_at, item) in items {
+        let (key, round, method, t) = compile_ask_request(item, &item_at, single, problems)?;
+        if requests.iter().any(|(k, ..)| *k == key) {
+            problems.push(
+                HarnessError::new(
+                    HarnessCode::InvalidFixtureLiteral,
+                    format!("`ask_client` has two requests with the key `{key}`"),
+                )
+                .at(&item_at),
+            );
+            return None;
+        }
+        requests.push((key, round, method, t));
+    }
+    requests.sort_by_key(|(_, round, ..)| *round); // stable: declaration order within a round
+    Some(CompiledAsk {
+        single,
+        requests: requests.into_boxed_slice(),
+    })
+}
+
+/// One request of `ask_client` (see [`compile_ask`]): (key, round, method, params).
+fn compile_ask_request(
     a: &Value,
     at: &str,
+    single: bool,
     problems: &mut Vec<HarnessError>,
-) -> Option<(String, Template)> {
+) -> Option<(String, u64, String, Template)> {
     let bad = |m: String| HarnessError::new(HarnessCode::InvalidFixtureLiteral, m).at(at);
     let Some(obj) = a.as_object() else {
         problems.push(bad(
-            "`ask_client` must be an object {\"method\", \"params\"}".into(),
+            "an `ask_client` request must be an object {\"key\", \"method\", \"params\"}".into(),
         ));
         return None;
     };
-    if let Some(k) = obj.keys().find(|k| *k != "method" && *k != "params") {
+    const MEMBERS: [&str; 4] = ["method", "params", "key", "round"];
+    if let Some(k) = obj.keys().find(|k| !MEMBERS.contains(&k.as_str())) {
         problems.push(bad(format!(
-            "`ask_client` has an unknown member `{k}` (expected `method` and `params`)"
+            "`ask_client` has an unknown member `{k}` (expected {})",
+            MEMBERS.join(", ")
         )));
         return None;
     }
@@ -319,6 +378,28 @@ fn compile_ask(
         )));
         return None;
     }
+    let key = match obj.get("key") {
+        None if single => crate::mock::model::DEFAULT_ASK_KEY.to_string(),
+        Some(Value::String(k)) if !k.is_empty() => k.clone(),
+        _ => {
+            problems.push(bad(if single {
+                "`ask_client.key` must be a non-empty string".into()
+            } else {
+                "every request of an `ask_client` list needs a `key` (a non-empty string)".into()
+            }));
+            return None;
+        }
+    };
+    let round = match obj.get("round") {
+        None => 1,
+        Some(r) => match r.as_u64().filter(|r| *r >= 1) {
+            Some(r) => r,
+            None => {
+                problems.push(bad("`ask_client.round` must be an integer from 1".into()));
+                return None;
+            }
+        },
+    };
     let params = obj
         .get("params")
         .cloned()
@@ -334,7 +415,7 @@ fn compile_ask(
         return None;
     }
     let t = Template::compile(&params, &pointer_push(at, "params"), problems);
-    Some((method.to_string(), t))
+    Some((key, round, method.to_string(), t))
 }
 
 fn contains_response(v: &Value) -> bool {
@@ -487,22 +568,33 @@ impl Engine {
         self.def.initial_state.clone().unwrap_or_default()
     }
 
-    /// The server-to-client request the variant declares (`ask_client`, SPEC 18) as
-    /// `{"method", "params"}` with params rendered against the input and state; `None` when the
-    /// variant asks nothing (or does not exist: evaluation reports that).
+    /// The server-to-client requests the variant declares (`ask_client`, SPEC 18), params
+    /// rendered against the input and state; `None` when the variant asks nothing (or does not
+    /// exist: evaluation reports that).
     pub fn ask(
         &self,
         variant: Option<&str>,
         input: &Value,
         state: &Map<String, Value>,
-    ) -> Option<Result<Value, CallError>> {
+    ) -> Option<Result<ClientRequests, CallError>> {
         let name = variant.unwrap_or(&self.def.default_variant);
-        let (method, params) = self.variants.get(name)?.ask.as_ref()?;
-        Some(
-            params
-                .render(input, state)
-                .map(|p| serde_json::json!({"method": method, "params": p})),
-        )
+        let ask = self.variants.get(name)?.ask.as_ref()?;
+        let mut requests = Vec::with_capacity(ask.requests.len());
+        for (key, round, method, params) in ask.requests.iter() {
+            match params.render(input, state) {
+                Ok(params) => requests.push(ClientRequest {
+                    key: key.clone(),
+                    round: *round,
+                    method: method.clone(),
+                    params,
+                }),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(ClientRequests {
+            single: ask.single,
+            requests,
+        }))
     }
 
     /// Evaluate one call. `variant` None → `default_variant`. `state` is the pre-call state of
@@ -1100,9 +1192,15 @@ mod response_tests {
             .ask(None, &json!({"m": "hi"}), &state(json!({"n": 3})))
             .unwrap()
             .unwrap();
+        assert!(r.single);
         assert_eq!(
-            r,
-            json!({"method": "elicitation/create", "params": {"message": "hi", "n": 3}})
+            r.requests,
+            vec![ClientRequest {
+                key: "ask".into(),
+                round: 1,
+                method: "elicitation/create".into(),
+                params: json!({"message": "hi", "n": 3}),
+            }]
         );
         assert!(e.ask(Some("plain"), &json!({}), &Map::new()).is_none());
         let miss = e.ask(None, &json!({}), &state(json!({"n": 1}))).unwrap();
@@ -1150,10 +1248,44 @@ mod response_tests {
     }
 
     #[test]
+    fn the_list_form_keeps_keys_and_orders_by_round() {
+        let e = engine(
+            json!({"schema_version": 1, "default_variant": "v", "variants": {"v": {
+            "ask_client": [
+                {"key": "later", "round": 2, "method": "roots/list"},
+                {"key": "name", "method": "elicitation/create", "params": {"message": {"$input": "m"}}},
+                {"key": "text", "method": "sampling/createMessage", "params": {"maxTokens": 5}}],
+            "result": {"n": {"$response": "name.content.n"}, "roots": {"$response": "later.roots"}}}}}),
+        );
+        let r = e
+            .ask(None, &json!({"m": "hi"}), &Map::new())
+            .unwrap()
+            .unwrap();
+        assert!(!r.single);
+        let order: Vec<(&str, u64)> = r
+            .requests
+            .iter()
+            .map(|q| (q.key.as_str(), q.round))
+            .collect();
+        assert_eq!(order, [("name", 1), ("text", 1), ("later", 2)]);
+        assert_eq!(r.requests[0].params, json!({"message": "hi"}));
+        assert_eq!(r.requests[2].params, json!({}));
+        let answered = json!({"m": "hi", "$response": {"name": {"action": "accept", "content": {"n": 1}},
+            "text": {}, "later": {"roots": [{"uri": "file:///r"}]}}});
+        let o = e.evaluate(None, &answered, &Map::new()).unwrap();
+        assert_eq!(o.result, json!({"n": 1, "roots": [{"uri": "file:///r"}]}));
+    }
+
+    #[test]
     fn malformed_ask_client_is_a_compile_problem() {
         for bad in [
             json!("elicitation/create"),
-            json!({"method": "roots/list"}),
+            json!({"method": "tools/call"}),
+            json!([]),
+            json!([{"method": "roots/list"}]),
+            json!([{"key": "a", "method": "roots/list"}, {"key": "a", "method": "roots/list"}]),
+            json!([{"key": "a", "method": "roots/list", "round": 0}]),
+            json!({"method": "roots/list", "key": ""}),
             json!({"method": "elicitation/create", "params": []}),
             json!({"method": "elicitation/create", "extra": 1}),
             json!({"method": "elicitation/create", "params": {"x": {"$response": "a"}}}),

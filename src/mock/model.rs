@@ -38,8 +38,10 @@ pub struct Variant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notifications: Option<Vec<Value>>,
     /// MCP (SPEC 18): a request to the client before answering,
-    /// `{"method": "elicitation/create" | "sampling/createMessage", "params": {...}}` (params
-    /// may use `$input`); the answer is then readable as `$response`.
+    /// `{"method": "elicitation/create" | "sampling/createMessage" | "roots/list", "params": {...},
+    /// "key"?: "name"}` (params may use `$input` and `$state`); the answer is then readable as
+    /// `$response`. Or a list of such requests, each with a `key` and an optional `round`
+    /// (1, 2, …): `$response` is then an object of the answers by key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask_client: Option<Value>,
 }
@@ -163,6 +165,30 @@ pub enum Source {
     /// the input's reserved member [`RESPONSE_MEMBER`].
     Response,
 }
+
+/// One server-to-client request of a variant's `ask_client` (SPEC 18), rendered for a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientRequest {
+    /// The request's key: the `inputRequests` key in 2026-07-28 and, for the list form, the
+    /// member of `$response` that holds its answer.
+    pub key: String,
+    /// Requests of a later round are asked once every earlier one is answered.
+    pub round: u64,
+    pub method: String,
+    pub params: Value,
+}
+
+/// What a variant's `ask_client` asks, in asking order (by round, then as declared).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientRequests {
+    /// The single form (one object): `$response` is its answer. The list form: `$response`
+    /// is an object of the answers by key.
+    pub single: bool,
+    pub requests: Vec<ClientRequest>,
+}
+
+/// The key of a single-form `ask_client` that names none.
+pub const DEFAULT_ASK_KEY: &str = "ask";
 
 /// The input member that carries the client's answer to a server-to-client request
 /// (`ask_client`, SPEC 18): what `{"$response": path}` and `source: "response"` read.

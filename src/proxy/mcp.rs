@@ -34,13 +34,19 @@
 //!   (HTTP 200, JSON-RPC error -32603, `Understudy-Error: lease_expired`). A store failure
 //!   while recording a tool call answers HTTP 500 `store_error` instead of any MCP answer: an
 //!   unrecorded call is never answered.
-//! - **Asking the client** (SPEC 18, a variant's `ask_client`): a `tools/call` POST runs in
-//!   its own task; when its variant asks, the endpoint sends the head of a streaming SSE
-//!   answer early (`McpEndpoint::handle_streaming`) and [`Backend`] waits for the client's
-//!   answer before evaluating: the answer is the input's `$response` member and the event's
+//! - **Asking the client** (SPEC 18, a variant's `ask_client`): a `tools/call`, `prompts/get`
+//!   or `resources/read` POST runs in its own task; when its variant asks, in the session era
+//!   the endpoint sends the head of a streaming SSE answer early
+//!   (`McpEndpoint::handle_streaming`) and [`Backend`] waits for the client's answers before
+//!   evaluating: they are the input's `$response` member and the event's
 //!   `arguments["$response"]`; a client that cannot or does not answer makes the call an
 //!   input error. Once the head is out, a store failure can no longer be a 500: the stream
-//!   ends with the JSON-RPC error instead.
+//!   ends with the JSON-RPC error instead. In 2026-07-28 the asker answers `input_required`
+//!   until a retry carries every answer ([`ToolCallOutcome::InputRequired`]: not a call,
+//!   nothing recorded); the retry is then the one call.
+//! - **Resource updates**: when the integration serves resources, the state before and after
+//!   each call is compared, and [`McpBackend::updated_resources`] names the subscribed
+//!   resources whose mock reads a state path that changed.
 //! - **SSE answers** are written one event per body frame; the body yields to the connection
 //!   after each event, so each is flushed on its own (no `Content-Length`).
 
@@ -69,7 +75,7 @@ use crate::fault::{FaultAnswer, FaultPlan};
 use crate::http::{full, to_http, HttpResponse, Request};
 use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::Operation;
-use crate::profile::mcp::ask::Asker;
+use crate::profile::mcp::ask::{Asked, Asker};
 use crate::profile::mcp::jsonrpc::{self, classify, Message, INTERNAL_ERROR, INVALID_PARAMS};
 use crate::profile::mcp::{
     harness_reply, tool_is_write, McpBackend, McpBody, McpEndpoint, McpResponse, ToolCallOutcome,
@@ -122,10 +128,10 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
             }
         }
     }
-    if !(active && method == Method::POST && is_tools_call(&req.body)) {
+    if !(active && method == Method::POST && may_ask(&req.body)) {
         return serve(&app, &attempt, integ, &req, &method, active, None).await;
     }
-    // A tools/call may ask the client something first (SPEC 18): it runs in its own task, so
+    // A call may ask the client something first (SPEC 18): it runs in its own task, so
     // that the head of a streaming answer can go out while the call waits for the answer.
     let name = integ.name().to_string();
     let (early_tx, early_rx) = tokio::sync::oneshot::channel();
@@ -146,11 +152,14 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
     }
 }
 
-/// Whether a POST body is a single `tools/call` request.
-fn is_tools_call(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body)
-        .ok()
-        .is_some_and(|v| v.get("method").and_then(Value::as_str) == Some("tools/call"))
+/// Whether a POST body is a single request that may ask the client something first
+/// (`tools/call`, `prompts/get`, `resources/read`).
+fn may_ask(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).ok().is_some_and(|v| {
+        v.get("method")
+            .and_then(Value::as_str)
+            .is_some_and(|m| crate::profile::mcp::mrtr::SUPPORTED.contains(&m))
+    })
 }
 
 /// Answer one request from the replay endpoint of (attempt, integration); `early` as in
@@ -181,6 +190,7 @@ async fn serve(
         store_failure: Mutex::new(None),
         notifications: Mutex::new(Vec::new()),
         fault: Mutex::new(None),
+        state_change: Mutex::new(None),
     };
     let answer = endpoint
         .handle_streaming(method, &req.headers, &req.body, &backend, early)
@@ -384,7 +394,12 @@ struct Backend<'a> {
     /// The last call's fault ([`pipeline::plan_fault`]): `serve` puts it on the wire instead
     /// of the dialect's answer ([`faulted`]).
     fault: Mutex<Option<FaultPlan>>,
+    /// The integration's state before and after the last call, when it changed and the
+    /// integration serves resources (for `notifications/resources/updated`).
+    state_change: Mutex<Option<(StateMap, StateMap)>>,
 }
+
+type StateMap = serde_json::Map<String, Value>;
 
 impl McpBackend for Backend<'_> {
     fn tools(&self) -> Vec<ToolInfo> {
@@ -402,6 +417,30 @@ impl McpBackend for Backend<'_> {
 
     fn take_notifications(&self) -> Vec<Value> {
         std::mem::take(&mut *self.notifications.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn updated_resources(&self, subscribed: &[String]) -> Vec<String> {
+        let Some((before, after)) = self
+            .state_change
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return Vec::new();
+        };
+        let catalog = self.catalog();
+        subscribed
+            .iter()
+            .filter(|uri| {
+                crate::profile::mcp::catalog::resolve(&catalog, uri)
+                    .and_then(|(name, _)| self.integ.operation(&name))
+                    .is_some_and(|op| {
+                        let paths = super::mcp_extras::state_paths(op);
+                        super::mcp_extras::state_differs(&paths, &before, &after)
+                    })
+            })
+            .cloned()
+            .collect()
     }
 
     fn call_tool<'a>(
@@ -455,7 +494,12 @@ impl Backend<'_> {
             ))),
         };
         let prepared = match prepared {
-            Ok(p) => self.ask_first(p, asker, &mut info).await,
+            Ok(p) => match self.ask_first(p, asker, &mut info).await {
+                Ok(Ok(p)) => Ok(p),
+                // 2026-07-28: the client answers on a retry; this round is not a call.
+                Ok(Err(input_required)) => return ToolCallOutcome::InputRequired(input_required),
+                Err(d) => Err(d),
+            },
             Err(d) => Err(d),
         };
         let integ = self.integ;
@@ -467,9 +511,26 @@ impl Backend<'_> {
             }
             outcome_of(d)
         };
-        match pipeline::run_mocked_with_faults(self.app, self.attempt, info, prepared, true, seen)
-            .await
-        {
+        let serves_resources = self
+            .integ
+            .operations
+            .iter()
+            .any(|op| !super::mcp_extras::is_tool(op));
+        let before = match serves_resources {
+            true => Some(self.integ_state().await),
+            false => None,
+        };
+        let ran =
+            pipeline::run_mocked_with_faults(self.app, self.attempt, info, prepared, true, seen)
+                .await;
+        if let Some(before) = before {
+            let after = self.integ_state().await;
+            if before != after {
+                *self.state_change.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((before, after));
+            }
+        }
+        match ran {
             Ok((_, plan, outcome)) => {
                 if plan.is_some() {
                     *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = plan;
@@ -487,31 +548,33 @@ impl Backend<'_> {
         }
     }
 
-    /// The server-to-client request of the call's variant (`ask_client`, SPEC 18), sent
-    /// before evaluation: its params render against the input and the pre-call state; the
-    /// client's answer goes into the input's reserved member `$response` (read by
-    /// `{"$response": path}` and `source: "response"`) and into the event's `arguments`
-    /// under the same member. A client that cannot be asked, answers a JSON-RPC error or does
-    /// not answer within the bound makes the call an input error (the agent's side did not
-    /// answer; the mock is fine). A `$response` member the client sent itself is dropped.
+    /// The server-to-client requests of the call's variant (`ask_client`, SPEC 18), sent
+    /// before evaluation: their params render against the input and the pre-call state; the
+    /// client's answers ([`Asked::evidence`]: the one answer, or an object by key) go into the
+    /// input's reserved member `$response` (read by `{"$response": path}` and
+    /// `source: "response"`) and into the event's `arguments` under the same member. A client
+    /// that cannot be asked, answers a JSON-RPC error or does not answer within the bound
+    /// makes the call an input error (the agent's side did not answer; the mock is fine). A
+    /// `$response` member the client sent itself is dropped. `Ok(Err(result))`: a 2026-07-28
+    /// `InputRequiredResult` to answer instead — nothing is evaluated or recorded.
     async fn ask_first(
         &self,
         mut p: pipeline::Prepared,
         asker: Option<&dyn Asker>,
         info: &mut CallInfo,
-    ) -> Result<pipeline::Prepared, Box<Decision>> {
+    ) -> Result<Result<pipeline::Prepared, Value>, Box<Decision>> {
         if let Value::Object(m) = &mut p.input {
             m.remove(RESPONSE_MEMBER);
         }
         let Some(asker) = asker else {
-            return Ok(p);
+            return Ok(Ok(p));
         };
         let state = {
             let s = self.attempt.lock.lock().await;
             s.state.get(&p.op.integration).cloned().unwrap_or_default()
         };
-        let request = match p.engine.ask(p.variant.as_deref(), &p.input, &state) {
-            None => return Ok(p),
+        let requests = match p.engine.ask(p.variant.as_deref(), &p.input, &state) {
+            None => return Ok(Ok(p)),
             Some(Ok(r)) => r,
             Some(Err(e)) => {
                 return Err(Box::new(
@@ -519,24 +582,32 @@ impl Backend<'_> {
                 ))
             }
         };
-        let method = request["method"].as_str().unwrap_or_default().to_string();
-        let answer = asker.ask(request).await;
-        let recorded = answer.evidence();
+        let answers = match asker.ask(&requests).await {
+            Asked::InputRequired(result) => return Ok(Err(result)),
+            Asked::Answers(a) => a,
+        };
+        let recorded = Asked::evidence(&answers, requests.single);
         if let Value::Object(m) = &mut info.arguments {
             m.insert(RESPONSE_MEMBER.into(), recorded.clone());
         }
-        match answer.problem(&method) {
+        match Asked::problem(&answers, &requests) {
             None => {
                 if let Value::Object(m) = &mut p.input {
                     m.insert(RESPONSE_MEMBER.into(), recorded);
                 }
-                Ok(p)
+                Ok(Ok(p))
             }
             Some(problem) => Err(Box::new(
                 Decision::input_on(&p.wire, InputError::new(problem))
                     .at(Some(p.revision), p.variant.clone()),
             )),
         }
+    }
+
+    /// The integration's state now.
+    async fn integ_state(&self) -> StateMap {
+        let s = self.attempt.lock.lock().await;
+        s.state.get(self.integ.name()).cloned().unwrap_or_default()
     }
 
     fn unknown_tool_message(&self, name: &str) -> String {

@@ -58,3 +58,43 @@ pub fn declared_notifications(
         .cloned()
         .unwrap_or_default()
 }
+
+/// The state paths an operation's mock reads: every `{"$state": path}` and every condition
+/// with `source: "state"`, in any variant or rule (SPEC 18: a resource is updated when a call
+/// changes state it reads). Unparsable paths are skipped (`check` reports them).
+pub fn state_paths(op: &Operation) -> Vec<crate::mock::path::DotPath> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<crate::mock::path::DotPath>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                let path = match (m.get("$state"), m.get("source"), m.get("path")) {
+                    (Some(serde_json::Value::String(p)), _, _) if m.len() == 1 => Some(p),
+                    (_, Some(s), Some(serde_json::Value::String(p))) if s == "state" => Some(p),
+                    _ => None,
+                };
+                if let Some(p) = path.and_then(|p| crate::mock::path::DotPath::parse(p).ok()) {
+                    out.push(p);
+                }
+                m.values().for_each(|v| walk(v, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(mock) = op.op.mock.as_ref() {
+        walk(mock, &mut out);
+    }
+    out
+}
+
+/// Whether `before` and `after` differ at any of `paths` (a path missing on one side only
+/// counts as a change).
+pub fn state_differs(
+    paths: &[crate::mock::path::DotPath],
+    before: &serde_json::Map<String, serde_json::Value>,
+    after: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
+    paths
+        .iter()
+        .any(|p| p.resolve_in(before).ok() != p.resolve_in(after).ok())
+}

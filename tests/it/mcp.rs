@@ -623,8 +623,22 @@ async fn session_era_status_codes_and_headers() {
     .await;
     assert_eq!(r.status, 400, "{}", r.text);
     assert_eq!(r.json()["error"]["code"], -32000);
+    // GET is the session's stream (mcp_era.rs): it needs a session; 2026-07-28 has none (405).
     let r = s
         .call("GET", "/tools", None, &[("accept", "text/event-stream")])
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["code"], -32000);
+    let r = s
+        .call(
+            "GET",
+            "/tools",
+            None,
+            &[
+                ("accept", "text/event-stream"),
+                ("mcp-protocol-version", "2026-07-28"),
+            ],
+        )
         .await;
     assert_eq!(r.status, 405);
     assert!(r.header("allow").unwrap().contains("POST"));

@@ -155,7 +155,13 @@ fn mcp_era_rule_is_one_rule_for_replay_and_forwarded_calls() {
         HeaderValue::from_static("2027-01-01"),
     );
     assert!(is_stateless_era(Some("tools/call"), None, &h));
-    assert!(!is_stateless_era(Some("initialize"), Some(&modern), &h));
+    // A real handshake (it carries `protocolVersion`) is session era whatever else it
+    // carries; an `initialize` with only a 2026 `_meta` is a stateless request for a method
+    // 2026-07-28 removed (404, the conformance suite's server-stateless scenario).
+    let mut handshake = modern.clone();
+    handshake.insert("protocolVersion".into(), json!("2026-07-28"));
+    assert!(!is_stateless_era(Some("initialize"), Some(&handshake), &h));
+    assert!(is_stateless_era(Some("initialize"), Some(&modern), &h));
 }
 
 /// A real MCP server (rmcp, session era, SSE answers) behind a recorder: each request's

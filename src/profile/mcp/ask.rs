@@ -1,7 +1,10 @@
-//! Server-to-client requests (SPEC 18): a variant's `ask_client` (`elicitation/create` or
-//! `sampling/createMessage`) sent to the client before the call is answered.
+//! Server-to-client requests (SPEC 18): a variant's `ask_client` (`elicitation/create`,
+//! `sampling/createMessage` or `roots/list`; one request, or a list with keys and rounds)
+//! sent to the client before a `tools/call`, `prompts/get` or `resources/read` is answered.
 //!
-//! Session era: the `tools/call` answer becomes a **streaming** SSE body ([`McpBody::Stream`]).
+//! Session era: the answer becomes a **streaming** SSE body ([`McpBody::Stream`]); the
+//! requests are asked one after the other, in order, and asking stops at the first answer
+//! that is not a result.
 //! The head goes out as soon as the first request must be sent (through the `early` channel
 //! of [`McpEndpoint::handle_streaming`]); the request travels on that stream with an id of
 //! ours (`"understudy-<n>"`); the endpoint keeps a [`Pending`] map (session → request id →
@@ -19,6 +22,9 @@
 //!
 //! The backend records the last three as input errors: the agent's client is the party that
 //! did not answer (see `proxy::mcp`).
+//!
+//! 2026-07-28 (no session, no stream to ask on): [`super::mrtr`] answers
+//! [`Asked::InputRequired`] until a retry carries every answer.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,6 +37,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{sse, Framing, McpBody, McpEndpoint, McpResponse};
+use crate::mock::model::{ClientRequest, ClientRequests};
 
 /// What became of one server-to-client request.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,20 +78,92 @@ impl ClientAnswer {
     }
 }
 
-/// Sends server-to-client requests for one client request (see the module doc).
-pub trait Asker: Send + Sync {
-    /// Send `{"method", "params"}` and wait for the answer.
-    fn ask<'a>(&'a self, request: Value)
-        -> Pin<Box<dyn Future<Output = ClientAnswer> + Send + 'a>>;
+/// What came of asking a call's requests.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Asked {
+    /// The answers by key, in asking order. Asking stops at the first answer that is not a
+    /// result, so that one, if any, is last.
+    Answers(Vec<(String, ClientAnswer)>),
+    /// 2026-07-28: the client must answer first; the `InputRequiredResult` to send
+    /// ([`super::mrtr`]).
+    InputRequired(Value),
 }
 
-/// An asker that cannot ask (batches, tests, callers without a streaming response).
+impl Asked {
+    /// The value recorded in evidence and readable as `$response`: the single form's one
+    /// answer, or an object of the answers by key ([`ClientAnswer::evidence`]).
+    pub fn evidence(answers: &[(String, ClientAnswer)], single: bool) -> Value {
+        if single {
+            return answers
+                .first()
+                .map(|(_, a)| a.evidence())
+                .unwrap_or(Value::Null);
+        }
+        Value::Object(
+            answers
+                .iter()
+                .map(|(k, a)| (k.clone(), a.evidence()))
+                .collect(),
+        )
+    }
+
+    /// Why the call cannot go on: the first answer that is not a result.
+    pub fn problem(
+        answers: &[(String, ClientAnswer)],
+        requests: &ClientRequests,
+    ) -> Option<String> {
+        answers.iter().find_map(|(key, a)| {
+            let method = requests
+                .requests
+                .iter()
+                .find(|r| r.key == *key)
+                .map(|r| r.method.as_str())
+                .unwrap_or("the request");
+            a.problem(method)
+        })
+    }
+}
+
+/// Sends server-to-client requests for one client request (see the module doc).
+pub trait Asker: Send + Sync {
+    /// Ask `requests` (in their order) and wait for the answers.
+    fn ask<'a>(
+        &'a self,
+        requests: &'a ClientRequests,
+    ) -> Pin<Box<dyn Future<Output = Asked> + Send + 'a>>;
+
+    /// The capability a request needed that the client did not declare, once asked (the
+    /// 2026-07-28 asker: the answer is then -32021, see [`super::mrtr`]).
+    fn missing_capability(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// An asker that cannot ask (batches, tests, callers without a streaming response): the first
+/// request is unavailable.
 pub struct NoAsker(pub &'static str);
 
 impl Asker for NoAsker {
-    fn ask<'a>(&'a self, _: Value) -> Pin<Box<dyn Future<Output = ClientAnswer> + Send + 'a>> {
+    fn ask<'a>(
+        &'a self,
+        requests: &'a ClientRequests,
+    ) -> Pin<Box<dyn Future<Output = Asked> + Send + 'a>> {
+        let key = requests
+            .requests
+            .first()
+            .map(|r| r.key.clone())
+            .unwrap_or_default();
         let why = self.0.to_string();
-        Box::pin(async move { ClientAnswer::Unavailable(why) })
+        Box::pin(async move { Asked::Answers(vec![(key, ClientAnswer::Unavailable(why))]) })
+    }
+}
+
+/// The client capability a server-to-client request needs.
+pub fn capability_for(method: &str) -> &'static str {
+    match method {
+        "sampling/createMessage" => "sampling",
+        "roots/list" => "roots",
+        _ => "elicitation",
     }
 }
 
@@ -244,11 +323,41 @@ impl<'e> StreamAsker<'e> {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
-    fn capability_for(method: &str) -> &'static str {
-        if method == "sampling/createMessage" {
-            "sampling"
-        } else {
-            "elicitation"
+    /// Send one request on the stream and wait for its answer.
+    async fn ask_one(&self, request: &ClientRequest) -> ClientAnswer {
+        let method = request.method.as_str();
+        let cap = capability_for(method);
+        if self.capabilities.get(cap).is_none() {
+            return ClientAnswer::Unavailable(format!(
+                "the client did not declare the `{cap}` capability at initialize"
+            ));
+        }
+        if !self.framing.accepts.sse {
+            return ClientAnswer::Unavailable(
+                    "the client does not accept text/event-stream, so the request has no stream to travel on".into(),
+                );
+        }
+        let n = self.endpoint.asks.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = json!(format!("understudy-{n}"));
+        let waiter = self.endpoint.pending.register(&self.session, &id);
+        let message =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": request.params});
+        if let Err(why) = self.send(&message) {
+            self.endpoint.pending.forget(&self.session, &id);
+            return ClientAnswer::Unavailable(why);
+        }
+        let bound = self.endpoint.ask_timeout;
+        match tokio::time::timeout(bound, waiter).await {
+            Ok(Ok(reply)) => match (reply.get("result"), reply.get("error")) {
+                (Some(r), _) => ClientAnswer::Result(r.clone()),
+                (None, Some(e)) => ClientAnswer::Error(e.clone()),
+                (None, None) => ClientAnswer::Error(json!({"message": "no result"})),
+            },
+            Ok(Err(_)) => ClientAnswer::Unavailable("the request was abandoned".into()),
+            Err(_) => {
+                self.endpoint.pending.forget(&self.session, &id);
+                ClientAnswer::TimedOut(duration_ms(bound))
+            }
         }
     }
 }
@@ -256,50 +365,24 @@ impl<'e> StreamAsker<'e> {
 impl Asker for StreamAsker<'_> {
     fn ask<'a>(
         &'a self,
-        request: Value,
-    ) -> Pin<Box<dyn Future<Output = ClientAnswer> + Send + 'a>> {
+        requests: &'a ClientRequests,
+    ) -> Pin<Box<dyn Future<Output = Asked> + Send + 'a>> {
         Box::pin(async move {
-            let method = request["method"].as_str().unwrap_or_default().to_string();
-            let cap = Self::capability_for(&method);
-            if self.capabilities.get(cap).is_none() {
-                return ClientAnswer::Unavailable(format!(
-                    "the client did not declare the `{cap}` capability at initialize"
-                ));
-            }
-            if !self.framing.accepts.sse {
-                return ClientAnswer::Unavailable(
-                    "the client does not accept text/event-stream, so the request has no stream to travel on".into(),
-                );
-            }
-            let n = self.endpoint.asks.fetch_add(1, Ordering::Relaxed) + 1;
-            let id = json!(format!("understudy-{n}"));
-            let waiter = self.endpoint.pending.register(&self.session, &id);
-            let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-            if let Some(p) = request.get("params") {
-                message["params"] = p.clone();
-            }
-            if let Err(why) = self.send(&message) {
-                self.endpoint.pending.forget(&self.session, &id);
-                return ClientAnswer::Unavailable(why);
-            }
-            let bound = self.endpoint.ask_timeout;
-            match tokio::time::timeout(bound, waiter).await {
-                Ok(Ok(reply)) => match (reply.get("result"), reply.get("error")) {
-                    (Some(r), _) => ClientAnswer::Result(r.clone()),
-                    (None, Some(e)) => ClientAnswer::Error(e.clone()),
-                    (None, None) => ClientAnswer::Error(json!({"message": "no result"})),
-                },
-                Ok(Err(_)) => ClientAnswer::Unavailable("the request was abandoned".into()),
-                Err(_) => {
-                    self.endpoint.pending.forget(&self.session, &id);
-                    ClientAnswer::TimedOut(duration_ms(bound))
+            let mut answers = Vec::with_capacity(requests.requests.len());
+            for r in &requests.requests {
+                let a = self.ask_one(r).await;
+                let stop = !matches!(a, ClientAnswer::Result(_));
+                answers.push((r.key.clone(), a));
+                if stop {
+                    break;
                 }
             }
+            Asked::Answers(answers)
         })
     }
 }
 
-fn duration_ms(d: Duration) -> u64 {
+pub(super) fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -348,10 +431,21 @@ mod tests {
             asker: &'a dyn Asker,
         ) -> Pin<Box<dyn Future<Output = super::super::ToolCallOutcome> + Send + 'a>> {
             Box::pin(async move {
-                let a = asker
-                    .ask(json!({"method": "elicitation/create", "params": {"message": "?"}}))
-                    .await;
-                super::super::ToolCallOutcome::Ok(a.evidence())
+                let requests = ClientRequests {
+                    single: true,
+                    requests: vec![ClientRequest {
+                        key: "ask".into(),
+                        round: 1,
+                        method: "elicitation/create".into(),
+                        params: json!({"message": "?"}),
+                    }],
+                };
+                match asker.ask(&requests).await {
+                    Asked::Answers(a) => {
+                        super::super::ToolCallOutcome::Ok(Asked::evidence(&a, true))
+                    }
+                    Asked::InputRequired(r) => super::super::ToolCallOutcome::InputRequired(r),
+                }
             })
         }
         fn server_name(&self) -> String {

@@ -38,7 +38,9 @@ use sha2::{Digest, Sha256};
 use super::http::{b64url_decode, b64url_encode};
 use super::jsonrpc::{self, INVALID_PARAMS};
 use super::tools::{input_error_text, render_outcome, CallAnswer};
-use super::{finish_stateless, profile, Answer, Era, McpBackend, McpEndpoint, ToolCallOutcome};
+use super::{
+    finish_stateless, profile, Answer, Era, McpBackend, McpEndpoint, Req, ToolCallOutcome,
+};
 use crate::contract::ResultForm;
 
 /// The MCP resource-not-found error code.
@@ -103,7 +105,8 @@ pub struct Catalog {
 pub struct ExtrasState {
     /// The `logging/setLevel` level (an index into [`LOG_LEVELS`]); `None` until set.
     level: Mutex<Option<usize>>,
-    subscriptions: Mutex<HashSet<String>>,
+    /// Subscribed URI → the sessions subscribed to it.
+    subscriptions: Mutex<BTreeMap<String, HashSet<String>>>,
 }
 
 impl ExtrasState {
@@ -115,24 +118,50 @@ impl ExtrasState {
         set.is_none_or(|s| at >= s)
     }
 
-    /// The URIs subscribed to.
+    fn subs(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, HashSet<String>>> {
+        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The URIs some session is subscribed to, sorted.
     pub fn subscribed(&self) -> Vec<String> {
-        let s = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<String> = s.iter().cloned().collect();
+        self.subs().keys().cloned().collect()
+    }
+
+    /// The sessions subscribed to `uri`, sorted.
+    pub fn subscribers(&self, uri: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .subs()
+            .get(uri)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
         v.sort();
         v
+    }
+
+    /// Drop an ended session's subscriptions.
+    pub fn forget_session(&self, session: &str) {
+        let mut subs = self.subs();
+        subs.retain(|_, s| {
+            s.remove(session);
+            !s.is_empty()
+        });
     }
 }
 
 /// The methods of this module, or `None` for every other method.
 pub(super) async fn dispatch<B: McpBackend + ?Sized>(
     ep: &McpEndpoint,
-    era: Era,
-    id: &Value,
-    method: &str,
-    params: Option<&Map<String, Value>>,
+    req: Req<'_>,
     backend: &B,
+    asker: &dyn super::ask::Asker,
 ) -> Option<Answer> {
+    let Req {
+        era,
+        session,
+        id,
+        method,
+        params,
+    } = req;
     let stateless = era == Era::Stateless;
     let finish = |mut result: Value, cache: bool| {
         if stateless {
@@ -204,6 +233,7 @@ pub(super) async fn dispatch<B: McpBackend + ?Sized>(
                 Err(m) => invalid(m),
             }
         }
+        "resources/subscribe" | "resources/unsubscribe" if stateless => return None, // removed in 2026-07-28
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
             let Some(uri) = param("uri").and_then(Value::as_str) else {
                 return Some(invalid(format!(
@@ -221,19 +251,23 @@ pub(super) async fn dispatch<B: McpBackend + ?Sized>(
                 ));
             };
             if method != "resources/read" {
-                let mut subs = ep
-                    .extras
-                    .subscriptions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
+                let session = session.unwrap_or_default().to_string();
+                let mut subs = ep.extras.subs();
                 if method == "resources/subscribe" {
-                    subs.insert(uri.to_string());
-                } else {
-                    subs.remove(uri);
+                    subs.entry(uri.to_string()).or_default().insert(session);
+                } else if let Some(s) = subs.get_mut(uri) {
+                    s.remove(&session);
+                    if s.is_empty() {
+                        subs.remove(uri);
+                    }
                 }
                 return Some(finish(json!({}), false));
             }
-            match backend.call_tool(&name, Value::Object(input)).await {
+            match backend
+                .call_tool_asking(&name, Value::Object(input), asker)
+                .await
+            {
+                ToolCallOutcome::InputRequired(r) => finish(r, false),
                 ToolCallOutcome::Ok(r) => finish(
                     json!({"contents": r.get("contents").cloned().unwrap_or_else(|| json!([]))}),
                     true,
@@ -271,8 +305,8 @@ pub(super) async fn dispatch<B: McpBackend + ?Sized>(
                     }
                 )));
             }
-            match backend.call_tool(name, arguments).await {
-                ToolCallOutcome::Ok(r) => finish(r, false),
+            match backend.call_tool_asking(name, arguments, asker).await {
+                ToolCallOutcome::Ok(r) | ToolCallOutcome::InputRequired(r) => finish(r, false),
                 ToolCallOutcome::InputError(e) => {
                     invalid(format!("Invalid params: {}", input_error_text(&e)))
                 }
@@ -357,9 +391,11 @@ pub fn capabilities<B: McpBackend + ?Sized>(base: &Value, backend: &B, stateless
     let cat = backend.catalog();
     if let Value::Object(m) = &mut caps {
         if !cat.resources.is_empty() {
+            // 2026-07-28 removed resources/subscribe (its successor, subscriptions/listen, is
+            // not served), so only the session era advertises it.
             m.insert(
                 "resources".into(),
-                json!({"subscribe": true, "listChanged": false}),
+                json!({"subscribe": !stateless, "listChanged": false}),
             );
         }
         if !cat.prompts.is_empty() {

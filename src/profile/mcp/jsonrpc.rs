@@ -17,6 +17,9 @@ pub const TRANSPORT_ERROR: i64 = -32000;
 pub const SESSION_NOT_FOUND: i64 = -32001;
 /// 2026-07-28: HTTP headers do not match the body, or a required header is missing.
 pub const HEADER_MISMATCH: i64 = -32020;
+/// 2026-07-28 `MissingRequiredClientCapabilityError`: the request needs a capability the
+/// client did not declare in `_meta`.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// 2026-07-28: the requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 

@@ -48,8 +48,8 @@
 //! 1. `Origin`: absent passes; `http(s)://localhost|127.0.0.1|[::1]` with any port passes, as
 //!    does an origin configured with [`McpEndpoint::with_allowed_origins`]; anything else —
 //!    `null`, several `Origin` headers — is **403**.
-//! 2. Method: `POST`; `DELETE` (sessions); anything else, `GET` included, **405** with
-//!    `Allow` (no GET stream is offered, so there is no `Last-Event-ID` resumption either).
+//! 2. Method: `POST`; `DELETE` (sessions); `GET` (a session's notification stream,
+//!    [`listen`]; no `Last-Event-ID` resumption); anything else **405** with `Allow`.
 //! 3. `POST`: `Accept` must allow `application/json` or `text/event-stream` (**406**
 //!    otherwise; an absent `Accept` allows both — **lenient where the spec says a client MUST
 //!    list both**, because SPEC 5.1.1 answers SSE to a client that accepts only SSE);
@@ -83,7 +83,10 @@
 //!   and responses produce nothing, only-notifications gives 202, `initialize` inside a batch
 //!   is an element error; in every other version an array is 400, -32600.
 //!
-//! Stateless era (2026-07-28): no sessions (`Mcp-Session-Id` is ignored, none is minted).
+//! Stateless era (2026-07-28): no sessions (`Mcp-Session-Id` is ignored, none is minted;
+//! an `initialize` without `protocolVersion` whose `_meta` names 2026-07-28 is a stateless
+//! request, for a removed method). Server-to-client requests are `input_required` results and
+//! their retries ([`mrtr`]).
 //! A request needs `_meta` `protocolVersion` (a string) and `clientCapabilities` (an object)
 //! (400, -32602); the `MCP-Protocol-Version` header, equal to the `_meta` version (400,
 //! -32020); a supported version (400, -32022 with `data {supported, requested}`); `Mcp-Method`
@@ -92,7 +95,8 @@
 //! tool whose input schema annotates properties with `x-mcp-header`, each `Mcp-Param-{X}`
 //! matching its argument (absent when the argument is absent or null; integers compared
 //! numerically) — all 400, -32020. Unknown methods (`ping` and `initialize` included) are
-//! **404**, -32601. Every result carries `resultType: "complete"` and
+//! **404**, -32601 (so are `resources/subscribe`/`unsubscribe`). Every result carries
+//! `resultType` (`"complete"`, or `"input_required"`, [`mrtr`]) and
 //! `_meta["io.modelcontextprotocol/serverInfo"]`; `tools/list` and `server/discover` also
 //! carry `ttlMs` and `cacheScope` (profile data: **0 and `private`** — the list is the
 //! attempt's pins, and the attempt token is the authorization context). `server/discover`
@@ -124,6 +128,8 @@ pub mod catalog;
 pub mod client;
 pub mod http;
 pub mod jsonrpc;
+pub mod listen;
+pub mod mrtr;
 pub mod notify;
 pub mod profile;
 pub mod session;
@@ -146,8 +152,8 @@ use serde_json::{json, Map, Value};
 use self::http::{accepts, one, Accepts, One};
 use self::jsonrpc::{
     classify, Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, PARSE_ERROR, SESSION_NOT_FOUND, TRANSPORT_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, SESSION_NOT_FOUND,
+    TRANSPORT_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use self::profile::profile;
 use self::session::Sessions;
@@ -197,6 +203,9 @@ pub enum ToolCallOutcome {
     Harness(HarnessError),
     /// No such tool: -32602 with the `understudy_error` object, code `unknown_tool`.
     UnknownTool,
+    /// 2026-07-28: the call needs the client's answers first; the `InputRequiredResult` to
+    /// send as it is ([`mrtr`]). Nothing was evaluated or recorded.
+    InputRequired(Value),
 }
 
 /// The integration behind an endpoint, for one attempt.
@@ -231,6 +240,12 @@ pub trait McpBackend: Send + Sync {
     /// The `notifications` the variant (or rule) of the last [`McpBackend::call_tool`]
     /// declared (see [`notify`]), taken once.
     fn take_notifications(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    /// Of the `subscribed` resource URIs, those whose resource reads state that the calls
+    /// made for this request changed (SPEC 18, `notifications/resources/updated`), taken once.
+    fn updated_resources(&self, subscribed: &[String]) -> Vec<String> {
+        let _ = subscribed;
         Vec::new()
     }
 }
@@ -308,8 +323,13 @@ pub struct McpEndpoint {
     pending: ask::Pending,
     /// Ids of server-to-client requests (`understudy-<n>`).
     asks: AtomicU64,
-    /// How long a server-to-client request waits for its answer.
+    /// How long a server-to-client request waits for its answer (and how long a 2026-07-28
+    /// `requestState` stays valid).
     ask_timeout: std::time::Duration,
+    /// The key 2026-07-28 `requestState` is sealed with ([`mrtr`]).
+    state_key: Option<mrtr::StateKey>,
+    /// The sessions' GET streams ([`listen`]).
+    listeners: listen::Listeners,
 }
 
 /// The era a request is served in.
@@ -317,6 +337,34 @@ pub struct McpEndpoint {
 enum Era {
     Session,
     Stateless,
+}
+
+/// One request as the endpoint dispatches it: its era, the caller's session (session era),
+/// and the JSON-RPC `id`, `method` and `params`.
+#[derive(Clone, Copy)]
+struct Req<'a> {
+    era: Era,
+    session: Option<&'a str>,
+    id: &'a Value,
+    method: &'a str,
+    params: Option<&'a Map<String, Value>>,
+}
+
+impl<'a> Req<'a> {
+    fn session(
+        sid: &'a str,
+        id: &'a Value,
+        method: &'a str,
+        params: Option<&'a Map<String, Value>>,
+    ) -> Req<'a> {
+        Req {
+            era: Era::Session,
+            session: Some(sid),
+            id,
+            method,
+            params,
+        }
+    }
 }
 
 /// One JSON-RPC answer and the HTTP status it calls for.
@@ -394,7 +442,7 @@ fn method_not_allowed(allow: &str) -> McpResponse {
         &jsonrpc::error(
             &Value::Null,
             TRANSPORT_ERROR,
-            "Method Not Allowed: this MCP endpoint accepts POST (and DELETE to end a session); it offers no GET stream",
+            "Method Not Allowed: this MCP endpoint accepts POST, and GET (the session's stream) and DELETE (ending a session) in the session era",
             None,
         ),
     )
@@ -409,7 +457,9 @@ fn unsupported_header_version(v: &str) -> String {
 
 /// The `_meta` object of a message's params.
 /// THE era rule (PROTOCOLS 1.0), for the replay endpoint and for forwarded tool calls alike:
-/// an `initialize` request (`method`) is session era whatever it names, `server/discover` is
+/// an `initialize` request (`method`) carrying `params.protocolVersion` is session era whatever
+/// it names (one without it, whose `_meta` names a 2026-or-later version, is a stateless
+/// request for a removed method: 404), `server/discover` is
 /// stateless; otherwise a `_meta` protocol version in `params` makes the message stateless
 /// unless it names a session-era version (some clients attach `_meta` to every request), and
 /// so does exactly one `MCP-Protocol-Version` header naming a 2026-or-later version. Anything
@@ -419,8 +469,16 @@ pub fn is_stateless_era(
     params: Option<&Map<String, Value>>,
     headers: &HeaderMap,
 ) -> bool {
+    let modern_meta = || {
+        meta(params)
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
+            .and_then(Value::as_str)
+            .is_some_and(|v| profile().is_modern_version(v))
+    };
     match method {
-        Some("initialize") => return false,
+        Some("initialize") => {
+            return params.is_none_or(|p| !p.contains_key("protocolVersion")) && modern_meta()
+        }
         Some("server/discover") => return true,
         _ => {}
     }
@@ -468,6 +526,8 @@ impl McpEndpoint {
             pending: ask::Pending::default(),
             asks: AtomicU64::new(0),
             ask_timeout: std::time::Duration::from_millis(crate::mock::model::limits::MAX_DELAY_MS),
+            state_key: mrtr::new_key(),
+            listeners: listen::Listeners::default(),
         }
     }
 
@@ -538,8 +598,10 @@ impl McpEndpoint {
             self.post(headers, body, backend, early).await
         } else if *method == Method::DELETE {
             self.delete(headers)
+        } else if *method == Method::GET {
+            self.get(headers)
         } else {
-            method_not_allowed("POST, DELETE")
+            method_not_allowed("GET, POST, DELETE")
         }
     }
 
@@ -601,15 +663,64 @@ impl McpEndpoint {
         is_stateless_era(method, msg.params(), headers)
     }
 
+    /// Answer one request; `session` is the caller's session (session era). After a call
+    /// (`tools/call`, `prompts/get`, `resources/read`), `notifications/resources/updated` go
+    /// to the sessions subscribed to a resource whose state the call changed
+    /// ([`McpEndpoint::resource_updates`]).
     async fn dispatch<B: McpBackend + ?Sized>(
         &self,
-        era: Era,
-        id: &Value,
-        method: &str,
-        params: Option<&Map<String, Value>>,
+        req: Req<'_>,
         backend: &B,
         asker: &dyn ask::Asker,
     ) -> Answer {
+        let mut answer = self.answer(req, backend, asker).await;
+        if mrtr::SUPPORTED.contains(&req.method) {
+            answer
+                .before
+                .extend(self.resource_updates(backend, req.session));
+        }
+        answer
+    }
+
+    /// Send `notifications/resources/updated` for the subscribed URIs the backend says the
+    /// last call changed: on each subscriber's GET stream; the caller's own, when it has no
+    /// GET stream open, are returned to go on its response stream before the result (they
+    /// relate to that request); any other subscriber without a stream misses them.
+    fn resource_updates<B: McpBackend + ?Sized>(
+        &self,
+        backend: &B,
+        session: Option<&str>,
+    ) -> Vec<Value> {
+        let subscribed = self.extras.subscribed();
+        if subscribed.is_empty() {
+            return Vec::new();
+        }
+        let mut own = Vec::new();
+        for uri in backend.updated_resources(&subscribed) {
+            let message = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"uri": uri}});
+            for s in self.extras.subscribers(&uri) {
+                if !self.listeners.send(&s, &message) && session == Some(s.as_str()) {
+                    own.push(message.clone());
+                }
+            }
+        }
+        own
+    }
+
+    async fn answer<B: McpBackend + ?Sized>(
+        &self,
+        req: Req<'_>,
+        backend: &B,
+        asker: &dyn ask::Asker,
+    ) -> Answer {
+        let Req {
+            era,
+            id,
+            method,
+            params,
+            ..
+        } = req;
         let p = profile();
         let stateless = era == Era::Stateless;
         let finish = |mut result: Value| {
@@ -620,7 +731,7 @@ impl McpEndpoint {
         };
         let invalid = |message: &str| Answer::err(id, INVALID_PARAMS, message, None, 200);
         let param = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
-        if let Some(a) = catalog::dispatch(self, era, id, method, params, backend).await {
+        if let Some(a) = catalog::dispatch(self, req, backend, asker).await {
             return a;
         }
         match method {

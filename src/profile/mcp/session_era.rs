@@ -6,27 +6,56 @@
 use super::*;
 
 impl McpEndpoint {
-    pub(super) fn delete(&self, headers: &HeaderMap) -> McpResponse {
+    /// The `MCP-Protocol-Version` refusal of a GET or DELETE: 405 for a 2026-or-later version
+    /// (no session there), 400 for an unsupported or unreadable one.
+    fn session_method_refusal(headers: &HeaderMap) -> Option<McpResponse> {
         let p = profile();
         match one(headers, HEADER_PROTOCOL_VERSION) {
-            One::Value(v) if p.is_modern_version(v) => return method_not_allowed("POST"),
-            One::Value(v) if !p.is_session_version(v) => {
-                return refuse(
-                    400,
-                    TRANSPORT_ERROR,
-                    &unsupported_header_version(v),
-                    &Value::Null,
-                )
-            }
-            One::Bad => {
-                return refuse(
-                    400,
-                    TRANSPORT_ERROR,
-                    "Bad Request: invalid MCP-Protocol-Version header",
-                    &Value::Null,
-                )
-            }
-            _ => {}
+            One::Value(v) if p.is_modern_version(v) => Some(method_not_allowed("POST")),
+            One::Value(v) if !p.is_session_version(v) => Some(refuse(
+                400,
+                TRANSPORT_ERROR,
+                &unsupported_header_version(v),
+                &Value::Null,
+            )),
+            One::Bad => Some(refuse(
+                400,
+                TRANSPORT_ERROR,
+                "Bad Request: invalid MCP-Protocol-Version header",
+                &Value::Null,
+            )),
+            _ => None,
+        }
+    }
+
+    /// GET: the session's stream ([`listen`]): `Accept` must allow `text/event-stream`
+    /// (406), and `Mcp-Session-Id` name a live session (400 / 404).
+    pub(super) fn get(&self, headers: &HeaderMap) -> McpResponse {
+        if let Some(r) = Self::session_method_refusal(headers) {
+            return r;
+        }
+        if !accepts(headers).sse {
+            return refuse(
+                406,
+                TRANSPORT_ERROR,
+                "Not Acceptable: the GET stream is text/event-stream",
+                &Value::Null,
+            );
+        }
+        let (sid, version) = match self.session_of(headers, &Value::Null) {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        let stream = self.streams.fetch_add(1, Ordering::Relaxed) + 1;
+        let priming = self
+            .session_framing(accepts(headers), sid.clone(), &version)
+            .priming;
+        self.listeners.open(&sid, stream, priming)
+    }
+
+    pub(super) fn delete(&self, headers: &HeaderMap) -> McpResponse {
+        if let Some(r) = Self::session_method_refusal(headers) {
+            return r;
         }
         match one(headers, HEADER_SESSION_ID) {
             One::Absent => refuse(
@@ -43,6 +72,8 @@ impl McpEndpoint {
             ),
             One::Value(id) => {
                 if self.sessions.end(id) {
+                    self.listeners.close(id);
+                    self.extras.forget_session(id);
                     McpResponse {
                         status: 204,
                         headers: Vec::new(),
@@ -157,9 +188,14 @@ impl McpEndpoint {
                     .get(&sid)
                     .map(|s| s.client_capabilities)
                     .unwrap_or_else(|| json!({}));
-                let asker = ask::StreamAsker::new(self, sid, framing.clone(), capabilities, early);
+                let asker =
+                    ask::StreamAsker::new(self, sid.clone(), framing.clone(), capabilities, early);
                 let answer = self
-                    .dispatch(Era::Session, &id, &method, params.as_ref(), backend, &asker)
+                    .dispatch(
+                        Req::session(&sid, &id, &method, params.as_ref()),
+                        backend,
+                        &asker,
+                    )
                     .await;
                 if asker.is_open() {
                     // The head went out early: the rest of the answer goes on its stream.
@@ -298,10 +334,7 @@ impl McpEndpoint {
                 }
                 Ok(Message::Request { id, method, params }) => answers.push(
                     self.dispatch(
-                        Era::Session,
-                        &id,
-                        &method,
-                        params.as_ref(),
+                        Req::session(&sid, &id, &method, params.as_ref()),
                         backend,
                         &ask::NoAsker("a request in a JSON-RPC batch cannot be streamed"),
                     )

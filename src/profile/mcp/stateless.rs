@@ -102,16 +102,56 @@ impl McpEndpoint {
                 None,
             );
         }
-        let answer = self
-            .dispatch(
-                Era::Stateless,
-                &id,
+        let capabilities = meta
+            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let asker = if mrtr::SUPPORTED.contains(&method.as_str()) {
+            match mrtr::MrtrAsker::new(
+                self.state_key,
+                self.ask_timeout,
                 &method,
                 params.as_ref(),
+                capabilities,
+            ) {
+                Ok(a) => Some(a),
+                Err(message) => {
+                    let a = Answer::err(&id, INVALID_PARAMS, &message, None, 200);
+                    return self.reply(vec![a], framing, false);
+                }
+            }
+        } else {
+            None
+        };
+        let no_asker = ask::NoAsker(
+            "input_required is only answered to tools/call, prompts/get and resources/read",
+        );
+        let asker: &dyn ask::Asker = match &asker {
+            Some(a) => a,
+            None => &no_asker,
+        };
+        let mut answer = self
+            .dispatch(
+                Req {
+                    era: Era::Stateless,
+                    session: None,
+                    id: &id,
+                    method: &method,
+                    params: params.as_ref(),
+                },
                 backend,
-                &ask::NoAsker("server-to-client requests in 2026-07-28 (input_required) are not supported yet"),
+                asker,
             )
             .await;
+        if let Some(cap) = asker.missing_capability() {
+            answer = Answer::err(
+                &id,
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                &format!("Missing required client capability: {cap} (declare it in _meta \"{META_CLIENT_CAPABILITIES}\")"),
+                Some(json!({"requiredCapabilities": {cap: {}}})),
+                400,
+            );
+        }
         self.reply(vec![answer], framing, false)
     }
 }

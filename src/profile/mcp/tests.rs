@@ -381,13 +381,7 @@ async fn protocol_version_header_in_the_session_era() {
 async fn other_methods_are_405() {
     let (ep, b) = (McpEndpoint::new(false), Fake::new());
     let sid = init(&ep, &b, "2025-11-25").await;
-    for m in [
-        Method::GET,
-        Method::PUT,
-        Method::PATCH,
-        Method::HEAD,
-        Method::OPTIONS,
-    ] {
+    for m in [Method::PUT, Method::PATCH, Method::HEAD, Method::OPTIONS] {
         let r = ep
             .handle(
                 &m,
@@ -397,7 +391,7 @@ async fn other_methods_are_405() {
             )
             .await;
         assert_eq!(r.status, 405, "{m}");
-        assert_eq!(r.header("allow"), Some("POST, DELETE"));
+        assert_eq!(r.header("allow"), Some("GET, POST, DELETE"));
     }
 }
 
@@ -950,6 +944,54 @@ async fn origin_validation() {
             .await;
         assert_eq!(r.status, 403, "{m}");
     }
+}
+
+#[tokio::test]
+async fn the_get_stream_needs_a_live_session_and_accepting_sse() {
+    let (ep, b) = (McpEndpoint::new(false), Fake::new());
+    let sid = init(&ep, &b, "2025-11-25").await;
+    let get = |h: HeaderMap| {
+        let ep = &ep;
+        let b = &b;
+        async move { ep.handle(&Method::GET, &h, b"", b).await }
+    };
+    let sse = ("accept", "text/event-stream");
+    assert_eq!(get(headers(&[sse])).await.status, 400, "no session id");
+    assert_eq!(
+        get(headers(&[sse, ("mcp-session-id", "nope")]))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        get(headers(&[
+            ("accept", "application/json"),
+            ("mcp-session-id", &sid)
+        ]))
+        .await
+        .status,
+        406
+    );
+    let r = get(headers(&[sse, ("mcp-session-id", &sid)])).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let McpBody::Stream(s) = r.body else {
+        panic!("a streaming body")
+    };
+    let mut rx = s.take().unwrap();
+    let priming = rx.recv().await.unwrap();
+    assert!(sse::parse_events(&priming)[0].1.is_empty(), "priming first");
+    // DELETE ends the session and its stream
+    let r = ep
+        .handle(
+            &Method::DELETE,
+            &headers(&[("mcp-session-id", &sid)]),
+            b"",
+            &b,
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    assert!(rx.recv().await.is_none());
 }
 
 #[tokio::test]

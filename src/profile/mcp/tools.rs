@@ -239,6 +239,7 @@ pub fn render_outcome(
             }
         },
         ToolCallOutcome::InputError(e) => CallAnswer::Result(input_error_result(&e)),
+        ToolCallOutcome::InputRequired(r) => CallAnswer::Result(r),
         ToolCallOutcome::Harness(e) => harness_answer(&e),
         ToolCallOutcome::UnknownTool => {
             let message = format!("Unknown tool: {name}");
