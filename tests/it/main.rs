@@ -20,6 +20,7 @@ mod import;
 mod isolation;
 mod mcp;
 mod mcp_ask;
+mod mcp_record;
 mod no_silent_pass;
 mod record;
 mod regression;
