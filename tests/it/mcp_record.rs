@@ -239,16 +239,39 @@ fn read(p: &Path) -> Value {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recorded_mcp_session_replays_its_resources_prompts_notifications_and_questions() {
-    // The real server: understudy serving the conformance fixture.
-    let real_dir = tempfile::tempdir().unwrap();
+/// The real server: understudy serving the conformance fixture (in a directory of its own).
+async fn real_server() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
     copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-conformance"),
-        real_dir.path(),
+        dir.path(),
     );
-    let real_config = Config::load(&real_dir.path().join("understudy.json")).unwrap();
-    let real = Server::start_with(AppOptions::new(real_config)).await;
+    let config = Config::load(&dir.path().join("understudy.json")).unwrap();
+    let s = Server::start_with(AppOptions::new(config)).await;
+    (dir, s)
+}
+
+/// The binary with `args`: (exit code, stdout + stderr).
+async fn cli(args: Vec<String>) -> (i32, String) {
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_mcp_session_replays_its_resources_prompts_notifications_and_questions() {
+    let (_real_dir, real) = real_server().await;
 
     // understudy recording in front of it.
     let p = Project::new(&[("everything", "mcp")]);
@@ -341,20 +364,63 @@ async fn a_recorded_mcp_session_replays_its_resources_prompts_notifications_and_
             .to_string(),
     )
     .unwrap();
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
-        .args(["check", "--config"])
-        .arg(out.join("understudy.json"))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let config = out.join("understudy.json").display().to_string();
+    let (code, text) = cli(vec!["check".into(), "--config".into(), config]).await;
+    assert_eq!(code, 0, "{text}");
     let replay_config = Config::load(&out.join("understudy.json")).unwrap();
     let replay = Server::start_with(AppOptions::new(replay_config)).await;
     let replayed = drive(&replay.url("/everything")).await;
     assert_eq!(replayed, recorded);
     replay.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_writes_resources_and_prompts_beside_the_tools() {
+    let (_real_dir, real) = real_server().await;
+    let p = Project::new(&[("everything", "mcp")]);
+    p.write_config(json!({"integrations": {"everything": {
+        "profile": "mcp", "upstream": real.url("/everything"), "operations": "mocks/everything"}}}));
+    let config = p.config_path().display().to_string();
+    let discover = || {
+        let args = [
+            "discover",
+            "--integration",
+            "everything",
+            "--config",
+            &config,
+        ];
+        cli(args.iter().map(|a| a.to_string()).collect())
+    };
+    let (code, text) = discover().await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("new        resources/template"), "{text}");
+    let d = p.ops_dir("everything");
+    let template = read(&d.join("resources/template.json"));
+    assert_eq!(template["uri_template"], "test://template/{id}/data");
+    assert!(template.get("mock").is_none());
+    let static_text = read(&d.join("resources/static-text.json"));
+    assert_eq!(static_text["mime_type"], "text/plain");
+    let prompt = read(&d.join("prompts/test_prompt_with_arguments.json"));
+    assert_eq!(prompt["arguments"][1]["name"], "arg2");
+    assert_eq!(prompt["arguments"][1]["required"], true);
+    assert!(d.join("test_simple_text.json").is_file(), "the tools too");
+    let (code, text) = cli(vec!["check".into(), "--config".into(), config.clone()]).await;
+    assert_eq!(code, 0, "{text}");
+
+    // A mock written since is kept; the unchanged server rewrites nothing.
+    let mut with_mock = prompt.clone();
+    with_mock["completions"] = json!({"arg1": ["x"]});
+    std::fs::write(
+        d.join("prompts/test_prompt_with_arguments.json"),
+        with_mock.to_string(),
+    )
+    .unwrap();
+    let (code, text) = discover().await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("summary: 0 new,"), "{text}");
+    assert_eq!(
+        read(&d.join("prompts/test_prompt_with_arguments.json"))["completions"],
+        json!({"arg1": ["x"]})
+    );
+    real.stop().await.unwrap();
 }
