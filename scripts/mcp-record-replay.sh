@@ -88,7 +88,8 @@ summary() { tail -n1 "$1"; }
 run_suite() { # run_suite NAME LOGFILE [env...]: the conformance script's table, never fatal
   local name=$1 logf=$2
   shift 2
-  env "$@" CONFORMANCE_OUT="$work/results-$name" bash scripts/mcp-conformance.sh >"$logf" 2>&1 || true
+  env "$@" CONFORMANCE_OUT="$root/target/mcp-conformance/record-replay/$name" \
+    bash scripts/mcp-conformance.sh >"$logf" 2>&1 || true
   sed -n '/^\(PASS\|FAIL\)  /p' "$logf" >"$work/$name.table"
   echo "-- $name: $(summary "$logf")"
 }

@@ -914,6 +914,21 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_in_the_clients_answer_never_reaches_a_draft() {
+        let answer = json!({"action": "accept", "content": {"password": "hunter2-very-secret"}});
+        let call = asked(1, "Log in?", answer, "ok");
+        let set = super::super::drafts(
+            &[call],
+            &[],
+            crate::config::ProfileKind::Mcp,
+            &Default::default(),
+        );
+        let text: String = set.files.iter().map(DraftFile::to_json_pretty).collect();
+        assert!(text.contains("ask_client"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[test]
     fn slugs() {
         assert_eq!(slug("test://Static Text/a"), "test-static-text-a");
         assert_eq!(slug("://"), "resource");

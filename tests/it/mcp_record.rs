@@ -424,3 +424,54 @@ async fn discover_writes_resources_and_prompts_beside_the_tools() {
     );
     real.stop().await.unwrap();
 }
+
+/// An upstream that answers every request `{}` and counts them.
+async fn counting_upstream() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).await;
+            let reply = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+            let _ = conn.write_all(reply.as_bytes()).await;
+        }
+    });
+    (format!("http://{addr}/mcp"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recording_refuses_a_foreign_origin_before_forwarding() {
+    use std::sync::atomic::Ordering;
+    let (upstream, seen) = counting_upstream().await;
+    let p = Project::new(&[("everything", "mcp")]);
+    p.write_config(json!({"mode": "record", "integrations": {"everything": {
+        "profile": "mcp", "upstream": upstream, "operations": "mocks/everything"}}}));
+    let rec = Server::start(&p).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "ping"});
+    let send = |origin: &'static str| {
+        reqwest::Client::new()
+            .post(rec.url("/everything"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("origin", origin)
+            .body(init.to_string())
+            .send()
+    };
+    let r = send("http://evil.example.com").await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "nothing reached the real server"
+    );
+    let r = send("http://localhost:1234").await.unwrap();
+    assert_eq!(r.status(), 200, "a loopback origin is forwarded");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    rec.stop().await.unwrap();
+}
