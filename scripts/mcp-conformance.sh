@@ -17,7 +17,12 @@
 #
 # Environment: CONFORMANCE_VERSION (default 0.1.12), UNDERSTUDY_BIN (skip the build and use
 # this binary), CONFORMANCE_CONFIG (default tests/mcp-conformance/understudy.json),
-# CONFORMANCE_INTEGRATION (default everything), CONFORMANCE_REQUIREMENTS (0.2 line).
+# CONFORMANCE_INTEGRATION (default everything), CONFORMANCE_REQUIREMENTS (0.2 line),
+# CONFORMANCE_SERVE_ARGS (more arguments for `understudy serve`, e.g. `--mode record --out DIR`;
+# serve is stopped with SIGTERM, so a recording flushes its drafts before this script returns),
+# CONFORMANCE_URL (run the suite against this MCP endpoint instead of starting understudy),
+# CONFORMANCE_OUT (results directory, default target/mcp-conformance/results).
+# scripts/mcp-record-replay.sh uses the last three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,7 +31,7 @@ version=${CONFORMANCE_VERSION:-0.1.12}
 config=${CONFORMANCE_CONFIG:-tests/mcp-conformance/understudy.json}
 integration=${CONFORMANCE_INTEGRATION:-everything}
 tools_dir=$root/target/mcp-conformance/$version
-out=$root/target/mcp-conformance/results
+out=${CONFORMANCE_OUT:-$root/target/mcp-conformance/results}
 # The suite's pending scenarios are not part of the active suite.
 pending=" json-schema-2020-12 server-sse-polling "
 
@@ -53,33 +58,40 @@ if [ ! -x "$tools_dir/node_modules/.bin/conformance" ]; then
 fi
 conformance=$tools_dir/node_modules/.bin/conformance
 
-if [ -n "${UNDERSTUDY_BIN:-}" ]; then
-  bin=$UNDERSTUDY_BIN
+if [ -n "${CONFORMANCE_URL:-}" ]; then
+  url=$CONFORMANCE_URL
+  echo "== running against $url (conformance $version)"
 else
-  cargo build --quiet --locked
-  bin=$root/target/debug/understudy
+  if [ -n "${UNDERSTUDY_BIN:-}" ]; then
+    bin=$UNDERSTUDY_BIN
+  else
+    cargo build --quiet --locked
+    bin=$root/target/debug/understudy
+  fi
+
+  data=$(mktemp -d)
+  log=$data/serve.log
+  : >"$log"
+  cfgdir=$(cd "$(dirname "$config")" && pwd)
+  cp -r "$cfgdir"/. "$data/project"
+  # shellcheck disable=SC2086 # CONFORMANCE_SERVE_ARGS is a list of words
+  "$bin" serve --config "$data/project/$(basename "$config")" --listen 127.0.0.1:0 \
+    ${CONFORMANCE_SERVE_ARGS:-} >"$log" 2>&1 &
+  pid=$!
+  cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data"; }
+  trap cleanup EXIT
+
+  addr=
+  for _ in $(seq 1 100); do
+    addr=$(sed -n 's/^understudy listening on \(http:\/\/[^ ]*\).*/\1/p' "$log" | head -n1)
+    [ -n "$addr" ] && break
+    if ! kill -0 "$pid" 2>/dev/null; then cat "$log"; echo "understudy serve exited" >&2; exit 1; fi
+    sleep 0.1
+  done
+  [ -n "$addr" ] || { cat "$log"; echo "no readiness line from understudy serve" >&2; exit 1; }
+  url=$addr/$integration
+  echo "== understudy serving $url (conformance $version, node $(node --version))"
 fi
-
-data=$(mktemp -d)
-log=$data/serve.log
-: >"$log"
-cfgdir=$(cd "$(dirname "$config")" && pwd)
-cp -r "$cfgdir"/. "$data/project"
-"$bin" serve --config "$data/project/$(basename "$config")" --listen 127.0.0.1:0 >"$log" 2>&1 &
-pid=$!
-cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data"; }
-trap cleanup EXIT
-
-addr=
-for _ in $(seq 1 100); do
-  addr=$(sed -n 's/^understudy listening on \(http:\/\/[^ ]*\).*/\1/p' "$log" | head -n1)
-  [ -n "$addr" ] && break
-  if ! kill -0 "$pid" 2>/dev/null; then cat "$log"; echo "understudy serve exited" >&2; exit 1; fi
-  sleep 0.1
-done
-[ -n "$addr" ] || { cat "$log"; echo "no readiness line from understudy serve" >&2; exit 1; }
-url=$addr/$integration
-echo "== understudy serving $url (conformance $version, node $(node --version))"
 
 rm -rf "$out"
 mkdir -p "$out"

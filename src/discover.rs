@@ -34,6 +34,16 @@
 //!
 //! Every written file is run through the per-file checks of `check`; problems are reported
 //! (the file is still written: the contract is what the server says).
+//!
+//! **Resources and prompts** (SPEC 18): `resources/list`, `resources/templates/list` and
+//! `prompts/list` are asked too (every page); each listed item becomes
+//! `resources/<name>.json` / `prompts/<name>.json` beside the tools (the
+//! [`ResourceFile::from_listed`] / [`PromptFile::from_listed`] fields — the same files
+//! `understudy record` drafts), without a mock. A server that refuses one of these lists (no
+//! such capability) is said in the summary and has none. The same fates apply: an existing
+//! file keeps its `mock` and `completions`; its contract is the one its file loads as
+//! (`crate::operation::mcp_files::extra_operation`). Names that are not valid operation ids,
+//! or that a tool or another resource or prompt already has, are skipped.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -44,6 +54,7 @@ use serde_json::{json, Value};
 use crate::config::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile, ResultForm};
 use crate::operation::load::load_file;
+use crate::operation::mcp_files::{extra_operation, ExtraKind, PromptFile, ResourceFile};
 use crate::profile::mcp::client::{Limits, McpClient};
 use crate::upstream::Upstream;
 
@@ -63,6 +74,11 @@ pub struct Discovered {
     pub server_name: Option<String>,
     /// The tool objects, in the server's order, across pages.
     pub tools: Vec<Value>,
+    /// The resources, then the resource templates, as listed.
+    pub resources: Vec<Value>,
+    pub prompts: Vec<Value>,
+    /// Lists the server refused (`resources/list: …`): it has none of those.
+    pub refused: Vec<String>,
 }
 
 /// How one tool fared.
@@ -102,6 +118,18 @@ pub struct Entry {
     pub problems: Vec<String>,
 }
 
+impl Entry {
+    /// A listed item that got no file, and why.
+    fn skipped(tool: impl Into<String>, why: impl Into<String>) -> Entry {
+        Entry {
+            tool: tool.into(),
+            file: None,
+            fate: Fate::Skipped(why.into()),
+            problems: Vec::new(),
+        }
+    }
+}
+
 /// What `discover` did.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -132,14 +160,33 @@ pub async fn discover_tools(
     });
     let negotiated = c.connect(era).await.map_err(|e| e.to_string())?.clone();
     let tools = c.list_tools().await;
-    c.close().await;
-    Ok(Discovered {
+    let mut found = Discovered {
         url: url.to_string(),
         protocol_version: negotiated.protocol_version,
         stateless: negotiated.stateless,
         server_name: negotiated.server_name,
-        tools: tools.map_err(|e| e.to_string())?,
-    })
+        tools: Vec::new(),
+        resources: Vec::new(),
+        prompts: Vec::new(),
+        refused: Vec::new(),
+    };
+    if let Ok(t) = &tools {
+        found.tools = t.clone();
+        for (method, member) in [
+            ("resources/list", "resources"),
+            ("resources/templates/list", "resourceTemplates"),
+            ("prompts/list", "prompts"),
+        ] {
+            match c.list(method, member).await {
+                Ok(items) if member == "prompts" => found.prompts = items,
+                Ok(items) => found.resources.extend(items),
+                Err(e) => found.refused.push(e.to_string()),
+            }
+        }
+    }
+    c.close().await;
+    tools.map_err(|e| e.to_string())?;
+    Ok(found)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -221,24 +268,15 @@ pub fn write_operations(dir: &Path, tools: &[Value]) -> Result<Report, String> {
         let discovered = match operation_of_tool(tool) {
             Ok(o) => o,
             Err(why) => {
-                report.entries.push(Entry {
-                    tool: label,
-                    file: None,
-                    fate: Fate::Skipped(why),
-                    problems: Vec::new(),
-                });
+                report.entries.push(Entry::skipped(label, why));
                 continue;
             }
         };
         if !seen.insert(discovered.operation_id.clone()) {
-            report.entries.push(Entry {
-                tool: label,
-                file: None,
-                fate: Fate::Skipped(
-                    "the server listed this name more than once; the first is kept".into(),
-                ),
-                problems: Vec::new(),
-            });
+            report.entries.push(Entry::skipped(
+                label,
+                "the server listed this name more than once; the first is kept",
+            ));
             continue;
         }
         let file = dir.join(format!("{}.json", discovered.operation_id));
@@ -287,6 +325,163 @@ pub fn write_operations(dir: &Path, tools: &[Value]) -> Result<Report, String> {
         .filter(|id| !seen.contains(id))
         .collect();
     Ok(report)
+}
+
+/// Write (or update) `resources/<name>.json` and `prompts/<name>.json` for what the server
+/// listed (module doc), into `report`; `taken` holds the tools' names.
+pub fn write_extras(
+    dir: &Path,
+    resources: &[Value],
+    prompts: &[Value],
+    report: &mut Report,
+) -> Result<(), String> {
+    let mut seen: BTreeSet<String> = report
+        .entries
+        .iter()
+        .filter(|e| e.file.is_some())
+        .map(|e| e.tool.clone())
+        .collect();
+    let listed = resources
+        .iter()
+        .map(|v| {
+            (
+                ExtraKind::Resource,
+                v,
+                ResourceFile::from_listed(v).map(|r| (r.name.clone(), serde_json::to_value(r))),
+            )
+        })
+        .chain(prompts.iter().map(|v| {
+            (
+                ExtraKind::Prompt,
+                v,
+                PromptFile::from_listed(v).map(|p| (p.name.clone(), serde_json::to_value(p))),
+            )
+        }));
+    for (kind, raw, parsed) in listed {
+        let dir_name = kind.dir();
+        let (name, file) = match parsed {
+            Some((name, Ok(file))) => (name, file),
+            _ => {
+                let name = raw.get("name").and_then(Value::as_str).unwrap_or("?");
+                report.entries.push(Entry::skipped(
+                    format!("{dir_name}/{name}"),
+                    "listed without a string `name` and URI (or template)",
+                ));
+                continue;
+            }
+        };
+        let label = format!("{dir_name}/{name}");
+        let why = if !valid_operation_id(&name) {
+            Some(format!("`{name}` is not a valid operation id ([a-z0-9_.-]{{1,128}}, the file's name): understudy cannot serve it"))
+        } else if !seen.insert(name.clone()) {
+            Some(
+                "a tool, resource or prompt listed before has that name; the first is kept"
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            report.entries.push(Entry::skipped(label, why));
+            continue;
+        }
+        let sub = dir.join(dir_name);
+        std::fs::create_dir_all(&sub)
+            .map_err(|e| format!("{}: cannot create the directory: {e}", sub.display()))?;
+        let path = sub.join(format!("{name}.json"));
+        let (fate, content) = match std::fs::read_to_string(&path) {
+            Err(_) => (Fate::New, Some(file)),
+            Ok(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(old) => merge_extra(old, file, kind, &path),
+                Err(e) => {
+                    report.entries.push(Entry {
+                        tool: label,
+                        file: Some(path),
+                        fate: Fate::Skipped(format!(
+                            "the existing file cannot be read ({e}); left as it is"
+                        )),
+                        problems: Vec::new(),
+                    });
+                    continue;
+                }
+            },
+        };
+        let mut problems = Vec::new();
+        if let Some(v) = content {
+            let mut text = serde_json::to_string_pretty(&v)
+                .map_err(|e| format!("{}: cannot serialize: {e}", path.display()))?;
+            text.push('\n');
+            crate::util::fs::write_atomic(&path, text.as_bytes())
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            problems = match extra_operation(&v, &path, kind) {
+                Ok(l) => crate::operation::check::check_operation(&l.op, "mcp", &path)
+                    .into_iter()
+                    .map(|p| problem_line(&p.path, &p.message))
+                    .collect(),
+                Err(ps) => ps
+                    .into_iter()
+                    .map(|p| problem_line(&p.path, &p.message))
+                    .collect(),
+            };
+        }
+        report.entries.push(Entry {
+            tool: label,
+            file: Some(path),
+            fate,
+            problems,
+        });
+    }
+    Ok(())
+}
+
+fn problem_line(path: &str, message: &str) -> String {
+    if path.is_empty() {
+        message.to_string()
+    } else {
+        format!("{path}: {message}")
+    }
+}
+
+/// A listed resource or prompt merged into its existing file: the file keeps its `mock` and
+/// `completions`; the fates of [`merge`] by the contract hash of the operation it loads as.
+fn merge_extra(old: Value, listed: Value, kind: ExtraKind, path: &Path) -> (Fate, Option<Value>) {
+    let hash = |v: &Value| {
+        extra_operation(v, path, kind)
+            .ok()
+            .map(|l| l.op.contract_hash("mcp"))
+    };
+    let mut merged = listed;
+    for k in ["completions", "mock"] {
+        if let Some(x) = old.get(k) {
+            merged[k] = x.clone();
+        }
+    }
+    let (old_hash, new_hash) = (hash(&old), hash(&merged));
+    if old_hash == new_hash {
+        return if merged == old {
+            (Fate::Unchanged, None)
+        } else {
+            (Fate::Updated, Some(merged))
+        };
+    }
+    let Some(mock) = merged.get_mut("mock").and_then(Value::as_object_mut) else {
+        return (Fate::Changed, Some(merged));
+    };
+    let old_hash = old_hash.unwrap_or_default();
+    let mock_hash = mock
+        .get("contract_hash")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| old_hash.clone());
+    mock.entry("contract_hash")
+        .or_insert_with(|| Value::String(old_hash));
+    (
+        Fate::Stale {
+            mock_hash,
+            current_hash: new_hash.unwrap_or_default(),
+        },
+        Some(merged),
+    )
 }
 
 /// The discovered contract merged into an existing file: the fate, and the file to write

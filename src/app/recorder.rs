@@ -15,6 +15,16 @@
 //!   `<id>.json.draft` (the rule of `write_drafts`).
 //! - The exchange buffer is bounded ([`MAX_EXCHANGES`] per integration); later exchanges are
 //!   counted and said in the flush answer instead of growing memory without bound.
+//! - MCP server-to-client requests: the client answers them in a POST of its own, which
+//!   arrives (and is kept here, [`Recorder::keep_answer`]) before the real server can finish
+//!   the tool call that asked; the call's capture takes its answers
+//!   ([`Recorder::take_answer`]) by integration, `Mcp-Session-Id` and request id. At most
+//!   [`MAX_ANSWERS`] answers wait; the oldest goes first. A server may also send such a
+//!   request on the session's `GET` stream instead of the call's own stream (the TypeScript
+//!   SDK does, for `server.request`): it is kept ([`Recorder::keep_ask`]) and attributed to
+//!   the tool call of that session that was in flight when it came ([`Recorder::take_asks`]).
+//! - What the capture had to leave out is kept as notes ([`Recorder::note`]) that the next
+//!   flush adds to `record-notes.txt`.
 //! - Shutdown ([`flush_at_shutdown`]) flushes when there is an output directory and anything
 //!   was captured; the written files and the notes are logged.
 
@@ -28,10 +38,16 @@ use super::App;
 use crate::config::Mode;
 use crate::contract::hash::sha256_hex;
 use crate::operation::LoadedOperation;
-use crate::record::{self, Exchange};
+use crate::record::{self, Exchange, ToolOutcome};
 
 /// At most this many exchanges are kept per integration.
 pub const MAX_EXCHANGES: usize = 10_000;
+
+/// At most this many client answers wait for the tool call that asked.
+pub const MAX_ANSWERS: usize = 1_000;
+
+/// (integration, session id or "", canonical JSON of the request id).
+type AnswerKey = (String, String, String);
 
 /// The exchange buffer and what the flushes of this run wrote.
 #[derive(Debug)]
@@ -46,6 +62,13 @@ struct Inner {
     dropped: BTreeMap<String, usize>,
     /// Files written by earlier flushes → SHA-256 of what was written.
     written: HashMap<PathBuf, String>,
+    /// Client answers to server-to-client requests, oldest first (module doc).
+    answers: Vec<(AnswerKey, ToolOutcome)>,
+    /// Requests the server sent on a `GET` stream: (integration, session, order seen, id,
+    /// method, params), oldest first.
+    asks: Vec<(String, String, u64, Value, String, Value)>,
+    /// integration → what the capture left out.
+    notes: BTreeMap<String, Vec<String>>,
 }
 
 impl Recorder {
@@ -75,6 +98,66 @@ impl Recorder {
             return;
         }
         list.push(ex);
+    }
+
+    /// Keep the client's answer to the server's request `id` (already scrubbed).
+    pub fn keep_answer(&self, integration: &str, session: &str, id: &Value, answer: ToolOutcome) {
+        let key = (integration.to_string(), session.to_string(), id.to_string());
+        let mut g = self.lock();
+        g.answers.retain(|(k, _)| *k != key);
+        if g.answers.len() >= MAX_ANSWERS {
+            g.answers.remove(0);
+        }
+        g.answers.push((key, answer));
+    }
+
+    /// Keep a request the server sent on a `GET` stream of `session` (seen at `order`).
+    pub fn keep_ask(&self, integration: &str, session: &str, order: u64, message: &Value) {
+        let mut g = self.lock();
+        if g.asks.len() >= MAX_ANSWERS {
+            g.asks.remove(0);
+        }
+        g.asks.push((
+            integration.to_string(),
+            session.to_string(),
+            order,
+            message.get("id").cloned().unwrap_or(Value::Null),
+            message["method"].as_str().unwrap_or_default().to_string(),
+            record::stable_params(message.get("params")),
+        ));
+    }
+
+    /// Take the requests sent on a `GET` stream of `session` after `since` (the order of a
+    /// tool call's start): `(id, method, params)` in the order they came.
+    pub fn take_asks(
+        &self,
+        integration: &str,
+        session: &str,
+        since: u64,
+    ) -> Vec<(Value, String, Value)> {
+        let mut g = self.lock();
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut g.asks)
+            .into_iter()
+            .partition(|a| a.0 == integration && a.1 == session && a.2 > since);
+        g.asks = rest;
+        mine.into_iter().map(|a| (a.3, a.4, a.5)).collect()
+    }
+
+    /// Note what the capture of `integration` had to leave out (said by the next flush).
+    pub fn note(&self, integration: &str, text: String) {
+        let mut g = self.lock();
+        let list = g.notes.entry(integration.to_string()).or_default();
+        if list.len() < 100 && !list.contains(&text) {
+            list.push(text);
+        }
+    }
+
+    /// Take the client's answer to the server's request `id`, when it was kept.
+    pub fn take_answer(&self, integration: &str, session: &str, id: &Value) -> Option<ToolOutcome> {
+        let key = (integration.to_string(), session.to_string(), id.to_string());
+        let mut g = self.lock();
+        let i = g.answers.iter().position(|(k, _)| *k == key)?;
+        Some(g.answers.remove(i).1)
     }
 
     /// How many exchanges are kept, over every integration.
@@ -109,9 +192,9 @@ pub async fn flush_drafts(app: &App) -> Result<Value, String> {
             if app.mode == Mode::RecordMissing { "record-missing" } else { "record" }
         ));
     };
-    let (snapshot, dropped) = {
+    let (snapshot, dropped, capture_notes) = {
         let g = recorder.lock();
-        (g.exchanges.clone(), g.dropped.clone())
+        (g.exchanges.clone(), g.dropped.clone(), g.notes.clone())
     };
     let mut report = serde_json::Map::new();
     let mut total = 0usize;
@@ -137,8 +220,10 @@ pub async fn flush_drafts(app: &App) -> Result<Value, String> {
         let dir = out.join(&name);
         let earlier: HashMap<PathBuf, String> = recorder.lock().written.clone();
         let job_dir = dir.clone();
+        let left_out = capture_notes.get(&name).cloned().unwrap_or_default();
         let result = tokio::task::spawn_blocking(move || {
-            let set = record::drafts(&exchanges, &existing, profile, &scrub);
+            let mut set = record::drafts(&exchanges, &existing, profile, &scrub);
+            set.notes.extend(left_out);
             remove_unchanged(&job_dir, &earlier);
             let files = record::write_drafts(&job_dir, &set)?;
             let hashes: Vec<(PathBuf, String)> = files
@@ -191,7 +276,8 @@ pub async fn flush_drafts(app: &App) -> Result<Value, String> {
 /// written (a later flush rewrites them); edited files stay.
 fn remove_unchanged(dir: &Path, earlier: &HashMap<PathBuf, String>) {
     for (path, hash) in earlier {
-        if path.parent() != Some(dir) {
+        // Drafts, and the `resources/` and `prompts/` files beside them.
+        if !path.starts_with(dir) {
             continue;
         }
         let same = std::fs::symlink_metadata(path)

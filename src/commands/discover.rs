@@ -1,4 +1,5 @@
-//! `understudy discover --integration NAME`: ask a live MCP server for its tools
+//! `understudy discover --integration NAME`: ask a live MCP server for its tools, resources
+//! and prompts
 //! ([`crate::discover`]) and write operation files; this file reads the project file and
 //! prints the report.
 
@@ -8,7 +9,8 @@ use super::Exit;
 use crate::cli::DiscoverArgs;
 use crate::config::{Config, ProfileKind, PROJECT_FILE};
 use crate::discover::{
-    discover_tools, write_operations, Discovered, EraChoice, Fate, Report, REQUEST_TIMEOUT,
+    discover_tools, write_extras, write_operations, Discovered, EraChoice, Fate, Report,
+    REQUEST_TIMEOUT,
 };
 use crate::upstream::Upstream;
 
@@ -108,7 +110,10 @@ pub fn run(opts: &Options) -> Exit {
             return Exit::Problems;
         }
     };
-    let report = match write_operations(&dir, &found.tools) {
+    let report = match write_operations(&dir, &found.tools).and_then(|mut r| {
+        write_extras(&dir, &found.resources, &found.prompts, &mut r)?;
+        Ok(r)
+    }) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("understudy discover: {e}");
@@ -137,6 +142,14 @@ fn print_report(integration: &str, found: &Discovered, dir: &Path, report: &Repo
         found.tools.len(),
         dir.display()
     );
+    println!(
+        "  and {} resource(s) or template(s), {} prompt(s)",
+        found.resources.len(),
+        found.prompts.len()
+    );
+    for r in &found.refused {
+        println!("  not listed: {r}");
+    }
     for e in &report.entries {
         let file = e
             .file

@@ -86,6 +86,123 @@ pub struct PromptFile {
     pub mock: Option<Value>,
 }
 
+impl ResourceFile {
+    /// A resource (`uri`) or resource template (`uriTemplate`) as a server lists it in
+    /// `resources/list` / `resources/templates/list`: name, title, description, MIME type and
+    /// size kept (`annotations`, `icons` and `_meta` are not part of the file); `None` without
+    /// a string `name` and a string `uri` or `uriTemplate`.
+    pub fn from_listed(v: &Value) -> Option<ResourceFile> {
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let uri = text("uri");
+        let uri_template = if uri.is_none() {
+            Some(text("uriTemplate")?)
+        } else {
+            None
+        };
+        Some(ResourceFile {
+            name: text("name")?,
+            uri,
+            uri_template,
+            title: text("title"),
+            description: text("description"),
+            mime_type: text("mimeType"),
+            size: v.get("size").and_then(Value::as_u64),
+            completions: BTreeMap::new(),
+            mock: None,
+        })
+    }
+
+    /// The URI or template it is known by.
+    pub fn key(&self) -> &str {
+        self.uri
+            .as_deref()
+            .or(self.uri_template.as_deref())
+            .unwrap_or("")
+    }
+
+    /// The input of a read of `uri`: `{}` for the fixed URI, the variables for a template
+    /// that matches; `None` when it names another resource.
+    pub fn input_for(&self, uri: &str) -> Option<Value> {
+        match (&self.uri, &self.uri_template) {
+            (Some(u), _) => (u == uri).then(|| json!({})),
+            (None, Some(t)) => match_template(t, uri).map(Value::Object),
+            _ => None,
+        }
+    }
+
+    /// The template variables (none for a fixed URI).
+    pub fn variables(&self) -> Vec<String> {
+        self.uri_template
+            .as_deref()
+            .and_then(|t| template_vars(t).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl PromptFile {
+    /// A prompt as a server lists it in `prompts/list` (name, title, description, arguments
+    /// with their name, title, description and `required`); `None` without a string `name`.
+    pub fn from_listed(v: &Value) -> Option<PromptFile> {
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let arguments = v
+            .get("arguments")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| {
+                        Some(PromptArgument {
+                            name: text(x, "name")?,
+                            title: text(x, "title"),
+                            description: text(x, "description"),
+                            required: x.get("required") == Some(&Value::Bool(true)),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(PromptFile {
+            name: text(v, "name")?,
+            title: text(v, "title"),
+            description: text(v, "description"),
+            arguments,
+            completions: BTreeMap::new(),
+            mock: None,
+        })
+    }
+}
+
+/// Which of the two files beside the tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtraKind {
+    Resource,
+    Prompt,
+}
+
+impl ExtraKind {
+    /// The subdirectory of the operations directory.
+    pub fn dir(self) -> &'static str {
+        match self {
+            ExtraKind::Resource => "resources",
+            ExtraKind::Prompt => "prompts",
+        }
+    }
+}
+
+/// One resource or prompt file's content (`file` names it in problems) as the operation it
+/// loads as, with the file's own checks (a resource's URI checks stand alone here: URIs are
+/// not compared with other files).
+pub fn extra_operation(
+    value: &Value,
+    file: &Path,
+    kind: ExtraKind,
+) -> Result<LoadedOperation, Vec<Problem>> {
+    let op = match kind {
+        ExtraKind::Resource => resource_operation(value, file, &mut BTreeMap::new())?,
+        ExtraKind::Prompt => prompt_operation(value, file)?,
+    };
+    super::load::parse_operation(&op, file, "mcp").map_err(|p| vec![p])
+}
+
 /// The resources and prompts of an `mcp` operations directory, as operations, and the
 /// problems found (parse errors and the checks of the module doc). Missing `resources/` or
 /// `prompts/` directories are fine.

@@ -74,12 +74,14 @@ use super::infer::{
     trim_arrays,
 };
 use super::limits::shrink;
+use super::mcp::Listing;
 use super::scrub::{scrub_exchange, SCRUBBED};
 use super::variants::build_definition;
 use super::{Call, DraftFile, DraftSet, Exchange};
 use crate::config::{ProfileKind, Scrub};
 use crate::contract::template::CompiledMatch;
 use crate::contract::{OperationFile, ResultForm};
+use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::check::{check_integration, check_operation};
 use crate::operation::LoadedOperation;
 use crate::profile::Profile;
@@ -135,7 +137,13 @@ pub fn drafts(
         ));
     }
 
-    let ctx = Ctx::new(&integration, profile, scrub);
+    // MCP requests other than tool calls are what the resources, prompts, completions and
+    // the tools' contracts are drafted from (`mcp.rs`), not operations of their own.
+    let (mcp, list): (Vec<Exchange>, Vec<Exchange>) = list
+        .into_iter()
+        .partition(|e| matches!(e.call, Call::Mcp(_)));
+    let mut ctx = Ctx::new(&integration, profile, scrub);
+    ctx.listing = Listing::of(&mcp);
     let groups = ctx.group(&list, existing, &mut notes);
     let mut files = Vec::new();
     let mut taken: BTreeSet<String> = existing.iter().map(|l| l.op.operation_id.clone()).collect();
@@ -144,6 +152,7 @@ pub fn drafts(
             files.push(f);
         }
     }
+    files.extend(ctx.mcp_files(&mcp, existing, &mut taken, &mut notes));
 
     // Cross-file checks: the untouched existing operations, then the drafts.
     let drafted: BTreeSet<&str> = files.iter().map(|f| f.operation_id.as_str()).collect();
@@ -154,17 +163,14 @@ pub fn drafts(
         .collect();
     for f in &files {
         all.push(LoadedOperation {
-            file: draft_path(&f.operation_id),
+            file: f.rel_path(),
             contract_hash: f.op.contract_hash(profile.as_str()),
             op: f.op.clone(),
         });
     }
     let cross = check_integration(&all, profile.as_str());
     for p in cross {
-        if let Some(f) = files
-            .iter_mut()
-            .find(|f| draft_path(&f.operation_id) == p.file)
-        {
+        if let Some(f) = files.iter_mut().find(|f| f.rel_path() == p.file) {
             let msg = problem_text(&p.path, &p.message);
             notes.push(format!("{integration}/{}: check: {msg}", f.operation_id));
             f.problems.push(msg);
@@ -182,7 +188,7 @@ fn draft_path(id: &str) -> PathBuf {
     PathBuf::from(format!("{id}.json"))
 }
 
-fn problem_text(path: &str, message: &str) -> String {
+pub(super) fn problem_text(path: &str, message: &str) -> String {
     if path.is_empty() {
         message.to_string()
     } else {
@@ -209,6 +215,10 @@ pub fn exchange_input(
             Ok(http_input(caps, h.request_body.as_ref()))
         }
         Call::Tool(t) => Ok(tool_input(t)),
+        Call::Mcp(m) => Err(format!(
+            "`{}` is not a call of an operation: it is drafted into the resources, prompts and contracts",
+            m.method
+        )),
     }
 }
 
@@ -217,6 +227,8 @@ pub(super) struct Ctx<'a> {
     pub(super) profile: ProfileKind,
     pub(super) scrub: &'a Scrub,
     pub(super) sf: Option<Arc<Profile>>,
+    /// What an MCP server listed while recording (tools, resources, templates, prompts).
+    pub(super) listing: Listing,
 }
 
 /// One recorded call reduced to what a mock needs.
@@ -227,6 +239,11 @@ pub(super) struct Sample {
     pub(super) class: String,
     /// The variant name its class would get.
     pub(super) class_name: String,
+    /// MCP: the log and progress notifications sent before the answer, in mock form.
+    pub(super) notifications: Option<Vec<Value>>,
+    /// MCP: the `ask_client` of the call (the server asked the client something; the answer
+    /// is the input's `$response`).
+    pub(super) ask: Option<Value>,
 }
 
 impl<'a> Ctx<'a> {
@@ -236,6 +253,7 @@ impl<'a> Ctx<'a> {
             profile,
             scrub,
             sf: salesforce_profile(profile),
+            listing: Listing::default(),
         }
     }
 
@@ -290,7 +308,8 @@ impl<'a> Ctx<'a> {
                     ));
                     return None;
                 }
-                let op = OperationFile {
+                // The contract the server listed (`tools/list`), else one inferred below.
+                let op = self.listed_tool(name).unwrap_or_else(|| OperationFile {
                     operation_id: name.clone(),
                     description: None,
                     title: None,
@@ -302,7 +321,7 @@ impl<'a> Ctx<'a> {
                     annotations: None,
                     result_form: Some(ResultForm::CallToolResult),
                     mock: None,
-                };
+                });
                 (op, false, None)
             }
         };
@@ -340,10 +359,15 @@ impl<'a> Ctx<'a> {
                         class: format!("{}xx {}", h.status / 100, shape_key(data)),
                         class_name: http_variant_name(h.status, data),
                         answer,
+                        notifications: None,
+                        ask: None,
                     }
                 }
                 (Call::Tool(t), _) => {
                     let form = op.result_form.unwrap_or(ResultForm::Structured);
+                    let Some(stream) = self.stream_extras(t, &id, notes) else {
+                        continue;
+                    };
                     let Some(mut answer) = self.tool_answer(t, form, &id, notes) else {
                         continue;
                     };
@@ -362,17 +386,24 @@ impl<'a> Ctx<'a> {
                     } else {
                         "ok".to_string()
                     };
+                    let mut input = tool_input(t);
+                    if let (Some(r), Value::Object(m)) = (stream.response, &mut input) {
+                        m.insert(RESPONSE_MEMBER.into(), r);
+                    }
                     Sample {
-                        input: tool_input(t),
+                        input,
                         class: format!("{is_error} {}", shape_key(body)),
                         class_name,
                         answer,
+                        notifications: stream.notifications,
+                        ask: stream.ask,
                     }
                 }
                 _ => continue,
             };
             samples.push(s);
         }
+        same_ask(&mut samples, &mut skipped);
         for (why, n) in &skipped {
             self.note(notes, &id, format!("{n} recorded call(s) skipped: {why}"));
         }
@@ -392,9 +423,10 @@ impl<'a> Ctx<'a> {
             );
         }
 
-        // Contract.
-        if !existing {
-            op.input_schema = object_schema(samples.iter().map(|s| &s.input));
+        // Contract (a listed tool's is the server's own).
+        if !existing && self.listing.tool(&id).is_none() {
+            let inputs: Vec<Value> = samples.iter().map(|s| without_response(&s.input)).collect();
+            op.input_schema = object_schema(&inputs);
         }
         if is_empty_schema(&op.output_schema) {
             op.output_schema = infer_schema(samples.iter().map(|s| &s.answer));
@@ -419,11 +451,37 @@ impl<'a> Ctx<'a> {
         Some(DraftFile {
             operation_id: id,
             op,
+            extra: None,
             existing,
             exchanges: g.members.len(),
             problems,
         })
     }
+}
+
+/// The samples of one tool all ask the client the same thing (a variant has one
+/// `ask_client`): those that ask differently from the first are left out (counted in
+/// `skipped`).
+fn same_ask(samples: &mut Vec<Sample>, skipped: &mut BTreeMap<String, usize>) {
+    let Some(first) = samples.first().map(|s| s.ask.clone()) else {
+        return;
+    };
+    let before = samples.len();
+    samples.retain(|s| s.ask == first);
+    if samples.len() < before {
+        *skipped
+            .entry("it asked the client something other than the first recorded call did (a variant has one `ask_client`)".to_string())
+            .or_default() += before - samples.len();
+    }
+}
+
+/// An input without the client's answer (the reserved member `$response`).
+pub(super) fn without_response(input: &Value) -> Value {
+    let mut v = input.clone();
+    if let Value::Object(m) = &mut v {
+        m.remove(RESPONSE_MEMBER);
+    }
+    v
 }
 
 fn is_empty_schema(s: &Value) -> bool {

@@ -34,6 +34,7 @@ pub mod drafts;
 mod group;
 pub mod infer;
 mod limits;
+mod mcp;
 pub mod scrub;
 mod templates;
 mod variants;
@@ -43,6 +44,7 @@ pub use scrub::{is_secret_field, is_secret_header, scrub_exchange, scrub_json, S
 
 use crate::config::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};
+use crate::operation::mcp_files::ExtraKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -61,12 +63,14 @@ pub struct Exchange {
     pub call: Call,
 }
 
-/// What was exchanged: an HTTP call (`rest`, `salesforce`) or an MCP tool call.
+/// What was exchanged: an HTTP call (`rest`, `salesforce`), an MCP tool call, or another MCP
+/// request whose answer a draft needs ([`McpCall`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Call {
     Http(HttpCall),
     Tool(ToolCall),
+    Mcp(McpCall),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,15 +98,101 @@ pub struct ToolCall {
     /// `params.arguments` (`{}` when absent).
     pub arguments: Value,
     pub outcome: ToolOutcome,
+    /// The notifications the server sent on the call's response stream before the result
+    /// (`{"method", "params"}` as sent: `notifications/message`, `notifications/progress`…).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<Value>,
+    /// The requests the server sent the client on the call's stream (elicitation, sampling)
+    /// and the client's answers, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<Ask>,
+}
+
+/// One server-to-client request made during a tool call, and what the client answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ask {
+    /// `elicitation/create`, `sampling/createMessage`, …
+    pub method: String,
+    /// The request's `params` (volatile `_meta` members removed).
+    pub params: Value,
+    /// The client's JSON-RPC answer (`result` or `error`); `None` when none was seen.
+    pub answer: Option<ToolOutcome>,
+}
+
+/// An MCP request other than `tools/call` that drafts use: `tools/list`, `resources/list`,
+/// `resources/templates/list`, `resources/read`, `prompts/list`, `prompts/get`,
+/// `completion/complete` (the methods of [`MCP_CAPTURED`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpCall {
+    pub method: String,
+    /// The request's `params` (`{}` when absent; volatile `_meta` members removed).
+    pub params: Value,
+    pub outcome: ToolOutcome,
+}
+
+/// The MCP methods besides `tools/call` whose answers record mode keeps ([`McpCall`]).
+pub const MCP_CAPTURED: [&str; 7] = [
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
+
+/// The `_meta` members that change from call to call and are never part of a recording:
+/// the progress token and the W3C trace context.
+pub const VOLATILE_META: [&str; 4] = ["progressToken", "traceparent", "tracestate", "baggage"];
+
+/// `params` as kept in an exchange: the volatile `_meta` members removed, and `_meta`
+/// itself when nothing else is left in it.
+pub fn stable_params(params: Option<&Value>) -> Value {
+    let mut p = params
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let Some(m) = p.as_object_mut() {
+        if let Some(Value::Object(meta)) = m.get_mut("_meta") {
+            for k in VOLATILE_META {
+                meta.remove(k);
+            }
+            if meta.is_empty() {
+                m.remove("_meta");
+            }
+        }
+    }
+    p
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolOutcome {
-    /// The JSON-RPC `result`: a CallToolResult (`content`, `structuredContent`?, `isError`?).
+    /// The JSON-RPC `result`: a CallToolResult (`content`, `structuredContent`?, `isError`?),
+    /// or the result of the [`McpCall`]'s method.
     Result(Value),
     /// A JSON-RPC `error` object (a protocol error: mocks cannot answer those; noted, skipped).
     Error(Value),
+}
+
+impl ToolOutcome {
+    /// The `result` or `error` of a JSON-RPC response message (`None` for anything else).
+    pub fn of_response(message: &Value) -> Option<ToolOutcome> {
+        if message.get("method").is_some() {
+            return None;
+        }
+        message
+            .get("result")
+            .cloned()
+            .map(ToolOutcome::Result)
+            .or_else(|| message.get("error").cloned().map(ToolOutcome::Error))
+    }
+
+    /// The JSON value either way.
+    pub fn value_mut(&mut self) -> &mut Value {
+        match self {
+            ToolOutcome::Result(v) | ToolOutcome::Error(v) => v,
+        }
+    }
 }
 
 /// A body as [`Exchange`] keeps it: `None` when empty, the JSON value when it parses, else the
@@ -139,8 +229,12 @@ pub struct DraftSet {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DraftFile {
     pub operation_id: String,
-    /// The whole operation file: contract + `mock` (with `contract_hash`).
+    /// The whole operation file: contract + `mock` (with `contract_hash`); for an MCP resource
+    /// or prompt, the operation its file loads as.
     pub op: OperationFile,
+    /// An MCP resource or prompt (SPEC 18): which, and the file as written
+    /// (`resources/<name>.json`, `prompts/<name>.json`); `None` for an operation file.
+    pub extra: Option<(ExtraKind, Value)>,
     /// The exchange matched an existing operation file, whose contract was kept.
     pub existing: bool,
     /// How many exchanges went into it.
@@ -150,11 +244,24 @@ pub struct DraftFile {
 }
 
 impl DraftFile {
-    /// The operation file as pretty JSON, as [`write_drafts`] writes it.
+    /// The file as pretty JSON, as [`write_drafts`] writes it.
     pub fn to_json_pretty(&self) -> String {
-        let mut s = serde_json::to_string_pretty(&self.op).unwrap_or_default();
+        let mut s = match &self.extra {
+            Some((_, v)) => serde_json::to_string_pretty(v),
+            None => serde_json::to_string_pretty(&self.op),
+        }
+        .unwrap_or_default();
         s.push('\n');
         s
+    }
+
+    /// The file's path relative to the drafts directory: `<id>.json`, or
+    /// `resources/<id>.json` / `prompts/<id>.json`.
+    pub fn rel_path(&self) -> PathBuf {
+        match &self.extra {
+            Some((kind, _)) => Path::new(kind.dir()).join(format!("{}.json", self.operation_id)),
+            None => PathBuf::from(format!("{}.json", self.operation_id)),
+        }
     }
 }
 
@@ -174,23 +281,18 @@ pub fn write_drafts(dir: &Path, set: &DraftSet) -> Result<Vec<PathBuf>, String> 
                 "refusing to write operation `{id}`: not a valid operation id (expected 1-128 characters of a-z, 0-9, `_`, `.` and `-`)"
             ));
         }
-        let main = safe_child(dir, &format!("{id}.json"))?;
+        let sub = match &d.extra {
+            Some((kind, _)) => sub_dir(dir, kind.dir())?,
+            None => dir.to_path_buf(),
+        };
+        let main = safe_child(&sub, &format!("{id}.json"))?;
         let target = match existing_file(&main)? {
             None => main,
             Some(text) => {
-                let keep_in_place = serde_json::from_str::<OperationFile>(&text)
-                    .ok()
-                    .is_some_and(|old| {
-                        old.mock.is_none() && {
-                            let mut draft_contract = d.op.clone();
-                            draft_contract.mock = None;
-                            draft_contract == old
-                        }
-                    });
-                if keep_in_place {
+                if same_contract_without_mock(d, &text) {
                     main
                 } else {
-                    safe_child(dir, &format!("{id}.json.draft"))?
+                    safe_child(&sub, &format!("{id}.json.draft"))?
                 }
             }
         };
@@ -213,6 +315,45 @@ pub fn write_drafts(dir: &Path, set: &DraftSet) -> Result<Vec<PathBuf>, String> 
         written.push(notes);
     }
     Ok(written)
+}
+
+/// Whether an existing file's `text` has no mock and exactly the draft's contract (the draft
+/// then only adds the mock).
+fn same_contract_without_mock(d: &DraftFile, text: &str) -> bool {
+    match &d.extra {
+        None => serde_json::from_str::<OperationFile>(text)
+            .ok()
+            .is_some_and(|old| {
+                old.mock.is_none() && {
+                    let mut draft_contract = d.op.clone();
+                    draft_contract.mock = None;
+                    draft_contract == old
+                }
+            }),
+        Some((_, file)) => serde_json::from_str::<Value>(text).ok().is_some_and(|old| {
+            let mut draft = file.clone();
+            if let Value::Object(m) = &mut draft {
+                m.remove("mock");
+            }
+            old.get("mock").is_none() && old == draft
+        }),
+    }
+}
+
+/// `dir/name` as a directory (created when missing), refusing a symbolic link.
+fn sub_dir(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let p = safe_child(dir, name)?;
+    match std::fs::symlink_metadata(&p) {
+        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+            return Err(format!(
+                "{}: refusing to write drafts into something that is not a plain directory",
+                p.display()
+            ))
+        }
+        _ => {}
+    }
+    std::fs::create_dir_all(&p).map_err(|e| format!("{}: cannot create: {e}", p.display()))?;
+    Ok(p)
 }
 
 /// `dir/name`, refusing any name that is not one plain file name.

@@ -159,19 +159,36 @@ pub fn scrub_exchange(ex: &mut Exchange, scrub: &Scrub) -> Vec<String> {
             }
         }
         Call::Tool(t) => {
-            s.json(&mut t.arguments, "arguments");
-            let (v, at) = match &mut t.outcome {
-                ToolOutcome::Result(v) => (v, "result"),
-                ToolOutcome::Error(v) => (v, "error"),
-            };
-            s.json(v, at);
-            s.propagate(&mut t.arguments, "arguments");
-            s.propagate(v, at);
+            // Every JSON part of the call, with the name its scrubbed places get.
+            let mut parts: Vec<(&mut Value, String)> = vec![(&mut t.arguments, "arguments".into())];
+            parts.push(outcome_part(&mut t.outcome, ""));
+            for (i, n) in t.notifications.iter_mut().enumerate() {
+                parts.push((n, format!("notifications.{i}")));
+            }
+            for (i, a) in t.asks.iter_mut().enumerate() {
+                parts.push((&mut a.params, format!("asks.{i}.params")));
+                if let Some(answer) = &mut a.answer {
+                    parts.push(outcome_part(answer, &format!("asks.{i}.")));
+                }
+            }
+            s.parts(parts);
+        }
+        Call::Mcp(m) => {
+            let outcome = outcome_part(&mut m.outcome, "");
+            s.parts(vec![(&mut m.params, "params".into()), outcome]);
         }
     }
     s.paths.sort();
     s.paths.dedup();
     s.paths
+}
+
+/// An outcome as a scrubbed part: `<prefix>result` or `<prefix>error`.
+fn outcome_part<'v>(o: &'v mut ToolOutcome, prefix: &str) -> (&'v mut Value, String) {
+    match o {
+        ToolOutcome::Result(v) => (v, format!("{prefix}result")),
+        ToolOutcome::Error(v) => (v, format!("{prefix}error")),
+    }
 }
 
 struct Scrubber<'a> {
@@ -284,6 +301,17 @@ impl<'a> Scrubber<'a> {
             })
             .collect();
         changed.then(|| parts.join("&"))
+    }
+
+    /// Scrub JSON parts of one call: the secret fields of each, then every secret value found
+    /// in any of them wherever it repeats.
+    fn parts(&mut self, mut parts: Vec<(&mut Value, String)>) {
+        for (v, at) in parts.iter_mut() {
+            self.json(v, at);
+        }
+        for (v, at) in parts.iter_mut() {
+            self.propagate(v, at);
+        }
     }
 
     fn json(&mut self, v: &mut Value, at: &str) {

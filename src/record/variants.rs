@@ -7,7 +7,9 @@ use super::drafts::{Ctx, Sample};
 use super::limits::cap_examples;
 use super::scrub::SCRUBBED;
 use crate::contract::hash::canonical_json;
-use crate::mock::model::{limits, Condition, Definition, Example, Op, Rule, Source, Variant};
+use crate::mock::model::{
+    limits, Condition, Definition, Example, Op, Rule, Source, Variant, RESPONSE_MEMBER,
+};
 use crate::mock::path::json_equal;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,16 +48,7 @@ pub(super) fn build_definition(
     let mut idents: Vec<Ident> = Vec::new();
     let mut by_key: HashMap<String, usize> = HashMap::new();
     for (i, s) in samples.iter().enumerate() {
-        let proj: Map<String, Value> = s
-            .input
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(k, v)| !k.is_empty() && !k.contains('.') && !holds_scrubbed(v))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let proj = projection(&s.input);
         let key = canonical_json(&Value::Object(proj.clone()));
         let j = *by_key.entry(key).or_insert_with(|| {
             idents.push(Ident {
@@ -83,19 +76,25 @@ pub(super) fn build_definition(
     let conds = |d: &Ident| -> Vec<Condition> {
         varying
             .iter()
-            .map(|k| match d.proj.get(*k) {
-                Some(v) => Condition {
-                    source: Source::Input,
-                    path: (*k).clone(),
-                    op: Op::Eq,
-                    value: Some(v.clone()),
-                },
-                None => Condition {
-                    source: Source::Input,
-                    path: (*k).clone(),
-                    op: Op::Exists,
-                    value: Some(Value::Bool(false)),
-                },
+            .map(|k| {
+                let (source, path) = match k.strip_prefix(RESPONSE_KEY_PREFIX) {
+                    Some(p) => (Source::Response, p.to_string()),
+                    None => (Source::Input, (*k).clone()),
+                };
+                match d.proj.get(*k) {
+                    Some(v) => Condition {
+                        source,
+                        path,
+                        op: Op::Eq,
+                        value: Some(v.clone()),
+                    },
+                    None => Condition {
+                        source,
+                        path,
+                        op: Op::Exists,
+                        value: Some(Value::Bool(false)),
+                    },
+                }
             })
             .collect()
     };
@@ -128,9 +127,11 @@ pub(super) fn build_definition(
         .filter(|d| steps(d, samples).len() > 1)
         .count();
     let mut initial_state = Map::new();
-    let mut rules: Vec<Rule> = Vec::new();
+    // Each rule with the sample it answers (for its notifications, set at the end).
+    let mut rules: Vec<(Rule, usize)> = Vec::new();
     let mut examples: Vec<Example> = Vec::new();
     let mut main_result = samples[0].answer.clone();
+    let mut main_si = 0usize;
     let mut seq_n = 0;
     let mut left_out = 0usize;
     for d in &idents {
@@ -164,8 +165,8 @@ pub(super) fn build_definition(
         }
         if st.len() == 1 {
             let answer = &samples[st[0]].answer;
-            if !when.is_empty() && answer != &main_result {
-                rules.push(answer_rule(when, answer.clone()));
+            if !when.is_empty() && !same_sample(&samples[st[0]], &samples[main_si]) {
+                rules.push((answer_rule(when, answer.clone()), st[0]));
             }
             examples.push(example(
                 main_name.clone(),
@@ -195,18 +196,22 @@ pub(super) fn build_definition(
                 });
                 let mut set = Map::new();
                 set.insert(counter.clone(), json!(k + 1));
-                rules.push(Rule {
-                    fault: None,
-                    notifications: None,
-                    when: w,
-                    result: Some(answer.clone()),
-                    set_state: Some(set),
-                    delay_ms: None,
-                });
+                rules.push((
+                    Rule {
+                        fault: None,
+                        notifications: None,
+                        when: w,
+                        result: Some(answer.clone()),
+                        set_state: Some(set),
+                        delay_ms: None,
+                    },
+                    si,
+                ));
             } else if when.is_empty() {
                 main_result = answer.clone();
+                main_si = si;
             } else {
-                rules.push(answer_rule(when.clone(), answer.clone()));
+                rules.push((answer_rule(when.clone(), answer.clone()), si));
             }
             examples.push(example(
                 main_name.clone(),
@@ -234,15 +239,7 @@ pub(super) fn build_definition(
     let mut variants = BTreeMap::new();
     variants.insert(
         main_name.clone(),
-        Variant {
-            fault: None,
-            notifications: None,
-            ask_client: None,
-            result: main_result,
-            set_state: None,
-            delay_ms: None,
-            rules,
-        },
+        variant(main_result, rules, main_si, samples),
     );
 
     // One variant per outcome class (when there are several).
@@ -261,11 +258,10 @@ pub(super) fn build_definition(
             );
         }
         for c in classes.iter().take(room) {
-            let first = samples
-                .iter()
-                .find(|s| s.class == c.key)
-                .map(|s| s.answer.clone());
-            let Some(fallback) = first else { continue };
+            let Some(first_si) = samples.iter().position(|s| s.class == c.key) else {
+                continue;
+            };
+            let fallback = samples[first_si].answer.clone();
             let mut rules = Vec::new();
             let mut left_out = 0usize;
             for d in &idents {
@@ -274,12 +270,12 @@ pub(super) fn build_definition(
                 };
                 let answer = &samples[si].answer;
                 let when = conds(d);
-                if !when.is_empty() && answer != &fallback {
+                if !when.is_empty() && !same_sample(&samples[si], &samples[first_si]) {
                     if rules.len() >= limits::MAX_RULES {
                         left_out += 1;
                         continue;
                     }
-                    rules.push(answer_rule(when, answer.clone()));
+                    rules.push((answer_rule(when, answer.clone()), si));
                 }
                 examples.push(example(
                     c.name.clone(),
@@ -295,18 +291,7 @@ pub(super) fn build_definition(
                     format!("{left_out} recorded input(s) left out of variant `{}`: at most {} rules per variant", c.name, limits::MAX_RULES),
                 );
             }
-            variants.insert(
-                c.name.clone(),
-                Variant {
-                    fault: None,
-                    notifications: None,
-                    ask_client: None,
-                    result: fallback,
-                    set_state: None,
-                    delay_ms: None,
-                    rules,
-                },
-            );
+            variants.insert(c.name.clone(), variant(fallback, rules, first_si, samples));
         }
     }
 
@@ -318,6 +303,59 @@ pub(super) fn build_definition(
         initial_state: (!initial_state.is_empty()).then_some(initial_state),
         variants,
         examples,
+    }
+}
+
+/// Input members told apart as `source: "response"` (the client's answer, SPEC 18): the
+/// projection's key of answer member `k` is this prefix + `k`.
+const RESPONSE_KEY_PREFIX: &str = "$response.";
+
+/// The addressable, secret-free top-level members of an input; the client's answer
+/// (`$response`) by its own top-level members.
+fn projection(input: &Value) -> Map<String, Value> {
+    let usable = |k: &String, v: &Value| !k.is_empty() && !k.contains('.') && !holds_scrubbed(v);
+    let mut out = Map::new();
+    for (k, v) in input.as_object().into_iter().flatten() {
+        if k == RESPONSE_MEMBER {
+            for (rk, rv) in v.as_object().into_iter().flatten() {
+                if usable(rk, rv) {
+                    out.insert(format!("{RESPONSE_KEY_PREFIX}{rk}"), rv.clone());
+                }
+            }
+        } else if usable(k, v) {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+/// Equal as what a call gets: the answer and the notifications before it.
+fn same_sample(a: &Sample, b: &Sample) -> bool {
+    a.answer == b.answer && a.notifications == b.notifications
+}
+
+/// A variant answering `result` (the answer of sample `main`), its rules carrying their own
+/// notifications where they differ from the variant's; MCP: the client is asked what the
+/// samples asked (they all ask the same, or nothing).
+fn variant(result: Value, rules: Vec<(Rule, usize)>, main: usize, samples: &[Sample]) -> Variant {
+    let own = &samples[main].notifications;
+    let rules = rules
+        .into_iter()
+        .map(|(mut r, si)| {
+            if samples[si].notifications != *own {
+                r.notifications = Some(samples[si].notifications.clone().unwrap_or_default());
+            }
+            r
+        })
+        .collect();
+    Variant {
+        fault: None,
+        notifications: own.clone(),
+        ask_client: samples[main].ask.clone(),
+        result,
+        set_state: None,
+        delay_ms: None,
+        rules,
     }
 }
 

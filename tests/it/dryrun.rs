@@ -1409,10 +1409,16 @@ mod mcp_forward {
         client.cancel().await.unwrap();
         assert_eq!(*calls.lock().unwrap(), vec!["lookup".to_string()]);
         let flushed = flush_drafts(&s.app).await.unwrap();
-        assert_eq!(flushed["exchanges"], 1, "{flushed}");
+        // The tools/list answer and the one forwarded call (the blocked write never was).
+        assert_eq!(flushed["exchanges"], 2, "{flushed}");
         s.stop().await.unwrap();
         let dir = out.join("remote");
         assert!(dir.join("lookup.json").exists());
+        // Listed, never forwarded: the server's contract without a mock.
+        let send: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("send_email.json")).unwrap())
+                .unwrap();
+        assert!(send.get("mock").is_none(), "{send}");
         let code = understudy::commands::run([
             "understudy",
             "check",

@@ -21,6 +21,7 @@ mod isolation;
 mod mcp;
 mod mcp_ask;
 mod mcp_era;
+mod mcp_record;
 mod no_silent_pass;
 mod record;
 mod regression;

@@ -125,6 +125,8 @@ fn tool(at: u64, name: &str, args: Value, outcome: ToolOutcome) -> Exchange {
             name: name.into(),
             arguments: args,
             outcome,
+            notifications: Vec::new(),
+            asks: Vec::new(),
         }),
     }
 }
@@ -140,7 +142,7 @@ fn recorded(ex: &Exchange) -> (u16, Option<Value>) {
             };
             (h.status, data)
         }
-        Call::Tool(_) => unreachable!(),
+        Call::Tool(_) | Call::Mcp(_) => unreachable!(),
     }
 }
 
@@ -198,6 +200,7 @@ fn assert_replays(set: &DraftSet, exchanges: &[Exchange]) -> Vec<Value> {
             .filter(|o| match &ex.call {
                 Call::Tool(t) => o.id() == t.name,
                 Call::Http(_) => exchange_input(&o.op, profile, ex).is_ok(),
+                Call::Mcp(_) => false,
             })
             .max_by_key(|o| o.matcher.as_ref().map(|m| m.specificity()))
             .unwrap_or_else(|| panic!("exchange {i} matches no draft"));
@@ -237,6 +240,7 @@ fn assert_replays(set: &DraftSet, exchanges: &[Exchange]) -> Vec<Value> {
                     "exchange {i}"
                 );
             }
+            Call::Mcp(_) => unreachable!("no operation matches an MCP listing"),
         }
         state.extend(r.state_patch);
         results.push(result);

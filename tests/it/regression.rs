@@ -293,10 +293,11 @@ async fn discover_and_execute_upstream_negotiate_the_same_mcp_version() {
     let by_execute = std::mem::take(&mut *seen.lock().unwrap());
     s.stop().await.unwrap();
 
-    // The same handshake, then the same version on the request that does the work.
+    // The same handshake, then the same version on the request that does the work (discover
+    // also lists resources, templates and prompts).
     let handshake = |v: &[(String, String)]| -> Vec<(String, String)> {
         v.iter()
-            .filter(|(m, _)| !m.starts_with("tools/"))
+            .filter(|(m, _)| !m.starts_with("tools/") && !m.ends_with("/list"))
             .cloned()
             .collect()
     };

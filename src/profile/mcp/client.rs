@@ -245,19 +245,27 @@ impl<'a> McpClient<'a> {
 
     /// Every tool of `tools/list`, in the server's order, across pages.
     pub async fn list_tools(&mut self) -> Result<Vec<Value>, ClientError> {
-        let mut tools = Vec::new();
+        self.list("tools/list", "tools").await
+    }
+
+    /// Every item of a paged list (`tools/list` → `tools`, `resources/list` → `resources`,
+    /// `resources/templates/list` → `resourceTemplates`, `prompts/list` → `prompts`).
+    pub async fn list(&mut self, method: &str, member: &str) -> Result<Vec<Value>, ClientError> {
+        let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
             let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-            let reply = self.request("tools/list", params, &[], true).await?;
-            let result = reply.result("tools/list").map_err(ClientError::Refused)?;
-            match page(result, &mut tools, cursor.as_deref()).map_err(ClientError::Refused)? {
+            let reply = self.request(method, params, &[], true).await?;
+            let result = reply.result(method).map_err(ClientError::Refused)?;
+            match page(result, method, member, &mut items, cursor.as_deref())
+                .map_err(ClientError::Refused)?
+            {
                 Some(next) => cursor = Some(next),
-                None => return Ok(tools),
+                None => return Ok(items),
             }
         }
         Err(ClientError::Refused(format!(
-            "tools/list: still paging after {MAX_PAGES} pages"
+            "{method}: still paging after {MAX_PAGES} pages"
         )))
     }
 
@@ -596,22 +604,24 @@ fn stateless_meta() -> Value {
 /// Take one `tools/list` page: its tools, and the next cursor (`None` at the end).
 fn page(
     result: &Value,
-    tools: &mut Vec<Value>,
+    method: &str,
+    member: &str,
+    items: &mut Vec<Value>,
     previous: Option<&str>,
 ) -> Result<Option<String>, String> {
-    let Some(list) = result.get("tools").and_then(Value::as_array) else {
-        return Err("tools/list: the result has no `tools` array".into());
+    let Some(list) = result.get(member).and_then(Value::as_array) else {
+        return Err(format!("{method}: the result has no `{member}` array"));
     };
-    tools.extend(list.iter().cloned());
+    items.extend(list.iter().cloned());
     match result.get("nextCursor") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(c)) if c.is_empty() => Ok(None),
         Some(Value::String(c)) if Some(c.as_str()) == previous => Err(format!(
-            "tools/list: the server answered the same nextCursor {c:?} twice"
+            "{method}: the server answered the same nextCursor {c:?} twice"
         )),
         Some(Value::String(c)) => Ok(Some(c.clone())),
         Some(other) => Err(format!(
-            "tools/list: nextCursor is {other}, expected a string"
+            "{method}: nextCursor is {other}, expected a string"
         )),
     }
 }
@@ -625,6 +635,8 @@ mod tests {
         let mut tools = Vec::new();
         let next = page(
             &json!({"tools": [{"name": "a"}], "nextCursor": "c1"}),
+            "tools/list",
+            "tools",
             &mut tools,
             None,
         )
@@ -632,14 +644,25 @@ mod tests {
         assert_eq!(next.as_deref(), Some("c1"));
         assert!(page(
             &json!({"tools": [], "nextCursor": "c1"}),
+            "tools/list",
+            "tools",
             &mut tools,
             Some("c1")
         )
         .is_err());
         assert_eq!(
-            page(&json!({"tools": []}), &mut tools, Some("c1")).unwrap(),
+            page(
+                &json!({"tools": []}),
+                "tools/list",
+                "tools",
+                &mut tools,
+                Some("c1")
+            )
+            .unwrap(),
             None
         );
+        let e = page(&json!({}), "prompts/list", "prompts", &mut tools, None).unwrap_err();
+        assert!(e.contains("no `prompts` array"), "{e}");
         let stream = b"id: 0\ndata: \n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\n";
         assert_eq!(
             find_answer_sse(stream, Some(3)),

@@ -63,7 +63,7 @@ use crate::profile::NativeResponse;
 use crate::proxy::decision::{Decision, Plan};
 use crate::proxy::mcp::{for_mcp, mcp_response, outcome_of, write_flag};
 use crate::proxy::pipeline::{self, CallInfo, StoreFailed};
-use crate::record::{Call, Exchange, ToolCall, ToolOutcome};
+use crate::record::{self, Ask, Call, Exchange, McpCall, ToolCall, ToolOutcome};
 use crate::records::{EventSource, ResultStatus};
 
 /// Answer one request to an MCP endpoint outside `replay` (module doc).
@@ -84,18 +84,65 @@ pub async fn handle(
     } else {
         None
     };
+    // The DNS-rebinding defence of the replay endpoint holds here too: understudy is the
+    // local server the agent talks to, and the real server only ever sees its own Host.
+    if !crate::profile::mcp::http::origin_allowed(&req.headers, &[]) {
+        let body = jsonrpc::error(
+            &Value::Null,
+            jsonrpc::TRANSPORT_ERROR,
+            "Forbidden: Origin is not allowed",
+            None,
+        );
+        return Response::builder()
+            .status(StatusCode::FORBIDDEN)
+            .header("content-type", "application/json")
+            .body(full(body.to_string()))
+            .expect("static response");
+    }
     let sent = Sent {
         rest,
         message: message.as_ref(),
     };
+    let capturing = policy::captures(&app);
     let method_of = |v: &Value| v.get("method").and_then(Value::as_str).map(str::to_string);
     match &message {
         Some(m @ Value::Object(o)) if o.contains_key("id") => match method_of(m).as_deref() {
             Some("tools/call") => tools_call(app.clone(), attempt, &integ, req, sent, o).await,
-            Some("tools/list") => {
-                forward_plain(app.clone(), attempt, &integ, req, sent, true).await
+            Some(method) => {
+                let capture =
+                    (capturing && record::MCP_CAPTURED.contains(&method)).then(|| PlainCapture {
+                        capture: Capture {
+                            integration: integ.name().to_string(),
+                            profile: integ.config.profile,
+                            matched_operation: None,
+                            order: app.forwarding.next_order(),
+                            path: String::new(),
+                        },
+                        method: method.to_string(),
+                        params: record::stable_params(o.get("params")),
+                        id: o.get("id").cloned().unwrap_or(Value::Null),
+                    });
+                let keep = Keep {
+                    learn: method == "tools/list",
+                    capture,
+                    ..Keep::default()
+                };
+                forward_plain(app.clone(), attempt, &integ, req, sent, keep).await
             }
-            _ => forward_plain(app.clone(), attempt, &integ, req, sent, false).await,
+            None => {
+                // The client's answer to a request of the server (elicitation, sampling): kept
+                // for the capture of the tool call that asked, before the server can see it.
+                if let (true, Some(mut answer)) = (capturing, ToolOutcome::of_response(m)) {
+                    crate::record::scrub_json(answer.value_mut(), &app.config.scrub.fields);
+                    app.forwarding.recorder.keep_answer(
+                        integ.name(),
+                        &session_of(&req),
+                        &o["id"],
+                        answer,
+                    );
+                }
+                forward_plain(app.clone(), attempt, &integ, req, sent, Keep::default()).await
+            }
         },
         Some(Value::Array(items))
             if items
@@ -113,8 +160,43 @@ pub async fn handle(
                 .body(full(body.to_string()))
                 .expect("static response")
         }
-        _ => forward_plain(app.clone(), attempt, &integ, req, sent, false).await,
+        _ => {
+            // A `GET` stream of a session: the server may ask the client things on it.
+            let keep = Keep {
+                watch: (capturing && req.method == "GET").then(|| session_of(&req)),
+                ..Keep::default()
+            };
+            forward_plain(app.clone(), attempt, &integ, req, sent, keep).await
+        }
     }
+}
+
+/// What a forwarded message that is not a tool call leaves behind.
+#[derive(Default)]
+struct Keep {
+    /// Learn the tools' write flags (a `tools/list`).
+    learn: bool,
+    /// Keep the answer for the drafts.
+    capture: Option<PlainCapture>,
+    /// A `GET` stream of this session: keep the requests the server sends on it.
+    watch: Option<String>,
+}
+
+/// The request's `Mcp-Session-Id` (`""` without one): answers are matched within a session.
+fn session_of(req: &Request) -> String {
+    req.headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// What a forwarded MCP request other than `tools/call` is captured as ([`McpCall`]).
+struct PlainCapture {
+    capture: Capture,
+    method: String,
+    params: Value,
+    id: Value,
 }
 
 /// What a request to the endpoint is sent as: the path and query joined to `upstream`, and
@@ -141,7 +223,7 @@ async fn forward_plain(
     integ: &Integration,
     req: Request,
     sent: Sent<'_>,
-    learn: bool,
+    keep: Keep,
 ) -> HttpResponse {
     let resp = match send_upstream(&app, integ, &req, sent.rest, false, req.body.clone()).await {
         Ok(r) => r,
@@ -162,10 +244,13 @@ async fn forward_plain(
     let done = Arc::new(Learn {
         app: app.clone(),
         integration: integ.name().to_string(),
-        learn,
+        learn: keep.learn,
         headers: parts.headers.clone(),
+        capture: keep.capture,
+        watch: keep.watch,
+        watched: std::sync::Mutex::new(0),
     });
-    // Nothing is recorded for a message that is not a tool call: `Learn` ignores it.
+    // No evidence for a message that is not a tool call: `Learn` ignores `info`.
     let dummy = CallInfo::new(&req, integ.name(), Value::Null);
     let out_body = if is_sse(&parts.headers) {
         relay(done, dummy, Bytes::new(), body)
@@ -173,6 +258,7 @@ async fn forward_plain(
         match buffer(body, app.limits.max_body, app.limits.body_read_timeout).await {
             Buffered::Complete(bytes) => {
                 done.learn_from(&bytes);
+                done.capture_from(&bytes);
                 full(bytes)
             }
             Buffered::Partial { prefix, rest } => relay(done, dummy, prefix, rest),
@@ -196,15 +282,65 @@ async fn forward_plain(
     out
 }
 
-/// Learns write flags from a forwarded `tools/list` answer (nothing else to finish).
+/// Learns write flags from a forwarded `tools/list` answer, and keeps the answer of a
+/// captured method for the drafts (no evidence).
 struct Learn {
     app: Arc<App>,
     integration: String,
     learn: bool,
     headers: HeaderMap,
+    capture: Option<PlainCapture>,
+    /// The session of a watched `GET` stream, and how many bytes of it were read.
+    watch: Option<String>,
+    watched: std::sync::Mutex<usize>,
 }
 
 impl Learn {
+    /// The server's requests among the complete events of a watched stream not read yet.
+    fn watch_from(&self, captured: &[u8]) {
+        let Some(session) = &self.watch else { return };
+        let mut read = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = &captured[(*read).min(captured.len())..];
+        let Some(end) = fresh.windows(2).rposition(|w| w == b"\n\n") else {
+            return;
+        };
+        for (_, data) in sse::parse_events(&fresh[..end + 2]) {
+            let Ok(m) = serde_json::from_str::<Value>(&data) else {
+                continue;
+            };
+            if m.get("method").is_some() && m.get("id").is_some() {
+                let order = self.app.forwarding.next_order();
+                let recorder = &self.app.forwarding.recorder;
+                recorder.keep_ask(&self.integration, session, order, &m);
+            }
+        }
+        *read += end + 2;
+    }
+
+    /// Keep the answer to the captured request (its JSON-RPC `result` or `error`).
+    fn capture_from(&self, bytes: &[u8]) {
+        let Some(c) = &self.capture else { return };
+        let outcome = messages(&self.headers, bytes)
+            .into_iter()
+            .filter(|m| m.get("id") == Some(&c.id))
+            .find_map(|m| ToolOutcome::of_response(&m));
+        let Some(outcome) = outcome else { return };
+        keep_exchange(
+            &self.app,
+            Exchange {
+                integration: c.capture.integration.clone(),
+                profile: c.capture.profile,
+                matched_operation: None,
+                at_ms: c.capture.order,
+                call: Call::Mcp(McpCall {
+                    method: c.method.clone(),
+                    params: c.params.clone(),
+                    outcome,
+                }),
+            },
+        );
+    }
+
     fn learn_from(&self, bytes: &[u8]) {
         if !self.learn {
             return;
@@ -229,6 +365,7 @@ impl Learn {
 impl Finisher for Learn {
     fn on_data(&self, captured: &[u8]) {
         self.learn_from(captured);
+        self.watch_from(captured);
     }
 
     fn finish(
@@ -239,6 +376,7 @@ impl Finisher for Learn {
         Box::pin(async move {
             if end.complete && !end.truncated {
                 self.learn_from(&end.bytes);
+                self.capture_from(&end.bytes);
             }
             Ok(())
         })
@@ -283,7 +421,7 @@ async fn tools_call(
         .map(str::to_string)
     else {
         // Malformed: the real server answers it.
-        return forward_plain(app, attempt, integ, req, sent, false).await;
+        return forward_plain(app, attempt, integ, req, sent, Keep::default()).await;
     };
     let arguments = params
         .get("arguments")
@@ -343,6 +481,7 @@ async fn tools_call(
                 id: id.clone(),
                 name: name.clone(),
                 arguments,
+                session: session_of(&req),
             };
             let body = if tag {
                 tagged_body(msg)
@@ -578,6 +717,8 @@ struct ToolDone {
     id: Value,
     name: String,
     arguments: Value,
+    /// The call's `Mcp-Session-Id` (`""` without one), to find the client's answers.
+    session: String,
 }
 
 impl Finisher for ToolDone {
@@ -587,19 +728,15 @@ impl Finisher for ToolDone {
         end: BodyEnd,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreFailed>> + Send>> {
         Box::pin(async move {
-            let answer = if end.complete && !end.truncated {
+            let all = if end.complete && !end.truncated {
                 messages(&self.headers, &end.bytes)
-                    .into_iter()
-                    .find(|m| m.get("id") == Some(&self.id) && m.get("method").is_none())
             } else {
-                None
+                Vec::new()
             };
-            let outcome = answer.as_ref().and_then(|m| {
-                m.get("result")
-                    .cloned()
-                    .map(ToolOutcome::Result)
-                    .or_else(|| m.get("error").cloned().map(ToolOutcome::Error))
-            });
+            let outcome = all
+                .iter()
+                .filter(|m| m.get("id") == Some(&self.id))
+                .find_map(ToolOutcome::of_response);
             let mut result = match &outcome {
                 Some(ToolOutcome::Result(r)) | Some(ToolOutcome::Error(r)) => r.clone(),
                 None => http_result(self.status, &self.headers, &end),
@@ -609,6 +746,20 @@ impl Finisher for ToolDone {
             }
             let d = Decision::forwarded(self.status, result, self.source.clone());
             pipeline::record(&self.app, &self.attempt, info, d).await?;
+            if let (Some(c), None) = (&self.capture, &outcome) {
+                let why = if end.complete {
+                    "its response stream ended before the result (a server that closes the stream for the client to resume it with GET and Last-Event-ID: resumed streams are not recorded)"
+                } else {
+                    "its answer was not read to the end"
+                };
+                self.app.forwarding.recorder.note(
+                    &c.integration,
+                    format!(
+                        "{}/{}: a tools/call was not recorded: {why}",
+                        c.integration, self.name
+                    ),
+                );
+            }
             if let (Some(c), Some(outcome)) = (&self.capture, outcome) {
                 keep_exchange(
                     &self.app,
@@ -617,15 +768,57 @@ impl Finisher for ToolDone {
                         profile: c.profile,
                         matched_operation: c.matched_operation.clone(),
                         at_ms: c.order,
-                        call: Call::Tool(ToolCall {
-                            name: self.name.clone(),
-                            arguments: self.arguments.clone(),
-                            outcome,
-                        }),
+                        call: Call::Tool(self.tool_call(&all, outcome)),
                     },
                 );
             }
             Ok(())
         })
+    }
+}
+
+impl ToolDone {
+    /// The captured call: the notifications and the server-to-client requests sent on its
+    /// stream before the result (each with the client's answer, kept when it arrived).
+    fn tool_call(&self, stream: &[Value], outcome: ToolOutcome) -> ToolCall {
+        let mut notifications = Vec::new();
+        let mut asked: Vec<(Value, String, Value)> = Vec::new();
+        for m in stream {
+            let Some(method) = m.get("method").and_then(Value::as_str) else {
+                continue;
+            };
+            let params = record::stable_params(m.get("params"));
+            match m.get("id") {
+                None => notifications.push(json!({"method": method, "params": params})),
+                Some(id) => asked.push((id.clone(), method.to_string(), params)),
+            }
+        }
+        // Requests sent on the session's GET stream while this call was in flight.
+        let recorder = &self.app.forwarding.recorder;
+        let integration = self.integration();
+        let since = self.capture.as_ref().map_or(0, |c| c.order);
+        asked.extend(recorder.take_asks(&integration, &self.session, since));
+        let asks = asked
+            .into_iter()
+            .map(|(id, method, params)| Ask {
+                answer: recorder.take_answer(&integration, &self.session, &id),
+                method,
+                params,
+            })
+            .collect();
+        ToolCall {
+            name: self.name.clone(),
+            arguments: self.arguments.clone(),
+            outcome,
+            notifications,
+            asks,
+        }
+    }
+
+    fn integration(&self) -> String {
+        self.capture
+            .as_ref()
+            .map(|c| c.integration.clone())
+            .unwrap_or_default()
     }
 }

@@ -49,6 +49,11 @@ pub fn unmocked(app: &App, is_write: bool, unmatched_writes: UnmatchedWrites) ->
     }
 }
 
+/// Whether the mode keeps what is forwarded for drafts (`record`, `record-missing`).
+pub fn captures(app: &App) -> bool {
+    matches!(app.mode, Mode::Record | Mode::RecordMissing)
+}
+
 /// Why a write was blocked, in words the agent (and the log) can act on.
 pub fn blocked_message(app: &App, integration: &str, what: &str) -> String {
     match app.mode {
