@@ -78,6 +78,8 @@ pub struct Integrations {
     seen: Mutex<BTreeMap<String, Files>>,
     /// Counts finished reloads (successful or refused), for waiters.
     reloads: tokio::sync::watch::Sender<u64>,
+    /// Counts generations swapped in ([`Integrations::generation`]).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Deref for Integrations {
@@ -110,6 +112,7 @@ impl Integrations {
             problems: RwLock::new(BTreeMap::new()),
             seen: Mutex::new(BTreeMap::new()),
             reloads: tokio::sync::watch::Sender::new(0),
+            generation: std::sync::atomic::AtomicU64::new(0),
         };
         for (name, integ) in me.initial.iter() {
             me.files_changed(name, &integ.config.operations);
@@ -178,6 +181,13 @@ impl Integrations {
         map.insert(name.to_string(), integ);
         let leaked: &'static IntegrationMap = Box::leak(Box::new(map));
         *write(&self.current) = Generation::Reloaded(leaked);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The number of the current generation (0 at start, +1 per swap).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether the operations directory of `name` changed since the last call (and remember
@@ -418,8 +428,8 @@ pub async fn repin_default(app: &App) {
             if rec.pins.get(&key) == Some(pin) {
                 continue;
             }
-            if let Ok(engine) = app.engines.get(&app.store, op, pin) {
-                for (k, v) in engine.initial_state() {
+            if let Ok(init) = app.revision_initial_state(&key, pin) {
+                for (k, v) in init {
                     if !state.contains_key(&k) {
                         state.insert(k, v);
                         added = true;
@@ -433,7 +443,7 @@ pub async fn repin_default(app: &App) {
             }
         }
     }
-    rec.pins = pinned.pins;
+    rec.pins = pinned.pins.clone();
     match app.store.put_attempt(&rec) {
         Ok(()) => {
             tracing::info!(attempt = %rec.attempt_id, "default attempt re-pinned to the latest revisions");
