@@ -38,6 +38,7 @@ use std::time::{Duration, SystemTime};
 use super::{builtins_of, App, Integration};
 use crate::contract::hash::sha256_hex;
 use crate::error::Problem;
+use crate::operation::load::FileSig;
 use crate::operation::Operation;
 use crate::records::RevisionRecord;
 use crate::store::{Store, StoreError};
@@ -56,14 +57,7 @@ enum Generation {
     Reloaded(&'static IntegrationMap),
 }
 
-/// What one file looked like at the last poll.
-#[derive(Debug, Clone, PartialEq)]
-struct FileSig {
-    len: u64,
-    modified: Option<SystemTime>,
-    hash: String,
-}
-
+/// What each file looked like at the last poll.
 type Files = BTreeMap<PathBuf, FileSig>;
 
 /// The integrations of the running server: the current generation (what `Deref` gives), the
@@ -114,8 +108,20 @@ impl Integrations {
             reloads: tokio::sync::watch::Sender::new(0),
             generation: std::sync::atomic::AtomicU64::new(0),
         };
-        for (name, integ) in me.initial.iter() {
-            me.files_changed(name, &integ.config.operations);
+        // The baseline is what loading read (no file is read again); a file that changed
+        // since differs at the first poll.
+        {
+            let mut seen = lock(&me.seen);
+            for (name, integ) in me.initial.iter() {
+                let dir = &integ.config.operations;
+                let files: Files = integ
+                    .operations
+                    .iter()
+                    .filter(|o| o.file.parent() == Some(dir.as_path()))
+                    .filter_map(|o| Some((o.file.clone(), o.file_sig.clone()?)))
+                    .collect();
+                seen.insert(name.clone(), files);
+            }
         }
         me
     }

@@ -353,10 +353,7 @@ impl App {
         rec: crate::records::AttemptRecord,
     ) -> Result<Arc<Attempt>, StoreError> {
         let state = self.initial_state(&rec.pins)?.as_ref().clone();
-        self.store.put_attempt(&rec)?;
-        for (integ, s) in &state {
-            self.store.put_state(&rec.attempt_id, integ, s)?;
-        }
+        self.store.create_attempt(&rec, &state)?;
         if !rec.is_default {
             // It keeps the operation set its pins were made with (`reload`).
             self.integrations.bind(&rec.attempt_id);

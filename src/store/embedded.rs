@@ -383,9 +383,20 @@ impl Embedded {
         integration: &str,
         state: &Map<String, Value>,
     ) -> Result<(), StoreError> {
+        self.put_state_unflushed(attempt_id, integration, state)?;
+        self.flush_now()
+    }
+
+    /// [`Embedded::put_state`] without the flush: durable with the next one.
+    pub(super) fn put_state_unflushed(
+        &self,
+        attempt_id: &str,
+        integration: &str,
+        state: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
         self.state
             .insert(state_key(attempt_id, integration), encode_json(state)?)?;
-        self.flush_now()
+        Ok(())
     }
 
     pub(super) fn clear_state(&self, attempt_id: &str) -> Result<usize, StoreError> {

@@ -459,6 +459,34 @@ impl Store {
         on!(self, b => b.put_attempt(&stored))
     }
 
+    /// A new attempt and its initial state (integration → state), durable when it returns:
+    /// [`Store::put_attempt`] and [`Store::put_state`] with one flush for all of them on the
+    /// embedded store.
+    pub fn create_attempt(
+        &self,
+        a: &AttemptRecord,
+        states: &BTreeMap<String, Map<String, Value>>,
+    ) -> Result<(), StoreError> {
+        check_attempt_id(&a.attempt_id)?;
+        match &*self.inner {
+            Backend::Embedded(e) => {
+                for (integ, s) in states {
+                    e.put_state_unflushed(&a.attempt_id, integ, s)?;
+                }
+                // Its flush covers the state written above.
+                self.put_attempt(a)
+            }
+            Backend::Postgres(_) => {
+                // The state rows reference the attempt's.
+                self.put_attempt(a)?;
+                for (integ, s) in states {
+                    self.put_state(&a.attempt_id, integ, s)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Stores revision set `id` unless this process knows it is stored.
     fn put_revision_set(&self, id: &str, pins: &Pins) -> Result<(), StoreError> {
         if lock(&self.sets.known).contains_key(id) {
