@@ -617,7 +617,7 @@ pub struct NewAttempt<'a> {
     /// `None` → no lease (the default attempt).
     pub ttl_s: Option<u64>,
     pub test_run_id: Option<String>,
-    pub pins: BTreeMap<String, crate::records::Pin>,
+    pub pins: crate::records::Pins,
     pub variants: BTreeMap<String, String>,
     pub is_default: bool,
     /// The tool-call contracts it pins (SPEC 14).
@@ -647,6 +647,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         ended_at: None,
         expires_at: ttl_s.map(|s| rfc3339(now + chrono::Duration::seconds(s as i64))),
         pins,
+        revision_set: None,
         variants,
         is_default,
         cleanup: None,

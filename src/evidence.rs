@@ -553,7 +553,9 @@ mod tests {
                     revision: 3,
                     contract_hash: "sha256:abc".into(),
                 },
-            )]),
+            )])
+            .into(),
+            revision_set: None,
             variants: BTreeMap::new(),
             is_default: false,
             cleanup: None,

@@ -13,9 +13,11 @@
 //! attempt) default when absent, so older data dirs still read.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 /// An immutable, numbered copy of a mock definition (SPEC 1, 12).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,6 +40,92 @@ pub struct Pin {
     pub contract_hash: String,
 }
 
+/// An attempt's pins: `"<integration>/<operation_id>"` → [`Pin`] — a **revision set**.
+///
+/// Shared, not copied: every attempt pinned between two changes of the revisions holds the
+/// same `Arc`, so creating an attempt copies no pin, and the store keeps each set once,
+/// named by [`Pins::id`] (an attempt record stores that id in `revision_set`). Serializes as
+/// the plain map (the exported `pins` of SPEC 6.2 and 8, and the stored form of records
+/// written before revision sets).
+#[derive(Clone, Default)]
+pub struct Pins(Arc<PinsInner>);
+
+#[derive(Default)]
+struct PinsInner {
+    map: BTreeMap<String, Pin>,
+    id: OnceLock<String>,
+}
+
+impl Pins {
+    pub fn new(map: BTreeMap<String, Pin>) -> Pins {
+        Pins(Arc::new(PinsInner {
+            map,
+            id: OnceLock::new(),
+        }))
+    }
+
+    /// A set read back from the store under its id (not hashed again).
+    pub fn with_id(map: BTreeMap<String, Pin>, id: String) -> Pins {
+        Pins(Arc::new(PinsInner {
+            map,
+            id: OnceLock::from(id),
+        }))
+    }
+
+    /// The set's id: `rs_` + the first 32 hex characters of the SHA-256 of its JSON (sorted
+    /// keys, so equal sets have equal ids in every process). Computed once per set.
+    pub fn id(&self) -> &str {
+        self.0.id.get_or_init(|| {
+            let bytes = serde_json::to_vec(&self.0.map).unwrap_or_default();
+            let digest = Sha256::digest(&bytes);
+            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+            format!("rs_{hex}")
+        })
+    }
+
+    /// Whether `self` and `other` are the same shared set (no comparison of pins).
+    pub fn same(&self, other: &Pins) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::ops::Deref for Pins {
+    type Target = BTreeMap<String, Pin>;
+    fn deref(&self) -> &BTreeMap<String, Pin> {
+        &self.0.map
+    }
+}
+
+impl From<BTreeMap<String, Pin>> for Pins {
+    fn from(map: BTreeMap<String, Pin>) -> Pins {
+        Pins::new(map)
+    }
+}
+
+impl PartialEq for Pins {
+    fn eq(&self, other: &Pins) -> bool {
+        self.same(other) || self.0.map == other.0.map
+    }
+}
+
+impl std::fmt::Debug for Pins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.map.fmt(f)
+    }
+}
+
+impl Serialize for Pins {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.map.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Pins {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Pins, D::Error> {
+        BTreeMap::deserialize(d).map(Pins::new)
+    }
+}
+
 /// One attempt (SPEC 6).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AttemptRecord {
@@ -51,8 +139,15 @@ pub struct AttemptRecord {
     pub started_at: String,
     pub ended_at: Option<String>,
     pub expires_at: Option<String>,
-    /// `"<integration>/<operation_id>"` → pin.
-    pub pins: BTreeMap<String, Pin>,
+    /// `"<integration>/<operation_id>"` → pin: the attempt's revision set. In memory always
+    /// the resolved set; the store writes it empty and names the set in `revision_set`
+    /// instead (records written before revision sets hold the whole map here, and still read).
+    #[serde(default)]
+    pub pins: Pins,
+    /// The stored form only: the id of the attempt's revision set ([`Pins::id`]), replaced by
+    /// the set itself when the store reads the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_set: Option<String>,
     pub variants: BTreeMap<String, String>,
     pub is_default: bool,
     /// `{"status":"verified","remaining_state_keys":0}` once cleanup ran.

@@ -228,7 +228,7 @@ async fn route(app: &Arc<App>, req: &Request) -> Routed {
             json(testing::revisions(app, integration, operation))
         }
         ("POST", ["attempts"]) => json(create_attempt(app, req)),
-        ("GET" | "HEAD", ["attempts", id]) => json(get_attempt(app, id).await),
+        ("GET" | "HEAD", ["attempts", id]) => json(get_attempt(app, id, req).await),
         ("GET" | "HEAD", ["attempts", id, "evidence"]) => json(evidence(app, id).await),
         ("GET" | "HEAD", ["attempts", id, "state"]) => json(execute::attempt_state(app, id).await),
         ("DELETE", ["attempts", id]) => json(end_attempt(app, id).await),
@@ -443,7 +443,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             token: Some(&token),
             ttl_s: Some(ttl),
             test_run_id: body.test_run_id,
-            pins: pinned.pins,
+            pins: pinned.pins.clone(),
             variants: body.variants,
             is_default: false,
             contracts,
@@ -465,17 +465,29 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
         .map(|name| (name.as_str(), format!("{scheme}://{host}/~{token}/{name}")))
         .collect();
     tracing::info!(attempt = %rec.attempt_id, test_run_id = ?rec.test_run_id, "attempt created");
-    Ok((
-        StatusCode::CREATED,
-        json!({
-            "attempt_id": rec.attempt_id,
-            "token": token,
-            "expires_at": rec.expires_at,
-            "base_urls": base_urls,
-            "pins": rec.pins,
-            "contracts": contract_pins(&rec),
-        }),
-    ))
+    let mut answer = json!({
+        "attempt_id": rec.attempt_id,
+        "token": token,
+        "expires_at": rec.expires_at,
+        "base_urls": base_urls,
+        "revision_set": rec.pins.id(),
+        "contracts": contract_pins(&rec),
+    });
+    with_pins(&mut answer, &rec, req);
+    Ok((StatusCode::CREATED, answer))
+}
+
+/// `?pins=true`: the answer lists the attempt's pins (one per operation) beside the id of
+/// its revision set; without it only the id (issue 20: with thousands of operations the
+/// list is the whole answer).
+fn with_pins(answer: &mut Value, rec: &crate::records::AttemptRecord, req: &Request) {
+    let wanted = req
+        .query
+        .iter()
+        .any(|(k, v)| k == "pins" && matches!(v.as_str(), "true" | "1" | "yes"));
+    if wanted {
+        answer["pins"] = json!(rec.pins);
+    }
 }
 
 /// `{id: {"contract_hash"}}` of the attempt's pinned tool-call contracts.
@@ -542,31 +554,30 @@ pub(crate) fn lookup(
         })
 }
 
-async fn get_attempt(app: &App, id: &str) -> ApiResult {
+async fn get_attempt(app: &App, id: &str, req: &Request) -> ApiResult {
     let a = lookup(app, id)?;
     let events = {
         let _g = a.lock.lock().await;
         app.store.timeline(id).map_err(store_err)?.len()
     };
     let r = a.record();
-    Ok((
-        StatusCode::OK,
-        json!({
-            "attempt_id": r.attempt_id,
-            "test_run_id": r.test_run_id,
-            "status": a.lease(app.clock.now()).as_str(),
-            "started_at": r.started_at,
-            "ended_at": r.ended_at,
-            "expires_at": r.expires_at,
-            "is_default": r.is_default,
-            "pins": r.pins,
-            "contracts": contract_pins(&r),
-            "variants": r.variants,
-            "faults": r.faults,
-            "cleanup": r.cleanup,
-            "events": events,
-        }),
-    ))
+    let mut answer = json!({
+        "attempt_id": r.attempt_id,
+        "test_run_id": r.test_run_id,
+        "status": a.lease(app.clock.now()).as_str(),
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
+        "expires_at": r.expires_at,
+        "is_default": r.is_default,
+        "revision_set": r.pins.id(),
+        "contracts": contract_pins(&r),
+        "variants": r.variants,
+        "faults": r.faults,
+        "cleanup": r.cleanup,
+        "events": events,
+    });
+    with_pins(&mut answer, &r, req);
+    Ok((StatusCode::OK, answer))
 }
 
 async fn evidence(app: &App, id: &str) -> ApiResult {

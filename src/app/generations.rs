@@ -38,6 +38,7 @@ use std::time::{Duration, SystemTime};
 use super::{builtins_of, App, Integration};
 use crate::contract::hash::sha256_hex;
 use crate::error::Problem;
+use crate::operation::load::FileSig;
 use crate::operation::Operation;
 use crate::records::RevisionRecord;
 use crate::store::{Store, StoreError};
@@ -56,14 +57,7 @@ enum Generation {
     Reloaded(&'static IntegrationMap),
 }
 
-/// What one file looked like at the last poll.
-#[derive(Debug, Clone, PartialEq)]
-struct FileSig {
-    len: u64,
-    modified: Option<SystemTime>,
-    hash: String,
-}
-
+/// What each file looked like at the last poll.
 type Files = BTreeMap<PathBuf, FileSig>;
 
 /// The integrations of the running server: the current generation (what `Deref` gives), the
@@ -78,6 +72,8 @@ pub struct Integrations {
     seen: Mutex<BTreeMap<String, Files>>,
     /// Counts finished reloads (successful or refused), for waiters.
     reloads: tokio::sync::watch::Sender<u64>,
+    /// Counts generations swapped in ([`Integrations::generation`]).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Deref for Integrations {
@@ -110,9 +106,22 @@ impl Integrations {
             problems: RwLock::new(BTreeMap::new()),
             seen: Mutex::new(BTreeMap::new()),
             reloads: tokio::sync::watch::Sender::new(0),
+            generation: std::sync::atomic::AtomicU64::new(0),
         };
-        for (name, integ) in me.initial.iter() {
-            me.files_changed(name, &integ.config.operations);
+        // The baseline is what loading read (no file is read again); a file that changed
+        // since differs at the first poll.
+        {
+            let mut seen = lock(&me.seen);
+            for (name, integ) in me.initial.iter() {
+                let dir = &integ.config.operations;
+                let files: Files = integ
+                    .operations
+                    .iter()
+                    .filter(|o| o.file.parent() == Some(dir.as_path()))
+                    .filter_map(|o| Some((o.file.clone(), o.file_sig.clone()?)))
+                    .collect();
+                seen.insert(name.clone(), files);
+            }
         }
         me
     }
@@ -178,6 +187,13 @@ impl Integrations {
         map.insert(name.to_string(), integ);
         let leaked: &'static IntegrationMap = Box::leak(Box::new(map));
         *write(&self.current) = Generation::Reloaded(leaked);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The number of the current generation (0 at start, +1 per swap).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether the operations directory of `name` changed since the last call (and remember
@@ -421,8 +437,8 @@ pub async fn repin_default(app: &App) {
             if rec.pins.get(&key) == Some(pin) {
                 continue;
             }
-            if let Ok(engine) = app.engines.get(&app.store, op, pin) {
-                for (k, v) in engine.initial_state() {
+            if let Ok(init) = app.revision_initial_state(&key, pin) {
+                for (k, v) in init {
                     if !state.contains_key(&k) {
                         state.insert(k, v);
                         added = true;
@@ -436,7 +452,7 @@ pub async fn repin_default(app: &App) {
             }
         }
     }
-    rec.pins = pinned.pins;
+    rec.pins = pinned.pins.clone();
     match app.store.put_attempt(&rec) {
         Ok(()) => {
             tracing::info!(attempt = %rec.attempt_id, "default attempt re-pinned to the latest revisions");

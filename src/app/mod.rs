@@ -22,6 +22,12 @@
 //! problem refuses the start too; [`contracts`]), build the host table, and create the default
 //! attempt (latest revisions pinned, no token, no lease). Pinned revisions are compiled once
 //! into [`Engines`], shared by every attempt that pins them.
+//!
+//! **Revision sets** (issue 20). The latest revisions are pinned as ONE shared set
+//! ([`crate::records::Pins`], named by its content hash), computed once per generation and
+//! revision epoch ([`App::pin_latest`]; a recomputation reads only revisions it has not seen)
+//! together with its initial state: creating an attempt copies no pin and reads no revision,
+//! and its record stores the set's id (`revision_set`), the set itself stored once.
 
 pub mod contracts;
 pub mod endpoints;
@@ -46,7 +52,7 @@ use crate::error::Problem;
 use crate::http::Limits;
 use crate::operation::Operation;
 use crate::profile::Wire;
-use crate::records::Pin;
+use crate::records::{Pin, Pins};
 use crate::store::{Store, StoreError};
 
 pub use engines::Engines;
@@ -114,6 +120,12 @@ pub struct App {
     pub hosts: Vec<UpstreamHost>,
     /// The tool-call contracts attempts may pin ([`contracts`]).
     pub contracts: contracts::Contracts,
+    /// The last [`App::pin_latest`], keyed by (generation, revision epoch).
+    pinned: std::sync::Mutex<Option<PinnedAt>>,
+    /// The latest revision of each operation as last read by [`App::pin_latest`].
+    latest: std::sync::Mutex<HashMap<String, Latest>>,
+    /// Each revision set's initial state (set id → integration → state), computed once.
+    initial_states: std::sync::Mutex<HashMap<String, Arc<InitialState>>>,
     local_addr: OnceLock<SocketAddr>,
     /// `https` under `--tls`, once serving.
     scheme: OnceLock<&'static str>,
@@ -191,6 +203,9 @@ impl App {
             forwarding,
             hosts,
             contracts: contracts::Contracts::new(contracts_dir, contract_set),
+            pinned: Default::default(),
+            initial_states: Default::default(),
+            latest: Default::default(),
             local_addr: OnceLock::new(),
             scheme: OnceLock::new(),
         };
@@ -254,7 +269,7 @@ impl App {
         let unused_token = attempt::new_token();
         let new = attempt::NewAttempt {
             token: Some(&unused_token),
-            pins: pinned.pins,
+            pins: pinned.pins.clone(),
             is_default: true,
             ..attempt::NewAttempt::default()
         };
@@ -263,33 +278,71 @@ impl App {
         Ok(())
     }
 
-    /// Pin the latest revision of every operation file (SPEC 6.2), listing stale ones: a
-    /// latest revision checked against another contract hash than the file's current one.
-    pub fn pin_latest(&self) -> Result<Pinned, StoreError> {
-        let mut out = Pinned::default();
-        for integ in self.integrations.values() {
-            for op in &integ.operations {
-                let key = op.key();
-                if let Some(rev) = self.store.latest_revision(&key)? {
-                    if rev.contract_hash != op.contract_hash {
-                        out.stale.push(StaleOp {
-                            operation: key,
-                            revision: rev.revision,
-                            revision_contract_hash: rev.contract_hash,
-                            current_contract_hash: op.contract_hash.clone(),
-                        });
-                    } else {
-                        out.pins.insert(
-                            key,
-                            Pin {
-                                revision: rev.revision,
-                                contract_hash: rev.contract_hash,
-                            },
-                        );
-                    }
-                }
+    /// The latest revision of every operation file (SPEC 6.2) as one shared revision set,
+    /// listing stale ones: a latest revision checked against another contract hash than the
+    /// file's current one. Computed once per (generation, [`Store::revision_epoch`]): every
+    /// attempt created between two changes shares the same set, and creating one reads no
+    /// revision.
+    pub fn pin_latest(&self) -> Result<Arc<Pinned>, StoreError> {
+        let at = (self.integrations.generation(), self.store.revision_epoch());
+        if let Some((k, p)) = &*self.pinned.lock().unwrap_or_else(|p| p.into_inner()) {
+            if *k == at {
+                return Ok(p.clone());
             }
         }
+        let p = Arc::new(self.pin_latest_now()?);
+        *self.pinned.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, p.clone()));
+        Ok(p)
+    }
+
+    /// [`App::pin_latest`] computed: one scan of the latest revision numbers; only a
+    /// revision not seen before is read (its contract hash and `initial_state` are kept).
+    fn pin_latest_now(&self) -> Result<Pinned, StoreError> {
+        let numbers = self.store.latest_revision_numbers()?;
+        let mut seen = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pins = BTreeMap::new();
+        let mut initial = InitialState::new();
+        let mut out = Pinned::default();
+        for integ in self.integrations.values() {
+            let state = initial.entry(integ.name().to_string()).or_default();
+            for op in &integ.operations {
+                let key = op.key();
+                let Some(&n) = numbers.get(&key) else {
+                    continue;
+                };
+                if seen.get(&key).is_none_or(|l| l.revision != n) {
+                    let Some(rev) = self.store.revision(&key, n)? else {
+                        continue;
+                    };
+                    seen.insert(key.clone(), Latest::of(rev));
+                }
+                let Some(l) = seen.get(&key) else { continue };
+                if l.contract_hash != op.contract_hash {
+                    out.stale.push(StaleOp {
+                        operation: key,
+                        revision: l.revision,
+                        revision_contract_hash: l.contract_hash.clone(),
+                        current_contract_hash: op.contract_hash.clone(),
+                    });
+                    continue;
+                }
+                for (k, v) in l.initial_state.iter().flatten() {
+                    state.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+                pins.insert(
+                    key,
+                    Pin {
+                        revision: l.revision,
+                        contract_hash: l.contract_hash.clone(),
+                    },
+                );
+            }
+        }
+        out.pins = Pins::new(pins);
+        self.initial_states
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(out.pins.id().to_string(), Arc::new(initial));
         Ok(out)
     }
 
@@ -299,29 +352,8 @@ impl App {
         &self,
         rec: crate::records::AttemptRecord,
     ) -> Result<Arc<Attempt>, StoreError> {
-        let mut state: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
-        for integ in self.integrations.values() {
-            let mut s = Map::new();
-            for op in &integ.operations {
-                if let Some(pin) = rec.pins.get(&op.key()) {
-                    match self.engines.get(&self.store, op, pin) {
-                        Ok(engine) => {
-                            for (k, v) in engine.initial_state() {
-                                s.entry(k).or_insert(v);
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(operation = %op.key(), error = %e, "pinned revision does not compile");
-                        }
-                    }
-                }
-            }
-            state.insert(integ.name().to_string(), s);
-        }
-        self.store.put_attempt(&rec)?;
-        for (integ, s) in &state {
-            self.store.put_state(&rec.attempt_id, integ, s)?;
-        }
+        let state = self.initial_state(&rec.pins)?.as_ref().clone();
+        self.store.create_attempt(&rec, &state)?;
         if !rec.is_default {
             // It keeps the operation set its pins were made with (`reload`).
             self.integrations.bind(&rec.attempt_id);
@@ -336,6 +368,53 @@ impl App {
             },
         );
         Ok(self.attempts.insert(a))
+    }
+
+    /// The initial state of an attempt pinning `pins`: per integration, the union of the
+    /// pinned definitions' `initial_state`. Computed once per revision set (a pinned
+    /// revision's `initial_state` never changes).
+    pub fn initial_state(&self, pins: &Pins) -> Result<Arc<InitialState>, StoreError> {
+        let id = pins.id().to_string();
+        if let Some(s) = self
+            .initial_states
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+        {
+            return Ok(s.clone());
+        }
+        let mut state = InitialState::new();
+        for integ in self.integrations.values() {
+            let mut s = Map::new();
+            for op in &integ.operations {
+                let key = op.key();
+                if let Some(pin) = pins.get(&key) {
+                    for (k, v) in self.revision_initial_state(&key, pin)? {
+                        s.entry(k).or_insert(v);
+                    }
+                }
+            }
+            state.insert(integ.name().to_string(), s);
+        }
+        let state = Arc::new(state);
+        self.initial_states
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, state.clone());
+        Ok(state)
+    }
+
+    /// The `initial_state` of revision `pin` of `key` (empty when it declares none).
+    pub fn revision_initial_state(
+        &self,
+        key: &str,
+        pin: &Pin,
+    ) -> Result<Map<String, Value>, StoreError> {
+        Ok(self
+            .store
+            .revision(key, pin.revision)?
+            .and_then(|r| Latest::of(r).initial_state)
+            .unwrap_or_default())
     }
 
     /// Called by the server once it listens: its address and the scheme of its own URLs.
@@ -381,10 +460,40 @@ pub fn cleanup_report(remaining: usize) -> Value {
     })
 }
 
+/// A [`Pinned`] and the (generation, revision epoch) it was computed at.
+type PinnedAt = ((u64, u64), Arc<Pinned>);
+
+/// What pinning keeps of an operation's latest revision.
+struct Latest {
+    revision: u64,
+    contract_hash: String,
+    initial_state: Option<Map<String, Value>>,
+}
+
+impl Latest {
+    fn of(rev: crate::records::RevisionRecord) -> Latest {
+        let initial_state = match rev.definition {
+            Value::Object(mut d) => match d.remove("initial_state") {
+                Some(Value::Object(m)) => Some(m),
+                _ => None,
+            },
+            _ => None,
+        };
+        Latest {
+            revision: rev.revision,
+            contract_hash: rev.contract_hash,
+            initial_state,
+        }
+    }
+}
+
+/// Integration → the state an attempt starts with.
+pub type InitialState = BTreeMap<String, Map<String, Value>>;
+
 /// The result of pinning latest revisions.
 #[derive(Debug, Default)]
 pub struct Pinned {
-    pub pins: BTreeMap<String, Pin>,
+    pub pins: Pins,
     pub stale: Vec<StaleOp>,
 }
 

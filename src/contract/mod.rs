@@ -11,8 +11,9 @@ pub use template::{CompiledMatch, Mismatch, RequestView};
 use crate::config::ProfileKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// One operation file, `<operations dir>/<operation_id>.json`, as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,6 +170,37 @@ pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
             }
             out
         })
+}
+
+/// [`compile_schema`] with one shared compiled copy per distinct schema (issue 20): operation
+/// files repeat their schemas (every sObject read of a project answers the same envelope),
+/// so thousands of files compile a handful of validators. Keyed by the schema's JSON text
+/// (serde_json's maps are sorted: equal schemas have equal text); entries are weak, so a
+/// schema no operation uses any more is freed.
+pub fn compile_schema_shared(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+    type Cache = Mutex<(HashMap<String, Weak<jsonschema::Validator>>, usize)>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = serde_json::to_string(schema).unwrap_or_default();
+    if let Some(v) = lock(cache).0.get(&key).and_then(Weak::upgrade) {
+        return Ok(v);
+    }
+    let v = Arc::new(compile_schema(schema)?);
+    let mut g = lock(cache);
+    let (map, pruned_at) = &mut *g;
+    if let Some(other) = map.get(&key).and_then(Weak::upgrade) {
+        return Ok(other);
+    }
+    map.insert(key, Arc::downgrade(&v));
+    if map.len() > 2 * (*pruned_at).max(512) {
+        map.retain(|_, w| w.strong_count() > 0);
+        *pruned_at = map.len();
+    }
+    Ok(v)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The file stem of an operation file (`lookup.json` → `lookup`), when it is one.

@@ -70,19 +70,66 @@ fn precheck(value: &Value, file: &Path) -> Result<(), Problem> {
     Ok(())
 }
 
+/// What a file looked like when it was read: size and modification time (from the open
+/// file) and the SHA-256 of the bytes read — the baseline of the hot-reload watcher, so
+/// start-up does not read every file a second time to take it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileSig {
+    pub len: u64,
+    pub modified: Option<std::time::SystemTime>,
+    pub hash: String,
+}
+
+/// Read a file and take its [`FileSig`].
+pub fn read_signed(file: &Path) -> std::io::Result<(Vec<u8>, FileSig)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(file)?;
+    let meta = f.metadata()?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.read_to_end(&mut bytes)?;
+    let sig = FileSig {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        hash: crate::contract::hash::sha256_hex(&bytes),
+    };
+    Ok((bytes, sig))
+}
+
 /// Read and parse one operation file.
 pub fn load_file(file: &Path, profile: &str) -> Result<LoadedOperation, Problem> {
-    let text = std::fs::read_to_string(file)
+    load_file_signed(file, profile).map(|(op, _)| op)
+}
+
+/// [`load_file`] with the file's [`FileSig`].
+pub fn load_file_signed(file: &Path, profile: &str) -> Result<(LoadedOperation, FileSig), Problem> {
+    let (bytes, sig) = read_signed(file)
         .map_err(|e| Problem::new(file, "", format!("cannot read the operation file: {e}")))?;
-    let value: Value = serde_json::from_str(&text)
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        Problem::new(
+            file,
+            "",
+            format!("cannot read the operation file: not UTF-8: {e}"),
+        )
+    })?;
+    let value: Value = serde_json::from_str(text)
         .map_err(|e| Problem::new(file, "", format!("not valid JSON: {e}")))?;
-    parse_operation_owned(value, file, profile)
+    Ok((parse_operation_owned(value, file, profile)?, sig))
 }
 
 /// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,
 /// parsed; the files that cannot be parsed become problems. A missing directory is a problem
 /// (whose message suggests `understudy record` for a first recording).
 pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem>) {
+    let (ops, problems) = load_dir_signed(dir, profile);
+    (ops.into_iter().map(|(o, _)| o).collect(), problems)
+}
+
+/// [`load_dir`] with the [`FileSig`] of each file read (`None` for MCP resources and
+/// prompts, which live in sub-directories).
+pub fn load_dir_signed(
+    dir: &Path,
+    profile: &str,
+) -> (Vec<(LoadedOperation, Option<FileSig>)>, Vec<Problem>) {
     let mut ops = Vec::new();
     let mut problems = Vec::new();
     let entries = match std::fs::read_dir(dir) {
@@ -116,16 +163,16 @@ pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem
         })
         .collect();
     files.sort();
-    for r in par_map(files, |f| load_file(&f, profile)) {
+    for r in par_map(files, |f| load_file_signed(&f, profile)) {
         match r {
-            Ok(op) => ops.push(op),
+            Ok((op, sig)) => ops.push((op, Some(sig))),
             Err(p) => problems.push(p),
         }
     }
     if profile == "mcp" {
         // SPEC 18: `resources/` and `prompts/` beside the tools.
         let (o, p) = super::mcp_files::load_extras(dir);
-        ops.extend(o);
+        ops.extend(o.into_iter().map(|o| (o, None)));
         problems.extend(p);
     }
     (ops, problems)

@@ -22,7 +22,7 @@ pub mod mcp_files;
 pub use load::LoadedOperation;
 
 use crate::config::{IntegrationConfig, ProfileKind};
-use crate::contract::{compile_schema, hash, CompiledMatch, OperationFile};
+use crate::contract::{compile_schema_shared, hash, CompiledMatch, OperationFile};
 use crate::error::Problem;
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;
@@ -77,6 +77,9 @@ pub struct Operation {
     pub definition_hash: Option<String>,
     /// The mock's `contract_hash` is present and differs from [`Operation::contract_hash`].
     pub stale: bool,
+    /// The file as it was read ([`load_integration`]; `None` for inline operations and MCP
+    /// resources and prompts): the hot-reload watcher's baseline.
+    pub file_sig: Option<load::FileSig>,
 }
 
 impl std::fmt::Debug for Operation {
@@ -133,13 +136,13 @@ impl Operation {
         let input = pre
             .input
             .map(Ok)
-            .unwrap_or_else(|| compile_schema(&op.input_schema))
+            .unwrap_or_else(|| compile_schema_shared(&op.input_schema))
             .map_err(|e| problems.push(Problem::new(&file, "input_schema", e)))
             .ok();
         let output = pre
             .output
             .map(Ok)
-            .unwrap_or_else(|| compile_schema(&op.output_schema))
+            .unwrap_or_else(|| compile_schema_shared(&op.output_schema))
             .map_err(|e| problems.push(Problem::new(&file, "output_schema", e)))
             .ok();
         let matcher = match (&op.match_spec, profile.is_http()) {
@@ -209,10 +212,11 @@ impl Operation {
             op,
             contract_hash,
             matcher,
-            input_validator: Arc::new(input),
-            output_validator: Arc::new(output),
+            input_validator: input,
+            output_validator: output,
             engine,
             stale,
+            file_sig: None,
         })
     }
 }
@@ -235,7 +239,8 @@ pub fn load_integration(
         );
         return Ok(Vec::new());
     }
-    let (loaded, mut problems) = load::load_dir(&integ.operations, profile);
+    let (signed, mut problems) = load::load_dir_signed(&integ.operations, profile);
+    let (loaded, sigs): (Vec<_>, Vec<_>) = signed.into_iter().unzip();
     // As `check_loaded`, keeping what the checks compiled for `Operation::compile_with`.
     let checked = load::par_map(loaded.iter().collect(), |l| {
         let mut c = check::Compiled::default();
@@ -261,9 +266,12 @@ pub fn load_integration(
     let compiled = load::par_map(loaded.into_iter().zip(pre).collect(), |(l, c)| {
         Operation::compile_with(&integ.name, integ.profile, l, c)
     });
-    for r in compiled {
+    for (r, sig) in compiled.into_iter().zip(sigs) {
         match r {
-            Ok(op) => ops.push(op),
+            Ok(mut op) => {
+                op.file_sig = sig;
+                ops.push(op);
+            }
             Err(p) => problems.extend(p),
         }
     }

@@ -1,10 +1,16 @@
-//! The hot-reload task of a running server (SPEC 12): it polls the operations directories
+//! The hot-reload task of a running server (SPEC 12): it watches the operations directories
 //! and applies what changed to the operation sets of `crate::app::generations` (whose doc
 //! says which generation an attempt sees, and the file rule).
 //!
-//! **Watching** ([`Watcher`], started by [`super::serve_with`]). Every [`POLL_INTERVAL`] the
+//! **Watching** ([`Watcher`], started by [`super::serve_with`]). The operations directories
+//! and the contracts directory are watched through the OS (inotify, by the `notify` crate):
+//! a look ([`poll`]) runs only when the OS reports a change in one of them (events arriving
+//! within [`SETTLE`] of each other are one look), so an idle server stats no file. When the
+//! OS watch cannot be set up (no inotify, a directory missing, or `UNDERSTUDY_WATCH=poll`)
+//! the watcher falls back to a look every [`POLL_INTERVAL`], logged at start; an OS watch
+//! that fails later (its event queue overflowed) triggers a look too. A look lists the
 //! `*.json` files directly inside each operations directory (hidden files skipped, as when
-//! loading) are listed with size and modification time; a file's content is hashed
+//! loading) with size and modification time; a file's content is hashed
 //! (SHA-256) when those changed, when it is new, or when it was modified less than 2 s ago (a
 //! same-size rewrite inside the file system's timestamp granularity). An integration whose
 //! file set or any file's content changed since the last poll is reloaded
@@ -38,8 +44,63 @@ use std::time::Duration;
 use crate::app::generations::{reload_integration, repin_default, ReloadOutcome};
 use crate::app::App;
 
-/// How often the operations directories are polled.
+/// How often the operations directories are polled when the OS cannot watch them.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(300);
+
+/// How long the watcher waits after an OS event for the rest of one save (an editor's write,
+/// rename and attribute change) before it looks.
+pub const SETTLE: Duration = Duration::from_millis(30);
+
+/// How the watcher learns of changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchMode {
+    /// OS notifications (inotify), polling when they cannot be set up.
+    Os,
+    /// A look every [`POLL_INTERVAL`].
+    Poll,
+}
+
+impl WatchMode {
+    /// `UNDERSTUDY_WATCH=poll` → [`WatchMode::Poll`], else [`WatchMode::Os`].
+    pub fn from_env() -> WatchMode {
+        match std::env::var("UNDERSTUDY_WATCH").as_deref() {
+            Ok("poll") => WatchMode::Poll,
+            _ => WatchMode::Os,
+        }
+    }
+}
+
+/// The directories a watcher watches: every operations directory and the contracts one.
+fn watched_dirs(app: &App) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = app
+        .integrations
+        .values()
+        .map(|i| i.config.operations.clone())
+        .collect();
+    dirs.extend(app.config.contracts.clone());
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// An OS watch of `dirs` (not recursive, as loading reads them) and the channel its events
+/// arrive on (one `()` per event or watch error).
+pub fn os_watch(
+    dirs: &[PathBuf],
+) -> notify::Result<(
+    notify::RecommendedWatcher,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+)> {
+    use notify::Watcher as _;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut w = notify::recommended_watcher(move |_: notify::Result<notify::Event>| {
+        let _ = tx.send(());
+    })?;
+    for d in dirs {
+        w.watch(d, notify::RecursiveMode::NonRecursive)?;
+    }
+    Ok((w, rx))
+}
 
 /// Check every operations directory once and reload the integrations whose files changed;
 /// then re-pin the default attempt and wake `Integrations::subscribe` waiters.
@@ -109,7 +170,7 @@ pub fn follow_store(app: Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
     }))
 }
 
-/// The polling task of a running server; [`Watcher::stop`] ends it (dropping it aborts it).
+/// The watching task of a running server; [`Watcher::stop`] ends it (dropping it aborts it).
 pub struct Watcher {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -117,11 +178,38 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Start polling every [`POLL_INTERVAL`].
+    /// Start watching ([`WatchMode::from_env`]).
     pub fn start(app: Arc<App>) -> Watcher {
+        Watcher::start_with(app, WatchMode::from_env())
+    }
+
+    /// Start watching through the OS, or polling every [`POLL_INTERVAL`] (the module doc).
+    pub fn start_with(app: Arc<App>, mode: WatchMode) -> Watcher {
         let follower = follow_store(app.clone());
         let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let os = match mode {
+            WatchMode::Poll => None,
+            WatchMode::Os => match os_watch(&watched_dirs(&app)) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the operation files through the OS; polling every {} ms instead", POLL_INTERVAL.as_millis());
+                    None
+                }
+            },
+        };
         let task = tokio::spawn(async move {
+            if let Some((_keep, mut events)) = os {
+                // The baseline was taken when the app was built.
+                loop {
+                    tokio::select! {
+                        _ = &mut rx => return,
+                        e = events.recv() => if e.is_none() { return },
+                    }
+                    tokio::time::sleep(SETTLE).await;
+                    while events.try_recv().is_ok() {}
+                    poll(&app).await;
+                }
+            }
             let mut tick = tokio::time::interval(POLL_INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // The first tick is immediate; the baseline was taken when the app was built.
@@ -163,5 +251,24 @@ impl Drop for Watcher {
         if let Some(f) = self.follower.take() {
             f.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An OS watch reports a change of a watched directory; a directory that cannot be
+    /// watched is an error (the watcher then polls).
+    #[tokio::test]
+    async fn the_os_watch_reports_changes_and_refuses_a_missing_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_w, mut events) = os_watch(&[dir.path().to_path_buf()]).expect("inotify");
+        std::fs::write(dir.path().join("a.json"), "{}").unwrap();
+        tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("an event for the new file")
+            .expect("channel open");
+        assert!(os_watch(&[dir.path().join("missing")]).is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! durability rules of the store's module doc. Methods here trust their arguments: the
 //! facade ([`super::Store`]) checks ids and depths before it calls them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -22,7 +22,7 @@ use super::keys::{
     META_REV, META_SEQ,
 };
 use super::{io_message, lock, CallRecord, StoreError};
-use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, RevisionRecord, ToolEvent};
+use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, Pin, RevisionRecord, ToolEvent};
 use crate::util::time::now_rfc3339;
 
 /// Page cache of the sled database (sled's default is 1 GB). Evidence is read back rarely
@@ -42,6 +42,7 @@ pub(super) struct Embedded {
     state: sled::Tree,
     events: sled::Tree,
     meta: sled::Tree,
+    pub(super) revision_sets: sled::Tree,
     pub(super) journal: Arc<Journal>,
     flusher: Option<JoinHandle<()>>,
 }
@@ -170,6 +171,7 @@ impl Embedded {
             state,
             events,
             meta,
+            revision_sets: tree("revision_sets")?,
             journal,
             flusher: Some(flusher),
         })
@@ -238,6 +240,18 @@ impl Embedded {
         }
     }
 
+    pub(super) fn latest_revision_numbers(&self) -> Result<HashMap<String, u64>, StoreError> {
+        let prefix = meta_key(META_REV, "");
+        let mut out = HashMap::new();
+        for item in self.meta.scan_prefix(&prefix) {
+            let (k, v) = item?;
+            let key = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+            let n = decode_u64(&v, &key)?;
+            out.insert(key, n);
+        }
+        Ok(out)
+    }
+
     pub(super) fn revision(&self, key: &str, n: u64) -> Result<Option<RevisionRecord>, StoreError> {
         self.revisions
             .get(revision_key(key, n))?
@@ -257,6 +271,32 @@ impl Embedded {
             out.push(decode_json(&v, &format!("revision {key}"))?);
         }
         Ok(out)
+    }
+
+    // ---- revision sets -------------------------------------------------------------------
+
+    /// Stores a revision set under `id` unless it is there (sets are named by their content);
+    /// durable with the next flush (the `put_attempt` that names it).
+    pub(super) fn put_revision_set(
+        &self,
+        id: &str,
+        pins: &BTreeMap<String, Pin>,
+    ) -> Result<(), StoreError> {
+        if !self.revision_sets.contains_key(id.as_bytes())? {
+            self.revision_sets
+                .insert(id.as_bytes(), encode_json(pins)?)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn revision_set(
+        &self,
+        id: &str,
+    ) -> Result<Option<BTreeMap<String, Pin>>, StoreError> {
+        self.revision_sets
+            .get(id.as_bytes())?
+            .map(|v| decode_json(&v, &format!("revision set {id}")))
+            .transpose()
     }
 
     // ---- attempts ------------------------------------------------------------------------
@@ -343,9 +383,20 @@ impl Embedded {
         integration: &str,
         state: &Map<String, Value>,
     ) -> Result<(), StoreError> {
+        self.put_state_unflushed(attempt_id, integration, state)?;
+        self.flush_now()
+    }
+
+    /// [`Embedded::put_state`] without the flush: durable with the next one.
+    pub(super) fn put_state_unflushed(
+        &self,
+        attempt_id: &str,
+        integration: &str,
+        state: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
         self.state
             .insert(state_key(attempt_id, integration), encode_json(state)?)?;
-        self.flush_now()
+        Ok(())
     }
 
     pub(super) fn clear_state(&self, attempt_id: &str) -> Result<usize, StoreError> {

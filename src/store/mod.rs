@@ -53,7 +53,8 @@
 //! | tree | key | value |
 //! |---|---|---|
 //! | `revisions` | `<integration>/<operation_id>/` + revision as big-endian u64 | JSON [`RevisionRecord`] |
-//! | `attempts` | `<attempt_id>` | JSON [`AttemptRecord`] |
+//! | `attempts` | `<attempt_id>` | JSON [`AttemptRecord`], its pins replaced by `revision_set` (records of earlier versions hold their pins inline and still read) |
+//! | `revision_sets` | `rs_…` (the set's content hash, [`crate::records::Pins::id`]) | JSON pins: `"<integration>/<operation_id>"` → `{"revision","contract_hash"}`, stored once for every attempt that pins it |
 //! | `tokens` | `<token_hash>` | `<attempt_id>` |
 //! | `state` | `<attempt_id>` `0x00` `<integration>` | JSON object: that integration's state |
 //! | `events` | `<attempt_id>` `0x00` + sequence as big-endian u64 | JSON [`ToolEvent`]: only read, for data dirs written before evidence files |
@@ -149,14 +150,14 @@ mod postgres;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 
 use crate::records::{
-    AgentEvent, AttemptEvidence, AttemptRecord, EvidenceEntry, RevisionRecord, ToolEvent,
+    AgentEvent, AttemptEvidence, AttemptRecord, EvidenceEntry, Pins, RevisionRecord, ToolEvent,
 };
 use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
@@ -213,9 +214,19 @@ impl Drop for CallLock {
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Backend>,
+    sets: Arc<Sets>,
     /// Test hook: how many coming [`Store::wait_durable`] calls fail ([`Store::fail_next_flushes_for_test`]).
     #[cfg(any(test, feature = "test-hooks"))]
     fail_flushes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The revision sets this process has stored or read (id → set: a set is immutable and
+/// named by its content, so a cached one is never stale), and the count of revisions this
+/// process appended ([`Store::revision_epoch`]).
+#[derive(Default)]
+struct Sets {
+    known: Mutex<HashMap<String, Pins>>,
+    appended: std::sync::atomic::AtomicU64,
 }
 
 /// The two backends behind the facade: an enum, not a trait object — the facade's methods
@@ -245,13 +256,20 @@ impl Store {
         }
     }
 
-    /// Opens the store in `data_dir`, creating the directories (mode 0700) when missing.
-    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
-        Ok(Store {
-            inner: Arc::new(Backend::Embedded(Embedded::open(data_dir, true)?)),
+    fn of(backend: Backend) -> Store {
+        Store {
+            inner: Arc::new(backend),
+            sets: Arc::default(),
             #[cfg(any(test, feature = "test-hooks"))]
             fail_flushes: Default::default(),
-        })
+        }
+    }
+
+    /// Opens the store in `data_dir`, creating the directories (mode 0700) when missing.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        Ok(Store::of(Backend::Embedded(Embedded::open(
+            data_dir, true,
+        )?)))
     }
 
     /// Opens the store a project names: `url` (`postgres://…`, SPEC 17) when given, else
@@ -270,21 +288,15 @@ impl Store {
     /// Connects to PostgreSQL at `url`, creating or migrating the schema (`data_dir` is
     /// only reported by [`Store::data_dir`]).
     pub fn open_postgres(url: &str, data_dir: &Path) -> Result<Store, StoreError> {
-        Ok(Store {
-            inner: Arc::new(Backend::Postgres(Postgres::open(url, data_dir)?)),
-            #[cfg(any(test, feature = "test-hooks"))]
-            fail_flushes: Default::default(),
-        })
+        Ok(Store::of(Backend::Postgres(Postgres::open(url, data_dir)?)))
     }
 
     /// Opens an existing store without creating anything; [`StoreError::NotFound`] when
     /// `data_dir` holds none (used by `understudy evidence`).
     pub fn open_existing(data_dir: &Path) -> Result<Store, StoreError> {
-        Ok(Store {
-            inner: Arc::new(Backend::Embedded(Embedded::open(data_dir, false)?)),
-            #[cfg(any(test, feature = "test-hooks"))]
-            fail_flushes: Default::default(),
-        })
+        Ok(Store::of(Backend::Embedded(Embedded::open(
+            data_dir, false,
+        )?)))
     }
 
     /// Whether several processes may share this store (PostgreSQL): their in-memory copies
@@ -386,13 +398,36 @@ impl Store {
         source: &str,
     ) -> Result<(RevisionRecord, bool), StoreError> {
         check_key(key)?;
-        on!(self, b => b.sync_revision_unflushed(key, contract_hash, definition, definition_hash, source))
+        let r = on!(self, b => b.sync_revision_unflushed(key, contract_hash, definition, definition_hash, source))?;
+        if r.1 {
+            self.sets
+                .appended
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(r)
+    }
+
+    /// A number that grows whenever a revision is appended — by this process, or (shared
+    /// store) by another one as far as the change listener has seen: latest revisions
+    /// computed at one value are still the latest while it stays the same.
+    pub fn revision_epoch(&self) -> u64 {
+        let mine = self.sets.appended.load(std::sync::atomic::Ordering::SeqCst);
+        match &*self.inner {
+            Backend::Embedded(_) => mine,
+            Backend::Postgres(p) => mine + p.subscribe().borrow().revisions,
+        }
     }
 
     /// The latest revision of `key`, if any.
     pub fn latest_revision(&self, key: &str) -> Result<Option<RevisionRecord>, StoreError> {
         check_key(key)?;
         on!(self, b => b.latest_revision(key))
+    }
+
+    /// `"<integration>/<operation_id>"` → its latest revision number, for every key that has
+    /// one (one scan: pinning compares these and reads only the revisions that moved).
+    pub fn latest_revision_numbers(&self) -> Result<HashMap<String, u64>, StoreError> {
+        on!(self, b => b.latest_revision_numbers())
     }
 
     /// Revision `n` of `key`, if it exists.
@@ -415,17 +450,91 @@ impl Store {
         if a.token_hash.is_empty() {
             return Err(StoreError::Invalid("an attempt needs a token hash".into()));
         }
-        on!(self, b => b.put_attempt(a))
+        if a.pins.is_empty() && a.revision_set.is_none() {
+            return on!(self, b => b.put_attempt(a));
+        }
+        // The stored form names the revision set; the set itself is stored once.
+        let mut stored = a.clone();
+        if !a.pins.is_empty() {
+            let id = a.pins.id().to_string();
+            self.put_revision_set(&id, &a.pins)?;
+            stored.pins = Pins::default();
+            stored.revision_set = Some(id);
+        }
+        on!(self, b => b.put_attempt(&stored))
+    }
+
+    /// A new attempt and its initial state (integration → state), durable when it returns:
+    /// [`Store::put_attempt`] and [`Store::put_state`] with one flush for all of them on the
+    /// embedded store.
+    pub fn create_attempt(
+        &self,
+        a: &AttemptRecord,
+        states: &BTreeMap<String, Map<String, Value>>,
+    ) -> Result<(), StoreError> {
+        check_attempt_id(&a.attempt_id)?;
+        match &*self.inner {
+            Backend::Embedded(e) => {
+                for (integ, s) in states {
+                    e.put_state_unflushed(&a.attempt_id, integ, s)?;
+                }
+                // Its flush covers the state written above.
+                self.put_attempt(a)
+            }
+            Backend::Postgres(_) => {
+                // The state rows reference the attempt's.
+                self.put_attempt(a)?;
+                for (integ, s) in states {
+                    self.put_state(&a.attempt_id, integ, s)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Stores revision set `id` unless this process knows it is stored.
+    fn put_revision_set(&self, id: &str, pins: &Pins) -> Result<(), StoreError> {
+        if lock(&self.sets.known).contains_key(id) {
+            return Ok(());
+        }
+        on!(self, b => b.put_revision_set(id, pins))?;
+        lock(&self.sets.known).insert(id.to_string(), pins.clone());
+        Ok(())
+    }
+
+    /// A record as read → as used: the revision set it names replaces the name (records
+    /// written before revision sets carry their pins and are returned as they are).
+    fn resolve(&self, mut a: AttemptRecord) -> Result<AttemptRecord, StoreError> {
+        let Some(id) = a.revision_set.take() else {
+            return Ok(a);
+        };
+        if let Some(p) = lock(&self.sets.known).get(&id) {
+            a.pins = p.clone();
+            return Ok(a);
+        }
+        let map = on!(self, b => b.revision_set(&id))?.ok_or_else(|| StoreError::Corrupt {
+            key: format!("attempt {}", a.attempt_id),
+            message: format!("names revision set {id}, which is not in the store"),
+        })?;
+        let pins = Pins::with_id(map, id.clone());
+        lock(&self.sets.known).insert(id, pins.clone());
+        a.pins = pins;
+        Ok(a)
     }
 
     /// The attempt `id`, if it exists.
     pub fn attempt(&self, id: &str) -> Result<Option<AttemptRecord>, StoreError> {
-        on!(self, b => b.attempt(id))
+        on!(self, b => b.attempt(id))?
+            .map(|a| self.resolve(a))
+            .transpose()
     }
 
     /// Every attempt, ordered by id.
     pub fn attempts(&self) -> Result<Vec<AttemptRecord>, StoreError> {
-        on!(self, b => b.attempts())
+        on!(self, b => b.attempts())?
+            .into_iter()
+            .map(|a| self.resolve(a))
+            .collect()
     }
 
     /// The attempt whose capability token hashes to `token_hash`.
@@ -433,7 +542,9 @@ impl Store {
         &self,
         token_hash: &str,
     ) -> Result<Option<AttemptRecord>, StoreError> {
-        on!(self, b => b.attempt_by_token_hash(token_hash))
+        on!(self, b => b.attempt_by_token_hash(token_hash))?
+            .map(|a| self.resolve(a))
+            .transpose()
     }
 
     // ---- state ---------------------------------------------------------------------------

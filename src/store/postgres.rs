@@ -60,7 +60,7 @@ use tokio_postgres::NoTls;
 use super::embedded::{decode_json, encode_json};
 use super::{lock, CallRecord, StoreError};
 use crate::records::{
-    AgentEvent, AttemptRecord, EvidenceEntry, ResultStatus, RevisionRecord, ToolEvent,
+    AgentEvent, AttemptRecord, EvidenceEntry, Pin, ResultStatus, RevisionRecord, ToolEvent,
 };
 use crate::util::time::now_rfc3339;
 
@@ -81,7 +81,8 @@ const CHANNEL: &str = "understudy_changes";
 /// The schema, one migration per version: version `n` is `MIGRATIONS[n - 1]`. Applied at
 /// open under an advisory lock, each in its own transaction with its row in
 /// `understudy_schema`. Never edit a released migration: append one.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE SEQUENCE understudy_change_seq;
 CREATE TABLE understudy_revisions (
     integration     text   NOT NULL,
@@ -131,7 +132,14 @@ CREATE TABLE understudy_idempotency (
     event      text   NOT NULL,
     PRIMARY KEY (attempt_id, operation, key_ref)
 );
-"#];
+"#,
+    r#"
+CREATE TABLE understudy_revision_sets (
+    id   text PRIMARY KEY,
+    pins text NOT NULL
+);
+"#,
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -543,6 +551,26 @@ impl Postgres {
         })
     }
 
+    pub(super) fn latest_revision_numbers(&self) -> Result<HashMap<String, u64>, StoreError> {
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let rows = conn
+                .query(
+                    "SELECT integration, operation, max(revision) FROM understudy_revisions GROUP BY integration, operation",
+                    &[],
+                )
+                .await
+                .map_err(pg_err)?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    let key = format!("{}/{}", r.get::<_, &str>(0), r.get::<_, &str>(1));
+                    (key, r.get::<_, i64>(2) as u64)
+                })
+                .collect())
+        })
+    }
+
     pub(super) fn revisions(&self, key: &str) -> Result<Vec<RevisionRecord>, StoreError> {
         let key = key.to_string();
         self.block(move |s| async move {
@@ -558,6 +586,52 @@ impl Postgres {
             rows.iter()
                 .map(|r| decode_json(r.get::<_, &str>(0).as_bytes(), &format!("revision {key}")))
                 .collect()
+        })
+    }
+
+    // ---- revision sets -------------------------------------------------------------------
+
+    /// Stores a revision set under `id` unless it is there (committed when this returns).
+    pub(super) fn put_revision_set(
+        &self,
+        id: &str,
+        pins: &BTreeMap<String, Pin>,
+    ) -> Result<(), StoreError> {
+        let id = id.to_string();
+        let json = text(encode_json(pins)?);
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            conn.execute(
+                "INSERT INTO understudy_revision_sets (id, pins) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                &[&id, &json],
+            )
+            .await
+            .map_err(pg_err)?;
+            Ok(())
+        })
+    }
+
+    pub(super) fn revision_set(
+        &self,
+        id: &str,
+    ) -> Result<Option<BTreeMap<String, Pin>>, StoreError> {
+        let id = id.to_string();
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let row = conn
+                .query_opt(
+                    "SELECT pins FROM understudy_revision_sets WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(pg_err)?;
+            row.map(|r| {
+                decode_json(
+                    r.get::<_, &str>(0).as_bytes(),
+                    &format!("revision set {id}"),
+                )
+            })
+            .transpose()
         })
     }
 

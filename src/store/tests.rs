@@ -73,7 +73,8 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
         started_at: now_rfc3339(),
         ended_at: None,
         expires_at: None,
-        pins: BTreeMap::new(),
+        pins: Default::default(),
+        revision_set: None,
         variants: BTreeMap::new(),
         is_default: false,
         cleanup: None,
@@ -357,4 +358,74 @@ async fn agent_events_share_the_sequence_with_calls_and_survive_a_journal_replay
             .unwrap(),
         4
     );
+}
+
+/// Issue 20: an attempt record stores the id of its revision set, the set is stored once for
+/// every attempt that pins it, and a record written before revision sets (its pins inline)
+/// still reads.
+#[test]
+fn attempts_store_one_revision_set_and_old_records_with_inline_pins_still_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pins: crate::records::Pins = BTreeMap::from([(
+        "crm/op".to_string(),
+        crate::records::Pin {
+            revision: 3,
+            contract_hash: "sha256:c".into(),
+        },
+    )])
+    .into();
+    let rec = |id: &str| AttemptRecord {
+        attempt_id: id.into(),
+        token_hash: format!("h-{id}"),
+        started_at: now_rfc3339(),
+        pins: pins.clone(),
+        ..AttemptRecord::default()
+    };
+    {
+        let store = Store::open(tmp.path()).unwrap();
+        store.put_attempt(&rec("a")).unwrap();
+        store.put_attempt(&rec("b")).unwrap();
+        // The stored form names the set and lists no pin.
+        for id in ["a", "b"] {
+            let raw = store.embedded().attempt(id).unwrap().unwrap();
+            assert!(raw.pins.is_empty(), "{raw:?}");
+            assert_eq!(raw.revision_set.as_deref(), Some(pins.id()));
+        }
+        assert_eq!(
+            store.embedded().revision_sets.len(),
+            1,
+            "one set, stored once"
+        );
+        // A record in the format of earlier versions: pins inline, no set.
+        store.embedded().put_attempt(&rec("old")).unwrap();
+    }
+    // Read back by a new process (nothing cached).
+    let store = Store::open(tmp.path()).unwrap();
+    for id in ["a", "b", "old"] {
+        let got = store.attempt(id).unwrap().unwrap();
+        assert_eq!(got.pins, pins, "{id}");
+        assert_eq!(got.revision_set, None, "resolved in memory");
+    }
+    let all = store.attempts().unwrap();
+    assert_eq!(all.len(), 3);
+    assert!(all.iter().all(|a| a.pins == pins));
+    // The two new records share one set in memory too.
+    let a = store.attempt("a").unwrap().unwrap();
+    let b = store.attempt_by_token_hash("h-b").unwrap().unwrap();
+    assert!(a.pins.same(&b.pins));
+}
+
+#[test]
+fn a_record_naming_a_missing_revision_set_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path()).unwrap();
+    let rec = AttemptRecord {
+        attempt_id: "x".into(),
+        token_hash: "hx".into(),
+        revision_set: Some("rs_gone".into()),
+        ..AttemptRecord::default()
+    };
+    store.embedded().put_attempt(&rec).unwrap();
+    let e = store.attempt("x").unwrap_err().to_string();
+    assert!(e.contains("rs_gone") && e.contains("attempt x"), "{e}");
 }

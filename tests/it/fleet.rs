@@ -271,7 +271,7 @@ async fn a_revision_saved_through_one_process_is_pinned_through_the_other_within
     // A new attempt created through B pins revision 2 (and answers with it)...
     let (b_id, token) = eventually(Duration::from_secs(1), "B pins revision 2", || async {
         let r = send(
-            &b.url("/_understudy/api/attempts"),
+            &b.url("/_understudy/api/attempts?pins=true"),
             "POST",
             Some(&json!({})),
             &[],

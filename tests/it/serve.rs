@@ -961,6 +961,82 @@ fn kill_9_loses_no_acknowledged_call() {
 // ---------------------------------------------------------------------------------------------
 // 7. admin: attempts, auth, leases, stale pins
 
+/// Issue 20: an attempt pins one revision set by id; its pins are listed only on request
+/// (`?pins=true`), and they read back the same after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_pin_one_revision_set_and_list_pins_only_on_request() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let post = |q: &'static str| {
+        let s = &s;
+        async move {
+            let r = s
+                .call(
+                    "POST",
+                    &format!("/_understudy/api/attempts{q}"),
+                    Some(&json!({})),
+                    &[],
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            r.json()
+        }
+    };
+    let a = post("").await;
+    let b = post("").await;
+    let set = a["revision_set"]
+        .as_str()
+        .expect("revision_set")
+        .to_string();
+    assert!(set.starts_with("rs_"), "{set}");
+    assert!(a.get("pins").is_none(), "no pins unless asked: {a}");
+    assert_eq!(
+        b["revision_set"],
+        set.as_str(),
+        "nothing changed: the same set"
+    );
+    let c = post("?pins=true").await;
+    assert_eq!(c["revision_set"], set.as_str());
+    assert_eq!(c["pins"]["crm/lookup_contact_by_phone"]["revision"], 1);
+    let id = a["attempt_id"].as_str().unwrap().to_string();
+    let get = |q: &'static str| {
+        let s = &s;
+        let id = id.clone();
+        async move {
+            let r = s
+                .call(
+                    "GET",
+                    &format!("/_understudy/api/attempts/{id}{q}"),
+                    None,
+                    &[],
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            r.json()
+        }
+    };
+    let plain = get("").await;
+    assert!(plain.get("pins").is_none(), "{plain}");
+    assert_eq!(plain["revision_set"], set.as_str());
+    let full = get("?pins=true").await;
+    assert_eq!(full["pins"], c["pins"]);
+    s.stop().await.unwrap();
+    // After a restart the attempt's record is read back from the store: same set, same pins.
+    let s = Server::start(&p).await;
+    let r = s
+        .call(
+            "GET",
+            &format!("/_understudy/api/attempts/{id}?pins=true"),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["revision_set"], set.as_str());
+    assert_eq!(r.json()["pins"], c["pins"]);
+    s.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempt_creation_answers_token_base_urls_and_pins() {
     let p = standard_project();

@@ -32,7 +32,9 @@ fn attempt(id: &str) -> AttemptRecord {
                 revision: 1,
                 contract_hash: "sha256:c".into(),
             },
-        )]),
+        )])
+        .into(),
+        revision_set: None,
         variants: BTreeMap::new(),
         is_default: false,
         cleanup: None,

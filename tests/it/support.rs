@@ -231,10 +231,15 @@ impl Server {
         read(rb.send().await.expect("request sent")).await
     }
 
-    /// `POST /_understudy/api/attempts`, asserting 201.
+    /// `POST /_understudy/api/attempts?pins=true` (the answer lists the pins), asserting 201.
     pub async fn attempt(&self, body: Value) -> Attempt {
         let r = self
-            .call("POST", "/_understudy/api/attempts", Some(&body), &[])
+            .call(
+                "POST",
+                "/_understudy/api/attempts?pins=true",
+                Some(&body),
+                &[],
+            )
             .await;
         assert_eq!(r.status, 201, "attempt creation: {}", r.text);
         let v = r.json();

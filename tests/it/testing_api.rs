@@ -995,6 +995,10 @@ async fn hot_reload_appends_a_revision_and_running_attempts_keep_their_pins() {
         new.body["pins"]["crm/lookup_contact_by_phone"]["revision"],
         2
     );
+    assert_ne!(
+        new.body["revision_set"], old.body["revision_set"],
+        "a reload that appended a revision makes a new revision set"
+    );
     assert_eq!(
         old.body["pins"]["crm/lookup_contact_by_phone"]["revision"],
         1

@@ -20,7 +20,7 @@ pub use output::{envelope_problem, schema_errors, type_name};
 
 use crate::config::ProfileKind;
 use crate::contract::{
-    compile_schema, json_stem, valid_operation_id, CompiledMatch, OperationFile,
+    compile_schema_shared, json_stem, valid_operation_id, CompiledMatch, OperationFile,
 };
 use crate::mock::eval::Engine;
 use crate::mock::path::{pointer_push, DotPath};
@@ -41,8 +41,8 @@ pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Pr
 /// `match` and the mock's engine), for [`super::Operation::compile_with`] to reuse instead of compiling them again.
 #[derive(Default)]
 pub struct Compiled {
-    pub input: Option<jsonschema::Validator>,
-    pub output: Option<jsonschema::Validator>,
+    pub input: Option<std::sync::Arc<jsonschema::Validator>>,
+    pub output: Option<std::sync::Arc<jsonschema::Validator>>,
     pub matcher: Option<CompiledMatch>,
     /// The mock's engine, built by the checks of its examples.
     pub engine: Option<Engine>,
@@ -150,10 +150,10 @@ pub fn check_operation_hashed(
             ),
         }
     }
-    let input_v = compile_schema(&op.input_schema)
+    let input_v = compile_schema_shared(&op.input_schema)
         .map_err(|e| push("input_schema", format!("not a usable JSON Schema: {e}")))
         .ok();
-    let output_v = compile_schema(&op.output_schema)
+    let output_v = compile_schema_shared(&op.output_schema)
         .map_err(|e| push("output_schema", format!("not a usable JSON Schema: {e}")))
         .ok();
     if let Some(m) = &matcher {
@@ -167,8 +167,8 @@ pub fn check_operation_hashed(
             contract_hash: contract_hash
                 .map(str::to_string)
                 .unwrap_or_else(|| op.contract_hash(profile)),
-            input_v: input_v.as_ref(),
-            output_v: output_v.as_ref(),
+            input_v: input_v.as_deref(),
+            output_v: output_v.as_deref(),
         };
         engine = check_mock(mock, &ctx, &mut push);
     }
