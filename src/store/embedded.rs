@@ -134,16 +134,22 @@ impl Embedded {
             path: data_dir.to_path_buf(),
             message: io_message(&e),
         })?;
-        let file =
-            journal::open(data_dir, &db, &events_dir, [&state, &meta]).map_err(|message| {
-                StoreError::Open {
-                    path: data_dir.to_path_buf(),
-                    message,
-                }
-            })?;
+        let limit = events::open_files_limit();
+        let max_open = events::lane_cap(limit);
+        tracing::info!(
+            open_files_limit = %limit.map_or("unlimited".to_string(), |l| l.to_string()),
+            evidence_files_open_max = max_open,
+            "open files (RLIMIT_NOFILE soft limit)"
+        );
+        let file = journal::open(data_dir, &db, &events_dir, max_open, [&state, &meta]).map_err(
+            |message| StoreError::Open {
+                path: data_dir.to_path_buf(),
+                message,
+            },
+        )?;
         let journal = Arc::new(Journal {
             db: db.clone(),
-            lanes: Lanes::new(events_dir),
+            lanes: Lanes::new(events_dir, max_open),
             pending: Mutex::new(Pending::default()),
             wake: Condvar::new(),
             io: Mutex::new(file),

@@ -306,6 +306,7 @@ pub(super) fn open(
     data_dir: &Path,
     db: &sled::Db,
     events_dir: &Path,
+    max_open: usize,
     trees: [&sled::Tree; 2],
 ) -> Result<JournalFile, String> {
     let path = data_dir.join(JOURNAL_FILE);
@@ -337,8 +338,15 @@ pub(super) fn open(
     let area = bytes.get(JOURNAL_HEADER as usize..).unwrap_or_default();
     let (frames, valid) = parse_frames(area, epoch);
     // Events go to their attempt's file when the file does not have them yet (it may:
-    // files are written before their frame is queued); state and counters to sled.
+    // files are written before their frame is queued); state and counters to sled. At most
+    // `max_open` files are open at once: past that, the open ones are synced and closed.
     let mut files: HashMap<String, Lane> = HashMap::new();
+    let sync_all = |files: &mut HashMap<String, Lane>| -> Result<(), String> {
+        for lane in files.values_mut() {
+            lane.sync().map_err(|e| fail("replay", e))?;
+        }
+        Ok(())
+    };
     for payload in &frames {
         for (tree, key, value) in parse_ops(payload).unwrap_or_default() {
             let t = match tree {
@@ -347,6 +355,10 @@ pub(super) fn open(
                     let nul = key.iter().position(|b| *b == 0).ok_or_else(bad)?;
                     let id = String::from_utf8(key[..nul].to_vec()).map_err(|_| bad())?;
                     let seq = decode_u64(&key[nul + 1..], &id).map_err(|_| bad())?;
+                    if files.len() >= max_open && !files.contains_key(&id) {
+                        sync_all(&mut files)?;
+                        files.clear();
+                    }
                     let lane = match files.entry(id) {
                         std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                         std::collections::hash_map::Entry::Vacant(v) => {
@@ -373,9 +385,7 @@ pub(super) fn open(
             t.insert(key, value).map_err(|e| e.to_string())?;
         }
     }
-    for lane in files.values() {
-        lane.file.sync_data().map_err(|e| fail("replay", e))?;
-    }
+    sync_all(&mut files)?;
     let tail = &area[valid..];
     if tail.len() >= 4 && tail[..4] != [0; 4] {
         tracing::warn!(

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::embedded::{EVENTS_DIR, SLED_DIR};
-use super::events::{self, MAX_OPEN_LANES};
+use super::events::{self, Lanes};
 use super::journal::{parse_frames, JOURNAL_CHUNK, JOURNAL_FILE, JOURNAL_LIMIT, JOURNAL_MAGIC};
 use super::*;
 use crate::util::time::now_rfc3339;
@@ -112,27 +112,29 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
 }
 
 #[tokio::test]
-async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
+async fn evidence_files_open_stay_under_the_cap_and_reopen_where_they_left_off() {
     let tmp = tempfile::tempdir().unwrap();
     let (store, event) = store_with_attempt(tmp.path());
-    let n = MAX_OPEN_LANES + 40;
+    let cap = events::lane_cap(events::open_files_limit());
+    let n = cap + 40;
     let mut a = store.attempt("att").unwrap().unwrap();
+    // Every attempt first (each a checkpoint), then the calls: no checkpoint between them,
+    // so every lane is dirty when the next one opens.
     for i in 0..n {
         a.attempt_id = format!("a{i}");
         a.token_hash = format!("t{i}");
         store.put_attempt(&a).unwrap();
-        for _ in 0..2 {
+    }
+    for _ in 0..2 {
+        for i in 0..n {
             let rec = CallRecord {
                 event: event.clone(),
                 state: None,
             };
-            store.record_call(&a.attempt_id, rec).await.unwrap();
-        }
-        if i % 64 == 0 {
-            store.flush_now().unwrap(); // a checkpoint: lanes become idle
+            store.record_call(&format!("a{i}"), rec).await.unwrap();
+            assert!(store.embedded().journal.lanes.open_count() <= cap);
         }
     }
-    assert!(store.embedded().journal.lanes.open_count() <= MAX_OPEN_LANES + 64);
     // Every attempt continues its numbering, closed lane or not.
     for i in [0, 1, n / 2, n - 1] {
         let id = format!("a{i}");
@@ -149,6 +151,40 @@ async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
             .collect();
         assert_eq!(seqs, [1, 2, 3], "{id}");
     }
+}
+
+#[test]
+fn at_the_cap_the_least_recently_used_idle_lane_is_closed_with_its_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lanes = Lanes::new(tmp.path().to_path_buf(), 4);
+    let open = |id: &str, last: u64| lanes.open(id, move || Ok(last)).unwrap();
+    for id in ["a", "b", "c", "d"] {
+        events::append(&mut lock(&open(id, 0)), 1, b"{}").unwrap();
+    }
+    // `a` is the least recently used but in use: `b`, the next, is closed instead.
+    let held = open("a", 0);
+    open("e", 0);
+    assert_eq!(lanes.open_count(), 4);
+    assert!(lanes.is_open("a") && !lanes.is_open("b"));
+    let bytes = std::fs::read(events::file_path(tmp.path(), "b")).unwrap();
+    assert_eq!(events::parse(&bytes).0, vec![(1, &b"{}"[..])]);
+    // Reopened, `b` continues after its last event.
+    let b = open("b", 1);
+    let reopened = {
+        let l = lock(&b);
+        (l.last, l.len)
+    };
+    assert_eq!(reopened, (1, bytes.len() as u64));
+    drop(b);
+    assert!(
+        !lanes.is_open("c"),
+        "c was the least recently used idle lane"
+    );
+    // With every lane in use, a new one opens past the cap rather than fail.
+    let all: Vec<_> = ["a", "b", "d", "e"].iter().map(|id| open(id, 1)).collect();
+    open("f", 0);
+    assert_eq!(lanes.open_count(), 5);
+    drop((held, all));
 }
 
 #[tokio::test]
