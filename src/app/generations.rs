@@ -39,7 +39,7 @@ use super::{builtins_of, App, Integration};
 use crate::contract::hash::sha256_hex;
 use crate::error::Problem;
 use crate::operation::load::FileSig;
-use crate::operation::Operation;
+use crate::operation::{Operation, Part};
 use crate::records::RevisionRecord;
 use crate::store::{Store, StoreError};
 
@@ -199,40 +199,46 @@ impl Integrations {
     /// Whether the operations directory of `name` changed since the last call (and remember
     /// what it looks like now).
     pub fn files_changed(&self, name: &str, dir: &Path) -> bool {
-        let now = SystemTime::now();
         let mut seen = lock(&self.seen);
         let old = seen.entry(name.to_string()).or_default();
-        let mut new = Files::new();
-        let mut changed = false;
-        for (path, meta) in listing(dir) {
-            let len = meta.len();
-            let modified = meta.modified().ok();
-            let racy = modified
-                .is_none_or(|m| now.duration_since(m).map_or(true, |age| age < RACY_WINDOW));
-            let hash = match old.get(&path) {
-                Some(o) if o.len == len && o.modified == modified && !racy => o.hash.clone(),
-                _ => std::fs::read(&path)
-                    .map(|b| sha256_hex(&b))
-                    .unwrap_or_default(),
-            };
-            if old.get(&path).is_none_or(|o| o.hash != hash) {
-                changed = true;
-            }
-            new.insert(
-                path,
-                FileSig {
-                    len,
-                    modified,
-                    hash,
-                },
-            );
-        }
-        if old.keys().any(|k| !new.contains_key(k)) {
-            changed = true;
-        }
+        let new = signatures(dir, |p| old.get(p));
+        let changed = new.len() != old.len()
+            || new
+                .iter()
+                .any(|(p, sig)| old.get(p).is_none_or(|o| o.hash != sig.hash));
         *old = new;
         changed
     }
+}
+
+/// The [`FileSig`] of every operation file directly inside `dir` ([`listing`]): a file whose
+/// size and modification time equal its `old` signature keeps that hash (unless it was
+/// modified less than [`RACY_WINDOW`] ago: a same-size rewrite inside the file system's
+/// timestamp granularity); any other file is read and hashed.
+fn signatures<'a>(dir: &Path, old: impl Fn(&Path) -> Option<&'a FileSig>) -> Files {
+    let now = SystemTime::now();
+    let mut new = Files::new();
+    for (path, meta) in listing(dir) {
+        let len = meta.len();
+        let modified = meta.modified().ok();
+        let racy =
+            modified.is_none_or(|m| now.duration_since(m).map_or(true, |age| age < RACY_WINDOW));
+        let hash = match old(&path) {
+            Some(o) if o.len == len && o.modified == modified && !racy => o.hash.clone(),
+            _ => std::fs::read(&path)
+                .map(|b| sha256_hex(&b))
+                .unwrap_or_default(),
+        };
+        new.insert(
+            path,
+            FileSig {
+                len,
+                modified,
+                hash,
+            },
+        );
+    }
+    new
 }
 
 /// The `*.json` files directly inside `dir`, hidden ones skipped (as `load_dir` reads them).
@@ -330,6 +336,9 @@ pub struct ReloadOutcome {
     pub integration: String,
     /// `("<integration>/<operation_id>", revision)` appended by the file rule.
     pub revisions: Vec<(String, u64)>,
+    /// The operation files read (parsed, checked, compiled): the new and changed ones; the
+    /// others kept their compiled operations.
+    pub read: Vec<PathBuf>,
     /// Why the reload was refused (empty when it was applied).
     pub problems: Vec<Problem>,
 }
@@ -340,23 +349,53 @@ pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
     let mut out = ReloadOutcome {
         integration: name.to_string(),
         revisions: Vec::new(),
+        read: Vec::new(),
         problems: Vec::new(),
     };
-    let Some(config) = app.integrations.get(name).map(|i| i.config.clone()) else {
+    let Some(current) = app.integrations.get(name) else {
         return out;
     };
-    let ops = match crate::operation::load_integration(
-        &config,
-        app.mode.tolerates_missing_operations(),
-    ) {
-        Ok(ops) => ops.into_iter().map(Arc::new).collect::<Vec<_>>(),
+    let config = current.config.clone();
+    // The operations read from a file whose content is unchanged are kept (their file rule
+    // ran when they were read).
+    let previous: HashMap<&Path, &Arc<Operation>> = current
+        .operations
+        .iter()
+        .filter(|o| o.file_sig.is_some())
+        .map(|o| (o.file.as_path(), o))
+        .collect();
+    let loaded = if config.operations.is_dir() {
+        let files = signatures(&config.operations, |p| {
+            previous.get(p).and_then(|o| o.file_sig.as_ref())
+        });
+        let parts = files
+            .into_iter()
+            .map(|(path, sig)| match previous.get(path.as_path()) {
+                Some(o) if o.file_sig.as_ref().is_some_and(|s| s.hash == sig.hash) => {
+                    Part::Keep(Arc::clone(o))
+                }
+                _ => Part::Read(path),
+            })
+            .collect();
+        crate::operation::load_parts(&config, parts, &Default::default()).map(|p| (p.ops, p.read))
+    } else {
+        crate::operation::load_integration(&config, app.mode.tolerates_missing_operations())
+            .map(|ops| (ops.into_iter().map(Arc::new).collect(), Vec::new()))
+    };
+    let kept: std::collections::HashSet<*const Operation> =
+        previous.values().map(|o| Arc::as_ptr(o)).collect();
+    let ops = match loaded {
+        Ok((ops, read)) => {
+            out.read = read;
+            ops
+        }
         Err(problems) => {
             refuse(app, name, problems, &mut out);
             return out;
         }
     };
     let _g = app.integrations.change_lock();
-    for op in &ops {
+    for op in ops.iter().filter(|o| !kept.contains(&Arc::as_ptr(o))) {
         match sync_file_revision(&app.store, op) {
             Ok(Some(rev)) => out.revisions.push((op.key(), rev.revision)),
             Ok(None) => {}
@@ -388,6 +427,7 @@ pub fn reload_integration(app: &App, name: &str) -> ReloadOutcome {
     tracing::info!(
         integration = %name,
         operations = count,
+        files_read = out.read.len(),
         revisions = ?out.revisions,
         "hot reload: operation files changed; new attempts use them (running attempts keep their pins)"
     );

@@ -50,6 +50,7 @@ use crate::attempt::{self, Attempt, AttemptState, Attempts, Clock, SystemClock};
 use crate::config::{Config, Mode};
 use crate::error::Problem;
 use crate::http::Limits;
+use crate::operation::cache::CheckCache;
 use crate::operation::Operation;
 use crate::profile::Wire;
 use crate::records::{Pin, Pins};
@@ -146,8 +147,16 @@ impl App {
         let started = std::time::Instant::now();
         let mut problems = Vec::new();
         let mut integrations = BTreeMap::new();
+        // Files that passed `check` at an earlier start of this version are not checked
+        // again (`crate::operation::cache`); an empty data dir has no cache.
+        let cache = CheckCache::read(&config.data_dir);
         for integ in config.integrations.values() {
-            match crate::operation::load_integration(integ, mode.tolerates_missing_operations()) {
+            let loaded = if mode.tolerates_missing_operations() && !integ.operations.exists() {
+                crate::operation::load_integration(integ, true)
+            } else {
+                crate::operation::load_integration_cached(integ, &cache)
+            };
+            match loaded {
                 Ok(ops) => {
                     let ops: Vec<Arc<Operation>> = ops.into_iter().map(Arc::new).collect();
                     let wire = Wire::of(integ.profile);
@@ -187,6 +196,16 @@ impl App {
             tracing::info!(operation = %key, revision = rev, "new revision from file");
         }
         let synced = started.elapsed();
+        let passed = CheckCache::of(
+            integrations
+                .values()
+                .flat_map(|i| i.operations.iter().map(|o| &**o)),
+        );
+        if passed != cache {
+            if let Err(e) = passed.write(&config.data_dir) {
+                tracing::warn!(error = %e, "cannot write the check cache (the next start checks every file)");
+            }
+        }
         let hosts = hosts::upstream_hosts(&integrations);
         let app = App {
             config,

@@ -3,6 +3,7 @@
 //! the checks of SPEC 3.4 are [`crate::operation::check`]. Problems carry the file and the
 //! JSON path.
 
+use super::cache::{CheckCache, Passed};
 use crate::config::slash_path;
 use crate::contract::OperationFile;
 use crate::error::Problem;
@@ -25,19 +26,6 @@ pub fn parse_operation(
     profile: &str,
 ) -> Result<LoadedOperation, Problem> {
     precheck(value, file)?;
-    let op: OperationFile = serde_path_to_error::deserialize(value)
-        .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
-    Ok(loaded(op, file, profile))
-}
-
-/// [`parse_operation`] of a value the caller no longer needs (moved, not copied, into the
-/// [`OperationFile`]).
-fn parse_operation_owned(
-    value: Value,
-    file: &Path,
-    profile: &str,
-) -> Result<LoadedOperation, Problem> {
-    precheck(&value, file)?;
     let op: OperationFile = serde_path_to_error::deserialize(value)
         .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
     Ok(loaded(op, file, profile))
@@ -102,6 +90,16 @@ pub fn load_file(file: &Path, profile: &str) -> Result<LoadedOperation, Problem>
 
 /// [`load_file`] with the file's [`FileSig`].
 pub fn load_file_signed(file: &Path, profile: &str) -> Result<(LoadedOperation, FileSig), Problem> {
+    load_file_cached(file, profile, &CheckCache::default()).map(|(op, sig, _)| (op, sig))
+}
+
+/// [`load_file_signed`] consulting the check cache: a file whose entry is there (it passed
+/// `check` before, [`super::cache`]) is not hashed again, and its entry is returned.
+pub fn load_file_cached(
+    file: &Path,
+    profile: &str,
+    cache: &CheckCache,
+) -> Result<(LoadedOperation, FileSig, Option<Passed>), Problem> {
     let (bytes, sig) = read_signed(file)
         .map_err(|e| Problem::new(file, "", format!("cannot read the operation file: {e}")))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| {
@@ -113,7 +111,22 @@ pub fn load_file_signed(file: &Path, profile: &str) -> Result<(LoadedOperation, 
     })?;
     let value: Value = serde_json::from_str(text)
         .map_err(|e| Problem::new(file, "", format!("not valid JSON: {e}")))?;
-    Ok((parse_operation_owned(value, file, profile)?, sig))
+    drop(bytes);
+    let passed = cache
+        .get(&super::cache::key(profile, file, &sig.hash))
+        .cloned();
+    precheck(&value, file)?;
+    let op: OperationFile = serde_path_to_error::deserialize(value)
+        .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
+    let loaded = match &passed {
+        Some(p) => LoadedOperation {
+            file: file.to_path_buf(),
+            op,
+            contract_hash: p.contract_hash.clone(),
+        },
+        None => loaded(op, file, profile),
+    };
+    Ok((loaded, sig, passed))
 }
 
 /// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,
@@ -132,23 +145,47 @@ pub fn load_dir_signed(
 ) -> (Vec<(LoadedOperation, Option<FileSig>)>, Vec<Problem>) {
     let mut ops = Vec::new();
     let mut problems = Vec::new();
+    let files = match list_dir(dir) {
+        Ok(f) => f,
+        Err(p) => {
+            problems.push(p);
+            return (ops, problems);
+        }
+    };
+    for r in par_map(files, |f| load_file_signed(&f, profile)) {
+        match r {
+            Ok((op, sig)) => ops.push((op, Some(sig))),
+            Err(p) => problems.push(p),
+        }
+    }
+    if profile == "mcp" {
+        // SPEC 18: `resources/` and `prompts/` beside the tools.
+        let (o, p) = super::mcp_files::load_extras(dir);
+        ops.extend(o.into_iter().map(|o| (o, None)));
+        problems.extend(p);
+    }
+    (ops, problems)
+}
+
+/// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order. A
+/// missing directory is a problem (whose message suggests `understudy record` for a first
+/// recording).
+pub fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, Problem> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            problems.push(Problem::new(
+            return Err(Problem::new(
                 dir,
                 "",
                 "the operations directory does not exist: check `operations` in the project file for a typo, or record the first operations with `understudy record --out DIR` (the recording modes start without it)",
             ));
-            return (ops, problems);
         }
         Err(e) => {
-            problems.push(Problem::new(
+            return Err(Problem::new(
                 dir,
                 "",
                 format!("cannot read the operations directory: {e}"),
             ));
-            return (ops, problems);
         }
     };
     let mut files: Vec<PathBuf> = entries
@@ -163,19 +200,7 @@ pub fn load_dir_signed(
         })
         .collect();
     files.sort();
-    for r in par_map(files, |f| load_file_signed(&f, profile)) {
-        match r {
-            Ok((op, sig)) => ops.push((op, Some(sig))),
-            Err(p) => problems.push(p),
-        }
-    }
-    if profile == "mcp" {
-        // SPEC 18: `resources/` and `prompts/` beside the tools.
-        let (o, p) = super::mcp_files::load_extras(dir);
-        ops.extend(o.into_iter().map(|o| (o, None)));
-        problems.extend(p);
-    }
-    (ops, problems)
+    Ok(files)
 }
 
 /// `items.map(f)` on every core (`std::thread::available_parallelism`), in order: start-up

@@ -13,6 +13,7 @@
 //! This is the only layer that names both `contract` and `mock`; neither of those imports
 //! the other.
 
+pub mod cache;
 pub mod call;
 pub mod check;
 pub mod generate;
@@ -171,7 +172,10 @@ impl Operation {
                 .ok(),
             Some((None, None)) => None,
         };
-        let definition_hash = op.mock.as_ref().map(hash::mock_definition_hash);
+        let definition_hash = match pre.definition_hash {
+            Some(h) => Some(h),
+            None => op.mock.as_ref().map(hash::mock_definition_hash),
+        };
         let engine = match &op.mock {
             None => None,
             Some(_) if pre.engine.is_some() => pre.engine.map(Arc::new),
@@ -230,7 +234,6 @@ pub fn load_integration(
     integ: &IntegrationConfig,
     missing_is_empty: bool,
 ) -> Result<Vec<Operation>, Vec<Problem>> {
-    let profile = integ.profile.as_str();
     if missing_is_empty && !integ.operations.exists() {
         tracing::info!(
             integration = %integ.name,
@@ -239,11 +242,95 @@ pub fn load_integration(
         );
         return Ok(Vec::new());
     }
-    let (signed, mut problems) = load::load_dir_signed(&integ.operations, profile);
-    let (loaded, sigs): (Vec<_>, Vec<_>) = signed.into_iter().unzip();
+    load_integration_cached(integ, &cache::CheckCache::default())
+}
+
+/// [`load_integration`] (of an existing operations directory) skipping the per-file checks
+/// and hashing of the files `cache` says passed them ([`cache`]).
+pub fn load_integration_cached(
+    integ: &IntegrationConfig,
+    cache: &cache::CheckCache,
+) -> Result<Vec<Operation>, Vec<Problem>> {
+    let files = load::list_dir(&integ.operations).map_err(|p| vec![p])?;
+    let ops = load_parts(integ, files.into_iter().map(Part::Read).collect(), cache)?;
+    // Every operation was compiled just now: no other owner of its `Arc` yet.
+    Ok(ops.ops.into_iter().filter_map(Arc::into_inner).collect())
+}
+
+/// One operation file of an integration being (re)loaded by [`load_parts`].
+pub enum Part {
+    /// Unchanged since it was compiled: the compiled operation is kept as it is.
+    Keep(Arc<Operation>),
+    /// New or changed: read, check and compile it.
+    Read(PathBuf),
+}
+
+/// What [`load_parts`] built: the operations in file order (MCP resources and prompts last),
+/// the files it read and the ones it checked (those read that the check cache did not know).
+pub struct Parts {
+    pub ops: Vec<Arc<Operation>>,
+    pub read: Vec<PathBuf>,
+    pub checked: Vec<PathBuf>,
+}
+
+/// Load, check and compile the [`Part::Read`] files of one integration (and, for `mcp`, its
+/// resources and prompts), keep the [`Part::Keep`] operations as they are, then run the
+/// cross-file checks over all of them (reusing the kept operations' compiled `match`). So a
+/// reload of one changed file among thousands does per-file work for that file only. Any
+/// problem refuses the whole integration.
+pub fn load_parts(
+    integ: &IntegrationConfig,
+    parts: Vec<Part>,
+    cache: &cache::CheckCache,
+) -> Result<Parts, Vec<Problem>> {
+    let profile = integ.profile.as_str();
+    let mut problems = Vec::new();
+    let read: Vec<PathBuf> = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Read(f) => Some(f.clone()),
+            Part::Keep(_) => None,
+        })
+        .collect();
+    // Per slot: a kept operation or the index of a freshly loaded file.
+    let mut fresh: Vec<(
+        LoadedOperation,
+        Option<load::FileSig>,
+        Option<cache::Passed>,
+    )> = Vec::new();
+    let mut loads =
+        load::par_map(read.clone(), |f| load::load_file_cached(&f, profile, cache)).into_iter();
+    let mut slots: Vec<Result<Arc<Operation>, usize>> = Vec::with_capacity(parts.len());
+    for p in parts {
+        match p {
+            Part::Keep(op) => slots.push(Ok(op)),
+            Part::Read(_) => match loads.next() {
+                Some(Ok((l, sig, passed))) => {
+                    slots.push(Err(fresh.len()));
+                    fresh.push((l, Some(sig), passed));
+                }
+                Some(Err(p)) => problems.push(p),
+                None => {}
+            },
+        }
+    }
+    if profile == "mcp" {
+        // SPEC 18: `resources/` and `prompts/` beside the tools (few; always re-read).
+        let (o, p) = mcp_files::load_extras(&integ.operations);
+        for l in o {
+            slots.push(Err(fresh.len()));
+            fresh.push((l, None, None));
+        }
+        problems.extend(p);
+    }
     // As `check_loaded`, keeping what the checks compiled for `Operation::compile_with`.
-    let checked = load::par_map(loaded.iter().collect(), |l| {
+    let checked = load::par_map(fresh.iter().collect(), |(l, _, passed)| {
         let mut c = check::Compiled::default();
+        if let Some(p) = passed {
+            // It passed every per-file check before (the cache): only its hash is reused.
+            c.definition_hash = p.definition_hash.clone();
+            return (Vec::new(), c);
+        }
         let p = check::check_operation_hashed(
             &l.op,
             profile,
@@ -253,33 +340,61 @@ pub fn load_integration(
         );
         (p, c)
     });
-    let mut pre = Vec::with_capacity(loaded.len());
+    let checked_files = fresh
+        .iter()
+        .filter(|(_, _, passed)| passed.is_none())
+        .map(|(l, _, _)| l.file.clone())
+        .collect();
+    let mut pre = Vec::with_capacity(fresh.len());
     for (p, c) in checked {
         problems.extend(p);
         pre.push(c);
     }
-    problems.extend(check::check_integration(&loaded, profile));
+    let items: Vec<check::CrossItem> = slots
+        .iter()
+        .map(|s| match s {
+            Ok(op) => check::CrossItem {
+                file: &op.file,
+                op: &op.op,
+                matcher: op.matcher.as_ref(),
+            },
+            Err(i) => check::CrossItem {
+                file: &fresh[*i].0.file,
+                op: &fresh[*i].0.op,
+                matcher: pre[*i].matcher.as_ref(),
+            },
+        })
+        .collect();
+    problems.extend(check::check_cross(&items, profile));
+    drop(items);
     if !problems.is_empty() {
         return Err(problems);
     }
-    let mut ops = Vec::with_capacity(loaded.len());
-    let compiled = load::par_map(loaded.into_iter().zip(pre).collect(), |(l, c)| {
-        Operation::compile_with(&integ.name, integ.profile, l, c)
+    let compiled = load::par_map(fresh.into_iter().zip(pre).collect(), |((l, sig, _), c)| {
+        Operation::compile_with(&integ.name, integ.profile, l, c).map(|mut op| {
+            op.file_sig = sig;
+            Arc::new(op)
+        })
     });
-    for (r, sig) in compiled.into_iter().zip(sigs) {
-        match r {
-            Ok(mut op) => {
-                op.file_sig = sig;
-                ops.push(op);
-            }
-            Err(p) => problems.extend(p),
-        }
+    let mut compiled: Vec<Option<Arc<Operation>>> = compiled
+        .into_iter()
+        .map(|r| r.map_err(|p| problems.extend(p)).ok())
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems);
     }
-    if problems.is_empty() {
-        Ok(ops)
-    } else {
-        Err(problems)
-    }
+    let ops = slots
+        .into_iter()
+        .filter_map(|s| match s {
+            Ok(op) => Some(op),
+            Err(i) => compiled[i].take(),
+        })
+        .collect();
+    Ok(Parts {
+        ops,
+        read,
+        checked: checked_files,
+    })
 }
 
 /// Every per-file check of each loaded operation, then the cross-file checks.

@@ -15,14 +15,17 @@
 //! same-size rewrite inside the file system's timestamp granularity). An integration whose
 //! file set or any file's content changed since the last poll is reloaded
 //! (`crate::app::generations::reload_integration`):
-//! 1. load, every `check`, compile (`crate::operation::load_integration`), exactly as at
-//!    start;
+//! 1. the files whose content hash differs from the one the current operation was read
+//!    from (and new files) are loaded, checked and compiled as at start; every other
+//!    operation is kept as it is (its compiled form shared, `Arc`), and the cross-file
+//!    checks run over all of them (`crate::operation::load_parts`);
 //! 2. on problems: each is logged (`warn`) and kept for `GET /tools/{integration}/testing`
 //!    (`problems`); nothing else changes — the previous operations and revisions keep
 //!    serving — until the next change of the directory;
 //! 3. otherwise, under the change lock (`Integrations::change_lock`, also held by admin
-//!    saves and attempt creation so a pin never mixes two generations): every operation's
-//!    file definition is synced by the file rule, the new generation is swapped in,
+//!    saves and attempt creation so a pin never mixes two generations): the file definition
+//!    of every operation read in step 1 is synced by the file rule (the kept ones were
+//!    synced when they were read), the new generation is swapped in,
 //!    the integration's problems are cleared; then the default attempt is re-pinned.
 //!
 //! The tool-call contracts directory is polled at the same tick (`crate::app::contracts::poll`):

@@ -1040,6 +1040,103 @@ async fn hot_reload_appends_a_revision_and_running_attempts_keep_their_pins() {
     s.stop().await.unwrap();
 }
 
+/// Issue 20: a reload reads only the changed file; the other operations keep their compiled
+/// form (the same `Arc`), and a reload without a change reads nothing.
+#[test]
+fn a_reload_reads_only_the_changed_file_and_keeps_the_other_operations() {
+    let p = standard_project();
+    p.op("crm", order_op());
+    let app = understudy::app::App::build(p.options()).expect("starts");
+    let before: Vec<_> = app.integrations["crm"].operations.clone();
+    assert_eq!(before.len(), 3);
+    let mut op = support::sf_lookup_op();
+    op["mock"]["default_variant"] = json!("missing");
+    write_op(&p, "crm", &op);
+    let o = understudy::app::generations::reload_integration(&app, "crm");
+    assert!(o.problems.is_empty(), "{:?}", o.problems);
+    let changed = p.ops_dir("crm").join("lookup_contact_by_phone.json");
+    assert_eq!(
+        o.read,
+        vec![changed.clone()],
+        "only the edited file is read"
+    );
+    assert_eq!(o.revisions.len(), 1, "{:?}", o.revisions);
+    let after = &app.integrations["crm"].operations;
+    assert_eq!(after.len(), 3);
+    for (b, a) in before.iter().zip(after) {
+        assert_eq!(b.file, a.file);
+        assert_eq!(
+            std::sync::Arc::ptr_eq(b, a),
+            a.file != changed,
+            "{}: only the edited operation is compiled again",
+            a.file.display()
+        );
+    }
+    let o = understudy::app::generations::reload_integration(&app, "crm");
+    assert!(o.read.is_empty() && o.revisions.is_empty(), "{o:?}");
+    // The cross-file checks still see every operation: a duplicate id refuses the reload.
+    let mut dup = order_op();
+    dup["operation_id"] = json!("lookup_contact_by_phone");
+    write_raw(
+        &p,
+        "crm",
+        "lookup_contact_by_phone.json",
+        &serde_json::to_string(&dup).unwrap(),
+    );
+    let o = understudy::app::generations::reload_integration(&app, "crm");
+    assert!(
+        o.problems
+            .iter()
+            .any(|p| p.file == changed && p.message.contains("ties with `get_order`")),
+        "{:?}",
+        o.problems
+    );
+}
+
+/// Issue 20: a warm start does not check again a file that passed `check` (the check cache in
+/// the data dir) and gives the same hashes; a cold start (empty data dir) checks every file.
+#[test]
+fn a_warm_start_skips_the_checks_of_files_that_passed_them() {
+    use understudy::operation::cache::CheckCache;
+    use understudy::operation::{load_parts, Part};
+    let p = standard_project();
+    let opts = p.options();
+    let integ = opts.config.integrations["crm"].clone();
+    let parts = || {
+        let mut v: Vec<_> = std::fs::read_dir(p.ops_dir("crm"))
+            .unwrap()
+            .map(|e| Part::Read(e.unwrap().path()))
+            .collect();
+        v.sort_by_key(|x| match x {
+            Part::Read(f) => f.clone(),
+            Part::Keep(o) => o.file.clone(),
+        });
+        v
+    };
+    let cold = load_parts(&integ, parts(), &CheckCache::read(&p.data_dir())).unwrap();
+    assert_eq!(cold.checked.len(), 2, "no cache: every file is checked");
+    let app = understudy::app::App::build(opts).expect("starts");
+    drop(app);
+    assert!(CheckCache::path(&p.data_dir()).exists());
+    let cache = CheckCache::read(&p.data_dir());
+    let warm = load_parts(&integ, parts(), &cache).unwrap();
+    assert!(warm.checked.is_empty(), "{:?}", warm.checked);
+    assert_eq!(warm.read.len(), 2);
+    for (c, w) in cold.ops.iter().zip(&warm.ops) {
+        assert_eq!(c.contract_hash, w.contract_hash);
+        assert_eq!(c.definition_hash, w.definition_hash);
+    }
+    // An edited file is checked again; the other one is not.
+    let mut op = support::sf_lookup_op();
+    op["mock"]["default_variant"] = json!("missing");
+    write_op(&p, "crm", &op);
+    let edited = load_parts(&integ, parts(), &cache).unwrap();
+    assert_eq!(
+        edited.checked,
+        vec![p.ops_dir("crm").join("lookup_contact_by_phone.json")]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_reload_with_problems_changes_nothing_and_exposes_them() {
     let p = standard_project();

@@ -4,6 +4,7 @@
 use super::Problem;
 use crate::config::ProfileKind;
 use crate::contract::CompiledMatch;
+use crate::contract::OperationFile;
 use crate::mock::eval::json_equal;
 use crate::mock::path::pointer_push;
 use crate::operation::LoadedOperation;
@@ -11,17 +12,39 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// One operation as the cross-file checks see it: its file, the file as written and, when
+/// already compiled (a reload reuses the other files' compiled operations), its `match`.
+pub struct CrossItem<'a> {
+    pub file: &'a Path,
+    pub op: &'a OperationFile,
+    pub matcher: Option<&'a CompiledMatch>,
+}
+
 /// The cross-file checks of one integration's operations (SPEC 2.2, 3.3): the same
 /// `initial_state` key with two different values, two operations that tie (equal specificity
 /// and a request both can match), the same operation id twice.
 pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem> {
+    let items: Vec<CrossItem> = ops
+        .iter()
+        .map(|l| CrossItem {
+            file: &l.file,
+            op: &l.op,
+            matcher: None,
+        })
+        .collect();
+    check_cross(&items, profile)
+}
+
+/// [`check_integration`] over [`CrossItem`]s: a `match` already compiled is not compiled
+/// again, so a reload's cross-file checks cost an index walk, not a compile per file.
+pub fn check_cross(ops: &[CrossItem], profile: &str) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut seen_ids: BTreeMap<&str, &Path> = BTreeMap::new();
     for l in ops {
-        if let Some(first) = seen_ids.insert(&l.op.operation_id, &l.file) {
+        if let Some(first) = seen_ids.insert(&l.op.operation_id, l.file) {
             seen_ids.insert(&l.op.operation_id, first);
             out.push(Problem::new(
-                &l.file,
+                l.file,
                 "operation_id",
                 format!(
                     "`{}` is also the operation id of {}: expected one file per operation",
@@ -44,10 +67,10 @@ pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem>
         for (k, v) in init {
             match state.get(k.as_str()) {
                 None => {
-                    state.insert(k, (v, &l.file));
+                    state.insert(k, (v, l.file));
                 }
                 Some((first, file)) if !json_equal(first, v) => out.push(Problem::new(
-                    &l.file,
+                    l.file,
                     pointer_push("mock/initial_state", k),
                     format!(
                         "`{k}` is {v} here but {first} in {}: the initial states of one integration are merged, so a key must have one value",
@@ -59,16 +82,24 @@ pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem>
         }
     }
     if ProfileKind::parse(profile).is_some_and(ProfileKind::is_http) {
-        let compiled: Vec<(&LoadedOperation, CompiledMatch)> = ops
+        let owned: Vec<Option<CompiledMatch>> = ops
             .iter()
-            .filter_map(|l| Some((l, CompiledMatch::compile(l.op.match_spec.as_ref()?).ok()?)))
+            .map(|l| match l.matcher {
+                Some(_) => None,
+                None => CompiledMatch::compile(l.op.match_spec.as_ref()?).ok(),
+            })
             .collect();
-        let matchers: Vec<&CompiledMatch> = compiled.iter().map(|(_, m)| m).collect();
+        let compiled: Vec<(&CrossItem, &CompiledMatch)> = ops
+            .iter()
+            .zip(&owned)
+            .filter_map(|(l, o)| Some((l, l.matcher.or(o.as_ref())?)))
+            .collect();
+        let matchers: Vec<&CompiledMatch> = compiled.iter().map(|(_, m)| *m).collect();
         for (i, j) in crate::contract::template::find_ties(&matchers) {
             let (a, (b, mb)) = (compiled[i].0, &compiled[j]);
             let (lit, cons) = mb.specificity();
             out.push(Problem::new(
-                &b.file,
+                b.file,
                 "match",
                 format!(
                     "ties with `{}` ({}): a request can match both with equal specificity ({lit} literal path segments, {cons} query/header constraints); expected one of them to be more specific (a literal segment, a query or header constraint)",

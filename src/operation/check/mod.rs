@@ -15,7 +15,7 @@ mod integration;
 mod mock;
 mod output;
 
-pub use integration::check_integration;
+pub use integration::{check_cross, check_integration, CrossItem};
 pub use output::{envelope_problem, schema_errors, type_name};
 
 use crate::config::ProfileKind;
@@ -46,6 +46,9 @@ pub struct Compiled {
     pub matcher: Option<CompiledMatch>,
     /// The mock's engine, built by the checks of its examples.
     pub engine: Option<Engine>,
+    /// The mock's definition hash, when known from the check cache
+    /// ([`crate::operation::cache`]).
+    pub definition_hash: Option<String>,
 }
 
 /// [`check_operation`] with the operation's current contract hash under `profile` already
@@ -178,6 +181,7 @@ pub fn check_operation_hashed(
             output: output_v,
             matcher,
             engine,
+            definition_hash: None,
         };
     }
     out
