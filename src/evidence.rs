@@ -657,6 +657,18 @@ mod tests {
         assert!(r[0].contains("after the lease expired"), "{r:?}");
     }
 
+    // Mutation testing found `t > exp` → `>=` survived: a call at the very instant the lease
+    // expires is still inside it (SPEC: calls *after* the lease fail), one a millisecond later
+    // is not.
+    #[test]
+    fn a_call_at_the_instant_the_lease_expires_is_inside_it() {
+        let at = ToolEvent {
+            timestamp: "2026-01-01T11:00:00Z".into(),
+            ..ev(1, "ok")
+        };
+        assert!(reasons(&attempt(), &[at]).is_empty());
+    }
+
     #[test]
     fn ending_after_the_lease_with_every_call_inside_it_passes() {
         let a = AttemptRecord {

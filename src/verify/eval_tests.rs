@@ -1455,3 +1455,27 @@ fn redacted_values_are_never_echoed() {
     let text = serde_json::to_string(&r).unwrap();
     assert!(!text.contains("[redacted]\""), "{text}");
 }
+
+// Mutation testing found `ti == i` → `!=` survived in `order`: a wildcard of ANOTHER
+// integration does not make the order list about the contract's tool, so a contract tool never
+// called leaves such an order judged on the trajectory; a wildcard of its own integration
+// does make it about the tool (missing evidence, inconclusive).
+#[test]
+fn only_a_wildcard_of_the_tools_own_integration_makes_the_order_about_the_tool() {
+    let c = order_contract("subset", "erp/*");
+    assert_eq!(st(&c, &traj(&["erp/a"]), "order[subset]"), Passed);
+    let c = order_contract("subset", "crm/*");
+    assert_eq!(st(&c, &traj(&["crm/a"]), "order[subset]"), Inconclusive);
+}
+
+// Mutation testing found `min > 0` → `>=` survived: `min: 0` requires nothing, so a tool never
+// called passes it (other calls were recorded: the agent ran) — while `min: 1` is inconclusive.
+#[test]
+fn calls_min_zero_requires_nothing() {
+    let e = with_items(vec![lookup(1).item()]);
+    assert_eq!(st(&contract("calls: {min: 0}\n"), &e, "calls.min"), Passed);
+    assert_eq!(
+        st(&contract("calls: {min: 1}\n"), &e, "calls.min"),
+        Inconclusive
+    );
+}

@@ -396,3 +396,51 @@ impl<'a> Cx<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod format_tests {
+    //! The evidence texts' shortening (mutation testing found the `> 12` / `> 48` bounds
+    //! untested): exactly at the bound nothing is cut, one past it is.
+    use super::*;
+
+    fn call(sequence: u64) -> Call {
+        Call {
+            sequence,
+            integration: "crm".into(),
+            operation_id: Some("a".into()),
+            result_status: "ok".into(),
+            http_status: Some(200),
+            arguments: Value::Null,
+            result: Value::Null,
+            source: "mock".into(),
+            is_write: false,
+            trace_id: None,
+            idempotency_key_ref: None,
+            fault_after_effect: false,
+        }
+    }
+
+    #[test]
+    fn lists_show_twelve_then_say_how_many_more() {
+        assert_eq!(seqs(1..=12), "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12");
+        assert_eq!(
+            seqs(1..=14),
+            "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 … (+2 more)"
+        );
+        let calls: Vec<Call> = (1..=14).map(call).collect();
+        let refs: Vec<&Call> = calls.iter().collect();
+        assert!(!labels(&refs[..12]).contains("more"));
+        assert!(labels(&refs[..12]).ends_with("sequence 12 (ok)"));
+        assert!(labels(&refs).ends_with("sequence 12 (ok) … (+2 more)"));
+    }
+
+    #[test]
+    fn values_longer_than_48_characters_are_cut() {
+        let v48 = Value::String("x".repeat(46)); // 46 + 2 quotes
+        assert_eq!(show(&v48), format!("\"{}\"", "x".repeat(46)));
+        let v49 = Value::String("x".repeat(47));
+        let s = show(&v49);
+        assert_eq!(s.chars().count(), 48);
+        assert!(s.ends_with('…'));
+    }
+}
