@@ -1479,3 +1479,30 @@ fn calls_min_zero_requires_nothing() {
         Inconclusive
     );
 }
+
+// Mutation testing found the reasons of a failed set-like order untested: each names only what
+// the mode forbids — extra calls for `unordered`/`subset`, missing tools for
+// `unordered`/`superset`.
+#[test]
+fn a_failed_order_names_only_what_its_mode_forbids() {
+    let why = |mode: &str, tools: &str, calls: &[&str]| {
+        let (s, t) = get(
+            &run(&order_contract(mode, tools), &traj(calls)),
+            &format!("order[{mode}]"),
+        );
+        assert_eq!(s, Failed, "{t}");
+        t
+    };
+    let t = why("unordered", "crm/a, crm/b", &["crm/b", "crm/a", "crm/x"]);
+    assert!(t.starts_with("not in the list: sequence 3 crm/x; "), "{t}");
+    assert!(!t.contains("listed but not called"), "{t}");
+    let t = why("superset", "crm/a, crm/a", &["crm/a", "crm/x"]);
+    assert!(
+        t.starts_with("listed but not called effectively: crm/a; "),
+        "{t}"
+    );
+    assert!(!t.contains("not in the list"), "{t}");
+    let t = why("subset", "crm/a, crm/b", &["crm/a", "crm/x"]);
+    assert!(t.starts_with("not in the list: sequence 2 crm/x; "), "{t}");
+    assert!(!t.contains("listed but not called"), "{t}");
+}
