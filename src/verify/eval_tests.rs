@@ -1506,3 +1506,48 @@ fn a_failed_order_names_only_what_its_mode_forbids() {
     assert!(t.starts_with("not in the list: sequence 2 crm/x; "), "{t}");
     assert!(!t.contains("listed but not called"), "{t}");
 }
+
+// Mutation testing found `forwarded || source upstream` → `&&` survived: EITHER sign alone
+// means the write reached a real system (a write answered `ok` by the upstream, a write
+// `forwarded` whatever source the recorder gave it).
+#[test]
+fn either_sign_of_a_forwarded_write_fails_no_upstream_writes() {
+    let c = contract("side_effects: {no_upstream_writes: true}\n");
+    let id = "side_effects.no_upstream_writes";
+    for b in [book(2, "ok").source("upstream"), book(2, "forwarded")] {
+        let e = with_items(vec![lookup(1).item(), b.item()]);
+        assert_eq!(st(&c, &e, id), Failed);
+    }
+}
+
+// Mutation testing found the `> 1` bounds of the duplicate explanation untested: a key used
+// once and a single keyless call are not duplicates and are not named as such.
+#[test]
+fn only_real_duplicates_are_named_in_exactly_once() {
+    let c = contract("calls: {exactly_once: true}\n");
+    let id = "calls.exactly_once";
+    let (s, t) = get(
+        &run(
+            &c,
+            &with_items(vec![book(1, "ok").item(), book(2, "ok").write(None).item()]),
+        ),
+        id,
+    );
+    assert_eq!(s, Failed);
+    assert!(!t.contains("share idempotency_key_ref"), "{t}");
+    assert!(!t.contains("carry no idempotency key"), "{t}");
+    let (_, t) = get(
+        &run(
+            &c,
+            &with_items(vec![book(1, "ok").item(), book(2, "ok").item()]),
+        ),
+        id,
+    );
+    assert!(
+        t.contains("sequences 1, 2 share idempotency_key_ref k1"),
+        "{t}"
+    );
+    let keyless = |s| book(s, "ok").write(None).item();
+    let (_, t) = get(&run(&c, &with_items(vec![keyless(1), keyless(2)])), id);
+    assert!(t.contains("sequences 1, 2 carry no idempotency key"), "{t}");
+}
