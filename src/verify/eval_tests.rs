@@ -1551,3 +1551,22 @@ fn only_real_duplicates_are_named_in_exactly_once() {
     let (_, t) = get(&run(&c, &with_items(vec![keyless(1), keyless(2)])), id);
     assert!(t.contains("sequences 1, 2 carry no idempotency key"), "{t}");
 }
+
+// Mutation testing found `c.sequence < first.sequence` → `<=` survived in both preconditions:
+// the first effective call is never its own predecessor (a contract naming its own tool).
+#[test]
+fn the_first_call_is_never_its_own_precondition() {
+    let e = with_items(vec![lookup(1).item(), book(2, "ok").item()]);
+    let c = contract(&format!("preconditions: {{required_before: [{BOOK}]}}\n"));
+    let (s, t) = get(
+        &run(&c, &e),
+        &format!("preconditions.required_before[{BOOK}]"),
+    );
+    assert_eq!(s, Failed, "{t}");
+    let c = contract(&format!("preconditions: {{forbidden_before: [{BOOK}]}}\n"));
+    let (s, t) = get(
+        &run(&c, &e),
+        &format!("preconditions.forbidden_before[{BOOK}]"),
+    );
+    assert_eq!(s, Passed, "{t}");
+}
