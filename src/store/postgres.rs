@@ -323,6 +323,20 @@ fn pg_err(e: tokio_postgres::Error) -> StoreError {
     StoreError::Backend(format!("PostgreSQL: {e}"))
 }
 
+/// The point read every record lookup here is: one row or none, its first column a JSON
+/// record decoded (`what` names it in a decoding error, from the row).
+async fn read_json<T: serde::de::DeserializeOwned>(
+    pool: &Pool,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    what: impl FnOnce(&tokio_postgres::Row) -> String,
+) -> Result<Option<T>, StoreError> {
+    let conn = pool.get().await.map_err(pool_err)?;
+    let row = conn.query_opt(sql, params).await.map_err(pg_err)?;
+    row.map(|r| decode_json(r.get::<_, &str>(0).as_bytes(), &what(&r)))
+        .transpose()
+}
+
 fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
     match e {
         deadpool_postgres::PoolError::Backend(e) => pg_err(e),
@@ -515,39 +529,28 @@ impl Postgres {
     pub(super) fn latest_revision(&self, key: &str) -> Result<Option<RevisionRecord>, StoreError> {
         let key = key.to_string();
         self.block(move |s| async move {
-            let conn = s.pool.get().await.map_err(pool_err)?;
             let (integ, op) = split_key(&key);
-            let row = conn
-                .query_opt(
-                    "SELECT record FROM understudy_revisions WHERE integration = $1 AND operation = $2 ORDER BY revision DESC LIMIT 1",
-                    &[&integ, &op],
-                )
-                .await
-                .map_err(pg_err)?;
-            row.map(|r| decode_json(r.get::<_, &str>(0).as_bytes(), &format!("revision {key}")))
-                .transpose()
+            read_json(
+                &s.pool,
+                "SELECT record FROM understudy_revisions WHERE integration = $1 AND operation = $2 ORDER BY revision DESC LIMIT 1",
+                &[&integ, &op],
+                |_| format!("revision {key}"),
+            )
+            .await
         })
     }
 
     pub(super) fn revision(&self, key: &str, n: u64) -> Result<Option<RevisionRecord>, StoreError> {
         let key = key.to_string();
         self.block(move |s| async move {
-            let conn = s.pool.get().await.map_err(pool_err)?;
             let (integ, op) = split_key(&key);
-            let row = conn
-                .query_opt(
-                    "SELECT record FROM understudy_revisions WHERE integration = $1 AND operation = $2 AND revision = $3",
-                    &[&integ, &op, &to_i64(n)],
-                )
-                .await
-                .map_err(pg_err)?;
-            row.map(|r| {
-                decode_json(
-                    r.get::<_, &str>(0).as_bytes(),
-                    &format!("revision {key}#{n}"),
-                )
-            })
-            .transpose()
+            read_json(
+                &s.pool,
+                "SELECT record FROM understudy_revisions WHERE integration = $1 AND operation = $2 AND revision = $3",
+                &[&integ, &op, &to_i64(n)],
+                |_| format!("revision {key}#{n}"),
+            )
+            .await
         })
     }
 
@@ -617,21 +620,13 @@ impl Postgres {
     ) -> Result<Option<BTreeMap<String, Pin>>, StoreError> {
         let id = id.to_string();
         self.block(move |s| async move {
-            let conn = s.pool.get().await.map_err(pool_err)?;
-            let row = conn
-                .query_opt(
-                    "SELECT pins FROM understudy_revision_sets WHERE id = $1",
-                    &[&id],
-                )
-                .await
-                .map_err(pg_err)?;
-            row.map(|r| {
-                decode_json(
-                    r.get::<_, &str>(0).as_bytes(),
-                    &format!("revision set {id}"),
-                )
-            })
-            .transpose()
+            read_json(
+                &s.pool,
+                "SELECT pins FROM understudy_revision_sets WHERE id = $1",
+                &[&id],
+                |_| format!("revision set {id}"),
+            )
+            .await
         })
     }
 
@@ -692,16 +687,13 @@ impl Postgres {
     pub(super) fn attempt(&self, id: &str) -> Result<Option<AttemptRecord>, StoreError> {
         let id = id.to_string();
         self.block(move |s| async move {
-            let conn = s.pool.get().await.map_err(pool_err)?;
-            let row = conn
-                .query_opt(
-                    "SELECT record FROM understudy_attempts WHERE attempt_id = $1",
-                    &[&id],
-                )
-                .await
-                .map_err(pg_err)?;
-            row.map(|r| decode_json(r.get::<_, &str>(0).as_bytes(), &format!("attempt {id}")))
-                .transpose()
+            read_json(
+                &s.pool,
+                "SELECT record FROM understudy_attempts WHERE attempt_id = $1",
+                &[&id],
+                |_| format!("attempt {id}"),
+            )
+            .await
         })
     }
 
@@ -732,21 +724,13 @@ impl Postgres {
     ) -> Result<Option<AttemptRecord>, StoreError> {
         let h = token_hash.to_string();
         self.block(move |s| async move {
-            let conn = s.pool.get().await.map_err(pool_err)?;
-            let row = conn
-                .query_opt(
-                    "SELECT attempt_id, record FROM understudy_attempts WHERE token_hash = $1",
-                    &[&h],
-                )
-                .await
-                .map_err(pg_err)?;
-            row.map(|r| {
-                decode_json(
-                    r.get::<_, &str>(1).as_bytes(),
-                    &format!("attempt {}", r.get::<_, &str>(0)),
-                )
-            })
-            .transpose()
+            read_json(
+                &s.pool,
+                "SELECT record, attempt_id FROM understudy_attempts WHERE token_hash = $1",
+                &[&h],
+                |r| format!("attempt {}", r.get::<_, &str>(1)),
+            )
+            .await
         })
     }
 
