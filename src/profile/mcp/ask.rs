@@ -482,15 +482,8 @@ mod tests {
         out
     }
 
-    /// initialize (declaring `caps`), then a streaming tools/call; its stream's receiver.
-    async fn open(
-        ep: &Arc<McpEndpoint>,
-        caps: Value,
-    ) -> (
-        String,
-        mpsc::UnboundedReceiver<Vec<u8>>,
-        tokio::task::JoinHandle<McpResponse>,
-    ) {
+    /// initialize (declaring `caps`); the session id.
+    async fn initialize(ep: &Arc<McpEndpoint>, caps: Value) -> String {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "c", "version": "1"}}});
         let r = ep
@@ -501,7 +494,19 @@ mod tests {
                 &Asking,
             )
             .await;
-        let sid = r.header("mcp-session-id").unwrap().to_string();
+        r.header("mcp-session-id").unwrap().to_string()
+    }
+
+    /// initialize (declaring `caps`), then a streaming tools/call; its stream's receiver.
+    async fn open(
+        ep: &Arc<McpEndpoint>,
+        caps: Value,
+    ) -> (
+        String,
+        mpsc::UnboundedReceiver<Vec<u8>>,
+        tokio::task::JoinHandle<McpResponse>,
+    ) {
+        let sid = initialize(ep, caps).await;
         let (tx, rx) = oneshot::channel();
         let call =
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}});
@@ -568,17 +573,7 @@ mod tests {
         assert!(ep.pending.is_empty(), "a timed-out request is forgotten");
 
         // Without the capability nothing streams: a plain answer.
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
-        let r = ep
-            .handle(
-                &hyper::Method::POST,
-                &headers(&[]),
-                init.to_string().as_bytes(),
-                &Asking,
-            )
-            .await;
-        let sid = r.header("mcp-session-id").unwrap().to_string();
+        let sid = initialize(&ep, json!({})).await;
         let call =
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}});
         let (tx, _rx) = oneshot::channel();
