@@ -21,7 +21,7 @@ use super::keys::{
     attempt_prefix, decode_u64, event_key, meta_key, revision_key, revision_prefix, state_key,
     META_REV, META_SEQ,
 };
-use super::{io_message, lock, CallRecord, StoreError};
+use super::{io_message, lock, CallRecord, EncodedResult, StoreError};
 use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, RevisionRecord, ToolEvent};
 use crate::util::time::now_rfc3339;
 
@@ -142,6 +142,7 @@ impl Embedded {
             })?;
         let journal = Arc::new(Journal {
             db: db.clone(),
+            meta: meta.clone(),
             lanes: Lanes::new(events_dir),
             pending: Mutex::new(Pending::default()),
             wake: Condvar::new(),
@@ -380,7 +381,10 @@ impl Embedded {
             attempt_id,
             |seq| {
                 rec.event.sequence = seq;
-                encode_json(&rec.event)
+                super::event_json::encode(
+                    &rec.event,
+                    rec.result_json.as_ref().map(EncodedResult::as_bytes),
+                )
             },
             state,
         )
@@ -404,8 +408,10 @@ impl Embedded {
     }
 
     /// Assigns the attempt's next sequence under its lane, writes the entry `encode(seq)`
-    /// gives to its evidence file, the state write if any and the counter, and queues the
-    /// journal frame listing the same writes.
+    /// gives to its evidence file and the state write if any, and queues the journal frame
+    /// listing the same writes and the new counter. The counter itself is the lane's `last`
+    /// until the next checkpoint saves it to sled ([`super::events::Lanes::sync_dirty`]):
+    /// no sled write per call for it; its journal frame carries it until then.
     fn write_entry(
         &self,
         attempt_id: &str,
@@ -417,7 +423,7 @@ impl Embedded {
         let seq = lane.last + 1;
         let event = encode(seq)?;
         let (event_key, seq_key) = (event_key(attempt_id, seq), meta_key(META_SEQ, attempt_id));
-        // Event before counter (see the module doc); the journal frame lists the same writes.
+        // Event before counter (see the module doc); the journal frame lists the writes.
         let mut payload =
             Vec::with_capacity(event.len() + 64 + state.as_ref().map_or(0, |s| s.1.len()));
         put_op(&mut payload, TREE_EVENTS, &event_key, &event);
@@ -434,7 +440,6 @@ impl Embedded {
             self.state.insert(k, v)?;
         }
         put_op(&mut payload, TREE_META, &seq_key, &seq.to_be_bytes());
-        self.meta.insert(seq_key, &seq.to_be_bytes())?;
         self.journal.push(&payload);
         Ok(seq)
     }
@@ -452,11 +457,23 @@ impl Embedded {
                 "cannot record a call for unknown attempt {attempt_id}"
             )));
         }
-        lanes.open(attempt_id, || {
-            Ok(match self.meta.get(meta_key(META_SEQ, attempt_id))? {
-                Some(v) => decode_u64(&v, attempt_id)?,
-                None => 0,
-            })
+        lanes.open(attempt_id, || self.saved_counter(attempt_id))
+    }
+
+    /// The attempt's last sequence: its open lane's, else the one saved in sled (a lane is
+    /// closed only once a checkpoint has saved its counter).
+    fn counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        match self.journal.lanes.get(attempt_id) {
+            Some(lane) => Ok(lock(&lane).last),
+            None => self.saved_counter(attempt_id),
+        }
+    }
+
+    /// The counter saved in sled: at the last checkpoint, or replayed from the journal.
+    fn saved_counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        Ok(match self.meta.get(meta_key(META_SEQ, attempt_id))? {
+            Some(v) => decode_u64(&v, attempt_id)?,
+            None => 0,
         })
     }
 
@@ -472,10 +489,7 @@ impl Embedded {
     pub(super) fn timeline(&self, attempt_id: &str) -> Result<Vec<EvidenceEntry>, StoreError> {
         // The sequence counter, read before the scan (writes only add events): a trailing
         // event that is gone would otherwise leave a gap-free 1..n that passes the verdict.
-        let recorded = match self.meta.get(meta_key(META_SEQ, attempt_id))? {
-            Some(v) => decode_u64(&v, attempt_id)?,
-            None => 0,
-        };
+        let recorded = self.counter(attempt_id)?;
         let mut out = Vec::new();
         let mut last = 0;
         let path = events::file_path(&self.journal.lanes.dir, attempt_id);

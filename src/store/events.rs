@@ -24,7 +24,9 @@ pub(super) struct Lane {
     pub(super) file: File,
     /// Where the next event goes: the end of the file's whole frames.
     pub(super) len: u64,
-    /// Written since the last checkpoint (the checkpoint fsyncs it).
+    /// Written since the last checkpoint (the checkpoint fsyncs it and saves `last` as the
+    /// store's counter). Only a clean lane may be closed: a lane reopens from the saved
+    /// counter, and cuts every frame past it.
     pub(super) dirty: bool,
 }
 
@@ -87,21 +89,26 @@ impl Lanes {
     }
 
     /// Makes every evidence file written since the last checkpoint durable (before the
-    /// journal that also holds their events starts a new epoch).
-    pub(super) fn sync_dirty(&self) -> Result<(), String> {
-        let lanes: Vec<Arc<Mutex<Lane>>> = self
+    /// journal that also holds their events starts a new epoch), and gives `save` each one's
+    /// attempt and last sequence (its counter) before the lane counts as clean.
+    pub(super) fn sync_dirty(
+        &self,
+        save: impl Fn(&str, u64) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let lanes: Vec<(String, Arc<Mutex<Lane>>)> = self
             .lanes
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
+            .iter()
+            .map(|(id, l)| (id.clone(), l.clone()))
             .collect();
-        for lane in lanes {
+        for (id, lane) in lanes {
             let mut l = lock(&lane);
             if l.dirty {
                 l.file
                     .sync_data()
                     .map_err(|e| format!("cannot sync an evidence file: {}", io_message(&e)))?;
+                save(&id, l.last)?;
                 l.dirty = false;
             }
         }

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::events::{self, Lane, Lanes};
-use super::keys::decode_u64;
+use super::keys::{decode_u64, meta_key, META_SEQ};
 use super::{frame, io_message, lock, StoreError};
 
 /// The write-ahead journal of calls, in the data dir.
@@ -37,6 +37,8 @@ pub(super) type Waiter = tokio::sync::oneshot::Sender<Result<(), String>>;
 /// The journal and its group commit, shared with the flusher thread.
 pub(super) struct Journal {
     pub(super) db: sled::Db,
+    /// The `meta` tree, where a checkpoint saves the lanes' counters.
+    pub(super) meta: sled::Tree,
     /// `<data_dir>/events` and the open lanes (last sequence and evidence file) per attempt.
     pub(super) lanes: Lanes,
     /// Frames and waiters not yet taken by a commit.
@@ -135,7 +137,7 @@ impl Journal {
         } else if checkpoint || io.len > JOURNAL_LIMIT {
             result = self
                 .lanes
-                .sync_dirty()
+                .sync_dirty(|id, last| save_counter(&self.meta, id, last))
                 .and_then(|()| self.db.flush().map(|_| ()).map_err(|e| e.to_string()))
                 .and_then(|()| io.reset());
         }
@@ -218,6 +220,30 @@ impl JournalFile {
         self.epoch = epoch;
         Ok(())
     }
+}
+
+/// Saves an attempt's counter (its last sequence) in sled at a checkpoint: calls do not
+/// write it, their journal frames carry it until then.
+fn save_counter(meta: &sled::Tree, attempt_id: &str, last: u64) -> Result<(), String> {
+    meta.insert(meta_key(META_SEQ, attempt_id), &last.to_be_bytes())
+        .map(|_| ())
+        .map_err(|e| format!("cannot save the sequence counter of {attempt_id}: {e}"))
+}
+
+/// One replayed write to the `meta` tree. A counter never goes down: a checkpoint may have
+/// saved a lane's counter past frames still queued then (their events were already in the
+/// file it synced), and a replayed frame of those must not lower it.
+fn replay_meta(meta: &sled::Tree, key: &[u8], value: &[u8]) -> Result<(), String> {
+    if key.starts_with(&meta_key(META_SEQ, "")) {
+        let number = |b: &[u8]| <[u8; 8]>::try_from(b).map(u64::from_be_bytes).ok();
+        let saved = meta.get(key).map_err(|e| e.to_string())?;
+        if saved.is_some_and(|s| number(&s) > number(value)) {
+            return Ok(());
+        }
+    }
+    meta.insert(key, value)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// A journal frame's checksum: CRC-32 of `epoch` (LE) followed by the payload.
@@ -367,7 +393,10 @@ pub(super) fn open(
                     continue;
                 }
                 TREE_STATE => trees[0],
-                TREE_META => trees[1],
+                TREE_META => {
+                    replay_meta(trees[1], key, value)?;
+                    continue;
+                }
                 other => return Err(format!("journal {}: unknown tree {other}", path.display())),
             };
             t.insert(key, value).map_err(|e| e.to_string())?;
@@ -412,6 +441,29 @@ mod tests {
         f.extend_from_slice(&frame_crc(7, payload).to_le_bytes());
         f.extend_from_slice(payload);
         f
+    }
+
+    #[test]
+    fn a_replayed_counter_never_lowers_the_saved_one() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        let seq = meta_key(META_SEQ, "att");
+        let n = |v: u64| v.to_be_bytes();
+        let get = |k: &[u8]| {
+            u64::from_be_bytes(meta.get(k).unwrap().unwrap().as_ref().try_into().unwrap())
+        };
+        replay_meta(&meta, &seq, &n(3)).unwrap();
+        assert_eq!(get(&seq), 3);
+        // A frame queued before the checkpoint that saved 3, replayed after it.
+        replay_meta(&meta, &seq, &n(2)).unwrap();
+        assert_eq!(get(&seq), 3);
+        replay_meta(&meta, &seq, &n(4)).unwrap();
+        assert_eq!(get(&seq), 4);
+        // Other meta writes (the latest revision number) are replayed as written.
+        let rev = meta_key(b"rev", "crm/op");
+        replay_meta(&meta, &rev, &n(5)).unwrap();
+        replay_meta(&meta, &rev, &n(1)).unwrap();
+        assert_eq!(get(&rev), 1);
     }
 
     #[test]

@@ -141,6 +141,7 @@
 //! admin API instead.
 
 mod embedded;
+mod event_json;
 mod events;
 mod frame;
 mod journal;
@@ -190,6 +191,33 @@ pub enum StoreError {
 pub struct CallRecord {
     pub event: ToolEvent,
     pub state: Option<(String, Map<String, Value>)>,
+    /// The event's `result` already encoded (a static result's, encoded once per pinned
+    /// revision: `crate::proxy::answer`); when set, `event.result` is not read (the caller
+    /// leaves it `null`) and these bytes are the event's `result` member.
+    pub result_json: Option<EncodedResult>,
+}
+
+/// A call's `result` encoded once as JSON for the events of many calls: checked against
+/// [`MAX_STORED_DEPTH`] like every stored value (so it can be read back) when it is made,
+/// and shared by reference counting.
+#[derive(Debug, Clone)]
+pub struct EncodedResult(bytes::Bytes);
+
+impl EncodedResult {
+    /// `None` when `result` nests too deep to be stored (the call then carries its value,
+    /// which the store refuses as it refuses any such value).
+    pub fn new(result: &Value) -> Option<EncodedResult> {
+        if deeper_than(result, MAX_STORED_DEPTH) {
+            return None;
+        }
+        serde_json::to_vec(result)
+            .ok()
+            .map(|v| EncodedResult(bytes::Bytes::from(v)))
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 /// The row lock of one call ([`Store::lock_call`]); dropping it releases a lock that no

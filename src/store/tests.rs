@@ -109,6 +109,46 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
     (store, event)
 }
 
+/// Calls write no sequence counter to sled (their journal frames carry it; the lane holds it
+/// in memory); a checkpoint saves it, and a reopened store continues from it.
+#[tokio::test]
+async fn the_counter_is_saved_by_checkpoints_not_by_calls() {
+    use super::keys::{decode_u64, meta_key, META_SEQ};
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, event) = store_with_attempt(tmp.path());
+    let saved = |s: &Store| {
+        let meta = &s.embedded().journal.meta;
+        meta.get(meta_key(META_SEQ, "att"))
+            .unwrap()
+            .map(|v| decode_u64(&v, "att").unwrap())
+    };
+    let call = || CallRecord {
+        event: event.clone(),
+        state: None,
+        result_json: None,
+    };
+    for n in 1..=3 {
+        assert_eq!(store.record_call("att", call()).await.unwrap(), n);
+    }
+    assert_eq!(saved(&store), None, "no counter write per call");
+    // Readers count what the lane counts: the third event is no missing tail.
+    assert_eq!(store.evidence("att").unwrap().len(), 3);
+    store.flush_now().unwrap();
+    assert_eq!(saved(&store), Some(3));
+    assert_eq!(store.record_call("att", call()).await.unwrap(), 4);
+    drop(store);
+    let store = Store::open(tmp.path()).unwrap();
+    assert_eq!(saved(&store), Some(4), "the closing checkpoint saved it");
+    assert_eq!(store.record_call("att", call()).await.unwrap(), 5);
+    let seqs: Vec<u64> = store
+        .evidence("att")
+        .unwrap()
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+}
+
 #[tokio::test]
 async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
     let tmp = tempfile::tempdir().unwrap();
@@ -123,6 +163,7 @@ async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
             let rec = CallRecord {
                 event: event.clone(),
                 state: None,
+                result_json: None,
             };
             store.record_call(&a.attempt_id, rec).await.unwrap();
         }
@@ -137,6 +178,7 @@ async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
         let rec = CallRecord {
             event: event.clone(),
             state: None,
+            result_json: None,
         };
         assert_eq!(store.record_call(&id, rec).await.unwrap(), 3, "{id}");
         let seqs: Vec<u64> = store
@@ -161,11 +203,19 @@ async fn a_call_too_deep_to_read_back_is_refused_and_evidence_stays_readable() {
     let ok = CallRecord {
         event: event.clone(),
         state: None,
+        result_json: None,
     };
     assert_eq!(store.record_call("att", ok).await.unwrap(), 1);
     event.result = Value::Array(vec![deep]);
     let err = store
-        .record_call("att", CallRecord { event, state: None })
+        .record_call(
+            "att",
+            CallRecord {
+                event,
+                state: None,
+                result_json: None,
+            },
+        )
         .await
         .unwrap_err();
     assert!(
@@ -197,6 +247,7 @@ async fn an_uncheckpointed_journal_is_replayed_at_open_and_a_torn_tail_dropped()
                     CallRecord {
                         event,
                         state: Some(("crm".into(), state)),
+                        result_json: None,
                     },
                 )
                 .await
@@ -243,7 +294,11 @@ async fn an_uncheckpointed_journal_is_replayed_at_open_and_a_torn_tail_dropped()
     assert_eq!(store.state("att").unwrap()["crm"]["n"], 2);
     // Numbering continues after the replayed calls; other attempts start at 1.
     let event = events[0].clone();
-    let rec = CallRecord { event, state: None };
+    let rec = CallRecord {
+        event,
+        state: None,
+        result_json: None,
+    };
     assert_eq!(store.record_call("att", rec.clone()).await.unwrap(), 4);
     assert_eq!(store.record_call("other", rec).await.unwrap(), 1);
 }
@@ -260,6 +315,7 @@ async fn past_the_limit_the_journal_checkpoints_and_reuses_its_space() {
         let rec = CallRecord {
             event: e,
             state: None,
+            result_json: None,
         };
         assert_eq!(store.record_call("att", rec).await.unwrap(), i + 1);
     }
@@ -303,6 +359,7 @@ async fn agent_events_share_the_sequence_with_calls_and_survive_a_journal_replay
         let call = || CallRecord {
             event: event.clone(),
             state: None,
+            result_json: None,
         };
         assert_eq!(store.record_call("att", call()).await.unwrap(), 1);
         assert_eq!(
