@@ -133,17 +133,22 @@ impl Embedded {
             path: data_dir.to_path_buf(),
             message: io_message(&e),
         })?;
-        let file =
-            journal::open(data_dir, &db, &events_dir, [&state, &meta]).map_err(|message| {
-                StoreError::Open {
-                    path: data_dir.to_path_buf(),
-                    message,
-                }
-            })?;
+        let limit = events::open_files_limit();
+        let max_open = events::lane_cap(limit);
+        tracing::info!(
+            open_files_limit = %limit.map_or("unlimited".to_string(), |l| l.to_string()),
+            evidence_files_open_max = max_open,
+            "open files (RLIMIT_NOFILE soft limit)"
+        );
+        let file = journal::open(data_dir, &db, &events_dir, max_open, [&state, &meta]).map_err(
+            |message| StoreError::Open {
+                path: data_dir.to_path_buf(),
+                message,
+            },
+        )?;
         let journal = Arc::new(Journal {
             db: db.clone(),
-            meta: meta.clone(),
-            lanes: Lanes::new(events_dir),
+            lanes: Lanes::new(events_dir, max_open, save_counter(meta.clone())),
             pending: Mutex::new(Pending::default()),
             wake: Condvar::new(),
             io: Mutex::new(file),
@@ -410,8 +415,9 @@ impl Embedded {
     /// Assigns the attempt's next sequence under its lane, writes the entry `encode(seq)`
     /// gives to its evidence file and the state write if any, and queues the journal frame
     /// listing the same writes and the new counter. The counter itself is the lane's `last`
-    /// until the next checkpoint saves it to sled ([`super::events::Lanes::sync_dirty`]):
-    /// no sled write per call for it; its journal frame carries it until then.
+    /// until the lane is next made clean — at a checkpoint or before it is closed — which
+    /// saves it to sled ([`super::events::Lanes::clean`]): no sled write per call for it;
+    /// its journal frame carries it until then.
     fn write_entry(
         &self,
         attempt_id: &str,
@@ -469,8 +475,9 @@ impl Embedded {
         }
     }
 
-    /// The counter saved in sled: at the last checkpoint, or replayed from the journal.
-    fn saved_counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
+    /// The counter saved in sled: when the lane was last made clean, or replayed from the
+    /// journal.
+    pub(super) fn saved_counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
         Ok(match self.meta.get(meta_key(META_SEQ, attempt_id))? {
             Some(v) => decode_u64(&v, attempt_id)?,
             None => 0,
@@ -576,6 +583,17 @@ impl Embedded {
             self.data_dir.display()
         ))
     }
+}
+
+/// Saves an attempt's counter (its last sequence) into the `meta` tree when its lane is made
+/// clean ([`super::events::Lanes::clean`]): calls do not write it, their journal frames carry
+/// it until then.
+fn save_counter(meta: sled::Tree) -> super::events::SaveCounter {
+    Box::new(move |attempt_id, last| {
+        meta.insert(meta_key(META_SEQ, attempt_id), &last.to_be_bytes())
+            .map(|_| ())
+            .map_err(|e| format!("cannot save the sequence counter of {attempt_id}: {e}"))
+    })
 }
 
 /// How an agent-side event is framed in an evidence file (a call's frame is the bare

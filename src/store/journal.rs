@@ -37,8 +37,6 @@ pub(super) type Waiter = tokio::sync::oneshot::Sender<Result<(), String>>;
 /// The journal and its group commit, shared with the flusher thread.
 pub(super) struct Journal {
     pub(super) db: sled::Db,
-    /// The `meta` tree, where a checkpoint saves the lanes' counters.
-    pub(super) meta: sled::Tree,
     /// `<data_dir>/events` and the open lanes (last sequence and evidence file) per attempt.
     pub(super) lanes: Lanes,
     /// Frames and waiters not yet taken by a commit.
@@ -137,7 +135,7 @@ impl Journal {
         } else if checkpoint || io.len > JOURNAL_LIMIT {
             result = self
                 .lanes
-                .sync_dirty(|id, last| save_counter(&self.meta, id, last))
+                .sync_dirty()
                 .and_then(|()| self.db.flush().map(|_| ()).map_err(|e| e.to_string()))
                 .and_then(|()| io.reset());
         }
@@ -220,14 +218,6 @@ impl JournalFile {
         self.epoch = epoch;
         Ok(())
     }
-}
-
-/// Saves an attempt's counter (its last sequence) in sled at a checkpoint: calls do not
-/// write it, their journal frames carry it until then.
-fn save_counter(meta: &sled::Tree, attempt_id: &str, last: u64) -> Result<(), String> {
-    meta.insert(meta_key(META_SEQ, attempt_id), &last.to_be_bytes())
-        .map(|_| ())
-        .map_err(|e| format!("cannot save the sequence counter of {attempt_id}: {e}"))
 }
 
 /// One replayed write to the `meta` tree. A counter never goes down: a checkpoint may have
@@ -332,6 +322,7 @@ pub(super) fn open(
     data_dir: &Path,
     db: &sled::Db,
     events_dir: &Path,
+    max_open: usize,
     trees: [&sled::Tree; 2],
 ) -> Result<JournalFile, String> {
     let path = data_dir.join(JOURNAL_FILE);
@@ -363,8 +354,15 @@ pub(super) fn open(
     let area = bytes.get(JOURNAL_HEADER as usize..).unwrap_or_default();
     let (frames, valid) = parse_frames(area, epoch);
     // Events go to their attempt's file when the file does not have them yet (it may:
-    // files are written before their frame is queued); state and counters to sled.
+    // files are written before their frame is queued); state and counters to sled. At most
+    // `max_open` files are open at once: past that, the open ones are synced and closed.
     let mut files: HashMap<String, Lane> = HashMap::new();
+    let sync_all = |files: &mut HashMap<String, Lane>| -> Result<(), String> {
+        for lane in files.values_mut() {
+            lane.sync().map_err(|e| fail("replay", e))?;
+        }
+        Ok(())
+    };
     for payload in &frames {
         for (tree, key, value) in parse_ops(payload).unwrap_or_default() {
             let t = match tree {
@@ -373,6 +371,10 @@ pub(super) fn open(
                     let nul = key.iter().position(|b| *b == 0).ok_or_else(bad)?;
                     let id = String::from_utf8(key[..nul].to_vec()).map_err(|_| bad())?;
                     let seq = decode_u64(&key[nul + 1..], &id).map_err(|_| bad())?;
+                    if files.len() >= max_open && !files.contains_key(&id) {
+                        sync_all(&mut files)?;
+                        files.clear();
+                    }
                     let lane = match files.entry(id) {
                         std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                         std::collections::hash_map::Entry::Vacant(v) => {
@@ -402,9 +404,7 @@ pub(super) fn open(
             t.insert(key, value).map_err(|e| e.to_string())?;
         }
     }
-    for lane in files.values() {
-        lane.file.sync_data().map_err(|e| fail("replay", e))?;
-    }
+    sync_all(&mut files)?;
     let tail = &area[valid..];
     if tail.len() >= 4 && tail[..4] != [0; 4] {
         tracing::warn!(

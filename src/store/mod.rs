@@ -118,6 +118,14 @@
 //! counters written to sled, in order), stops at the first torn or corrupt frame (a tail
 //! that was never acknowledged — it is logged), checkpoints, and only then serves.
 //!
+//! **Open files.** The store keeps at most a quarter of the soft open-files limit
+//! (`RLIMIT_NOFILE`, read and logged at open; 8..=256 files) of evidence files open, the
+//! replay included: at the cap the least recently used idle lane is closed — after an
+//! `fdatasync` when it holds writes not yet synced, since a checkpoint only syncs open lanes
+//! — and reopened from its file and counter on its next write. An open that still fails for
+//! want of descriptors closes every idle lane and retries once; failing again, the call is
+//! answered `store_error` with nothing written, and the next call tries afresh.
+//!
 //! A failed append or fsync (disk full, I/O error) answers every waiter of the batch with the
 //! error, so `wait_durable` returns `Err` and the caller must not answer the call as a
 //! success; its frames go back to the front of the queue (a caller whose frame was in the

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::embedded::{EVENTS_DIR, SLED_DIR};
-use super::events::{self, MAX_OPEN_LANES};
+use super::events::{self, Lanes};
 use super::journal::{parse_frames, JOURNAL_CHUNK, JOURNAL_FILE, JOURNAL_LIMIT, JOURNAL_MAGIC};
 use super::*;
 use crate::util::time::now_rfc3339;
@@ -113,15 +113,9 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
 /// in memory); a checkpoint saves it, and a reopened store continues from it.
 #[tokio::test]
 async fn the_counter_is_saved_by_checkpoints_not_by_calls() {
-    use super::keys::{decode_u64, meta_key, META_SEQ};
     let tmp = tempfile::tempdir().unwrap();
     let (store, event) = store_with_attempt(tmp.path());
-    let saved = |s: &Store| {
-        let meta = &s.embedded().journal.meta;
-        meta.get(meta_key(META_SEQ, "att"))
-            .unwrap()
-            .map(|v| decode_u64(&v, "att").unwrap())
-    };
+    let saved = |s: &Store| s.embedded().saved_counter("att").unwrap();
     let call = || CallRecord {
         event: event.clone(),
         state: None,
@@ -130,15 +124,15 @@ async fn the_counter_is_saved_by_checkpoints_not_by_calls() {
     for n in 1..=3 {
         assert_eq!(store.record_call("att", call()).await.unwrap(), n);
     }
-    assert_eq!(saved(&store), None, "no counter write per call");
+    assert_eq!(saved(&store), 0, "no counter write per call");
     // Readers count what the lane counts: the third event is no missing tail.
     assert_eq!(store.evidence("att").unwrap().len(), 3);
     store.flush_now().unwrap();
-    assert_eq!(saved(&store), Some(3));
+    assert_eq!(saved(&store), 3);
     assert_eq!(store.record_call("att", call()).await.unwrap(), 4);
     drop(store);
     let store = Store::open(tmp.path()).unwrap();
-    assert_eq!(saved(&store), Some(4), "the closing checkpoint saved it");
+    assert_eq!(saved(&store), 4, "the closing checkpoint saved it");
     assert_eq!(store.record_call("att", call()).await.unwrap(), 5);
     let seqs: Vec<u64> = store
         .evidence("att")
@@ -150,28 +144,30 @@ async fn the_counter_is_saved_by_checkpoints_not_by_calls() {
 }
 
 #[tokio::test]
-async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
+async fn evidence_files_open_stay_under_the_cap_and_reopen_where_they_left_off() {
     let tmp = tempfile::tempdir().unwrap();
     let (store, event) = store_with_attempt(tmp.path());
-    let n = MAX_OPEN_LANES + 40;
+    let cap = events::lane_cap(events::open_files_limit());
+    let n = cap + 40;
     let mut a = store.attempt("att").unwrap().unwrap();
+    // Every attempt first (each a checkpoint), then the calls: no checkpoint between them,
+    // so every lane is dirty when the next one opens.
     for i in 0..n {
         a.attempt_id = format!("a{i}");
         a.token_hash = format!("t{i}");
         store.put_attempt(&a).unwrap();
-        for _ in 0..2 {
+    }
+    for _ in 0..2 {
+        for i in 0..n {
             let rec = CallRecord {
                 event: event.clone(),
                 state: None,
                 result_json: None,
             };
-            store.record_call(&a.attempt_id, rec).await.unwrap();
-        }
-        if i % 64 == 0 {
-            store.flush_now().unwrap(); // a checkpoint: lanes become idle
+            store.record_call(&format!("a{i}"), rec).await.unwrap();
+            assert!(store.embedded().journal.lanes.open_count() <= cap);
         }
     }
-    assert!(store.embedded().journal.lanes.open_count() <= MAX_OPEN_LANES + 64);
     // Every attempt continues its numbering, closed lane or not.
     for i in [0, 1, n / 2, n - 1] {
         let id = format!("a{i}");
@@ -189,6 +185,58 @@ async fn idle_evidence_files_are_closed_and_reopened_where_they_left_off() {
             .collect();
         assert_eq!(seqs, [1, 2, 3], "{id}");
     }
+}
+
+#[test]
+fn at_the_cap_the_least_recently_used_idle_lane_is_closed_with_its_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The counters closing saves, where a reopened lane reads them (sled's `meta` tree in
+    // the store).
+    let saved = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, u64>::new()));
+    let into = saved.clone();
+    let lanes = Lanes::new(
+        tmp.path().to_path_buf(),
+        4,
+        Box::new(move |id, last| {
+            into.lock().unwrap().insert(id.to_string(), last);
+            Ok(())
+        }),
+    );
+    let open = |id: &str, last: u64| lanes.open(id, move || Ok(last)).unwrap();
+    for id in ["a", "b", "c", "d"] {
+        // As `write_call` does: the frame, then the lane's counter.
+        let lane = open(id, 0);
+        let mut l = lock(&lane);
+        events::append(&mut l, 1, b"{}").unwrap();
+        l.last = 1;
+    }
+    // `a` is the least recently used but in use: `b`, the next, is closed instead.
+    let held = open("a", 0);
+    open("e", 0);
+    assert_eq!(lanes.open_count(), 4);
+    assert!(lanes.is_open("a") && !lanes.is_open("b"));
+    let bytes = std::fs::read(events::file_path(tmp.path(), "b")).unwrap();
+    assert_eq!(events::parse(&bytes).0, vec![(1, &b"{}"[..])]);
+    // Closed, its counter was saved (calls do not write it); reopened from it, `b`
+    // continues after its last event.
+    let counter = saved.lock().unwrap().get("b").copied();
+    assert_eq!(counter, Some(1));
+    let b = open("b", counter.unwrap());
+    let reopened = {
+        let l = lock(&b);
+        (l.last, l.len)
+    };
+    assert_eq!(reopened, (1, bytes.len() as u64));
+    drop(b);
+    assert!(
+        !lanes.is_open("c"),
+        "c was the least recently used idle lane"
+    );
+    // With every lane in use, a new one opens past the cap rather than fail.
+    let all: Vec<_> = ["a", "b", "d", "e"].iter().map(|id| open(id, 1)).collect();
+    open("f", 0);
+    assert_eq!(lanes.open_count(), 5);
+    drop((held, all));
 }
 
 #[tokio::test]

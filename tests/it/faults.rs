@@ -27,9 +27,9 @@ fn spawn_serve(p: &Project) -> (Child, String, Lines) {
     spawn_serve_with(p, |_| {})
 }
 
-type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+pub(crate) type Lines = std::io::Lines<BufReader<std::process::ChildStdout>>;
 /// What the server wrote to stderr so far.
-type Log = Arc<Mutex<Vec<u8>>>;
+pub(crate) type Log = Arc<Mutex<Vec<u8>>>;
 
 /// [`spawn_serve`], letting `prepare` adjust the command first (e.g. a resource limit).
 fn spawn_serve_with(p: &Project, prepare: impl FnOnce(&mut Command)) -> (Child, String, Lines) {
@@ -40,7 +40,7 @@ fn spawn_serve_with(p: &Project, prepare: impl FnOnce(&mut Command)) -> (Child, 
 
 /// [`spawn_serve_with`], returning the reason when the server exits before its readiness line,
 /// and the server's stderr as it is written.
-fn try_spawn_serve_with(
+pub(crate) fn try_spawn_serve_with(
     p: &Project,
     prepare: impl FnOnce(&mut Command),
 ) -> Result<(Child, String, Lines, Log), String> {
@@ -88,7 +88,7 @@ fn try_spawn_serve_with(
     Ok((child, base, lines, log))
 }
 
-async fn get_json(client: &reqwest::Client, url: &str) -> Value {
+pub(crate) async fn get_json(client: &reqwest::Client, url: &str) -> Value {
     let r = support::send(client, "GET", url, None, &[]).await;
     assert_eq!(r.status, 200, "GET {url}: {}", r.text);
     r.json()

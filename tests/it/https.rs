@@ -193,7 +193,14 @@ fn operations(ev: &Value) -> Vec<String> {
 /// (read to `Content-Length`) and the stream.
 async fn raw(addr: SocketAddr, head: &str) -> (u16, String, String, TcpStream) {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(head.as_bytes()).await.unwrap();
+    let (status, head, body) = exchange(&mut s, head).await;
+    (status, head, body, s)
+}
+
+/// Send raw request bytes (head and body) on an open connection; returns the response's
+/// status, head and body (read to `Content-Length`).
+pub(crate) async fn exchange(s: &mut TcpStream, request: &str) -> (u16, String, String) {
+    s.write_all(request.as_bytes()).await.unwrap();
     let mut buf = Vec::new();
     let end = loop {
         let mut chunk = [0u8; 1024];
@@ -225,7 +232,7 @@ async fn raw(addr: SocketAddr, head: &str) -> (u16, String, String, TcpStream) {
         assert!(n > 0, "closed inside the body");
         body.extend_from_slice(&chunk[..n]);
     }
-    (status, head, String::from_utf8_lossy(&body).into_owned(), s)
+    (status, head, String::from_utf8_lossy(&body).into_owned())
 }
 
 /// `Proxy-Authorization: Basic base64("<token>:")`, as clients send for `http://<token>@…`.

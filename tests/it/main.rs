@@ -12,6 +12,7 @@ mod drift;
 mod dryrun;
 mod faults;
 mod faults_injected;
+mod fds;
 mod fleet;
 mod hostile;
 mod hostile_h2;
