@@ -1,6 +1,7 @@
 //! Replay hot path without the store: stages 4–6 of `proxy::pipeline` (evaluate under the
-//! state lock, output validation, native rendering), the evidence event's copy of the result,
-//! and the HTTP response (`proxy::http::to_http`), for the two operations of `bench/project`
+//! state lock, output validation, native rendering), what the evidence event takes of the
+//! result (a static answer's encoded JSON, else a copy), and the HTTP response (a static
+//! answer's prebuilt bytes, else `http::to_http`), for the two operations of `bench/project`
 //! that `bench/run.sh` drives: `get_contact` (a result without any reference) and
 //! `bump_counter` (a `$state` read, a rule tried, `set_state` from the input).
 //!
@@ -24,6 +25,7 @@ use understudy::operation::{load::load_dir, Operation};
 use understudy::profile::Profile;
 use understudy::proxy::pipeline::{evaluate, Prepared, Wire};
 use understudy::proxy::route::{may_match, RouteIndex};
+use understudy::store::EncodedResult;
 
 fn prepared(id: &str, input: Value) -> Prepared {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/project/mocks/crm");
@@ -45,16 +47,22 @@ fn prepared(id: &str, input: Value) -> Prepared {
     }
 }
 
-/// One call as `pipeline::handle` runs it, minus routing and the store.
-fn call(state: &mut AttemptState, p: &Prepared) -> (Value, understudy::http::HttpResponse) {
+/// One call as `pipeline::handle` runs it, minus routing and the store: what the evidence
+/// event takes of the result (a shared static answer's encoded JSON, else a copy of the
+/// rendered result) and the HTTP response.
+fn call(
+    state: &mut AttemptState,
+    p: &Prepared,
+) -> (Option<EncodedResult>, Value, understudy::http::HttpResponse) {
     let d = evaluate(state, p);
     assert_eq!(d.result_status, understudy::records::ResultStatus::Ok);
     if let Some((integ, s)) = d.new_state {
         state.state.insert(integ, s);
     }
-    // `pipeline::tool_event` copies the result into the evidence event.
-    let event_result = d.result.clone();
-    (event_result, to_http(d.response))
+    match &d.shared {
+        Some(a) => (a.result_json.clone(), Value::Null, a.to_http()),
+        None => (None, d.result.clone(), to_http(d.response)),
+    }
 }
 
 fn bench(c: &mut Criterion) {

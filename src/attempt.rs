@@ -42,6 +42,29 @@ pub fn fill_random(buf: &mut [u8]) {
     getrandom::fill(buf).expect("the OS random source is unavailable");
 }
 
+/// [`fill_random`] through a per-thread pool of 512 OS random bytes, each handed out once
+/// (ids: one `getrandom` call per 32 of them).
+fn fill_random_pooled(buf: &mut [u8; 16]) {
+    use std::cell::RefCell;
+    const POOL: usize = 512;
+    thread_local! {
+        static BYTES: RefCell<([u8; POOL], usize)> = const { RefCell::new(([0; POOL], POOL)) };
+    }
+    BYTES.with(|p| {
+        let (pool, used) = &mut *p.borrow_mut();
+        let n = buf.len();
+        if *used + n > POOL {
+            fill_random(pool);
+            *used = 0;
+        }
+        let taken = &mut pool[*used..*used + n];
+        buf.copy_from_slice(taken);
+        // Handed out once: never again from this pool.
+        taken.fill(0);
+        *used += n;
+    });
+}
+
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     const D: &[u8; 16] = b"0123456789abcdef";
@@ -71,10 +94,11 @@ pub fn random_hex(n: usize) -> String {
 }
 
 /// A random UUID v4 (`xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`): attempt ids and execution
-/// attempt ids.
+/// attempt ids (one per call: its bytes come from a per-thread pool of OS random bytes,
+/// [`fill_random_pooled`], not from a system call each).
 pub fn new_uuid() -> String {
     let mut b = [0u8; 16];
-    fill_random(&mut b);
+    fill_random_pooled(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex(&b);
@@ -749,6 +773,13 @@ mod tests {
         assert_eq!(u.len(), 36);
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
+    }
+
+    #[test]
+    fn pooled_uuids_never_repeat_across_pool_refills() {
+        let ids: std::collections::HashSet<String> = (0..2000).map(|_| new_uuid()).collect();
+        assert_eq!(ids.len(), 2000);
+        assert!(ids.iter().all(|u| &u[14..15] == "4"));
     }
 
     #[test]

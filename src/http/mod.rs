@@ -73,6 +73,12 @@ pub fn to_http(r: NativeResponse) -> HttpResponse {
 /// [`to_http`] with the body bytes turned into the body by `body` (a fault's truncated or
 /// slow body: [`fault`]).
 pub fn to_http_with(r: NativeResponse, body: impl FnOnce(Bytes) -> HttpBody) -> HttpResponse {
+    wire_response(r).map(body)
+}
+
+/// What [`to_http`] sends for `r`: the head, and the body as bytes. A static answer builds it
+/// once and sends clones ([`send_prebuilt`]).
+pub fn wire_response(r: NativeResponse) -> Response<Bytes> {
     let mut b = Response::builder()
         .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
     let mut has_type = false;
@@ -99,12 +105,17 @@ pub fn to_http_with(r: NativeResponse, body: impl FnOnce(Bytes) -> HttpBody) -> 
         }
         None => Bytes::new(),
     };
-    b.body(body(body_bytes)).unwrap_or_else(|_| {
+    b.body(body_bytes).unwrap_or_else(|_| {
         Response::builder()
             .status(StatusCode::INTERNAL_SERVER_ERROR)
-            .body(full(Bytes::new()))
+            .body(Bytes::new())
             .expect("static response")
     })
+}
+
+/// A response built by [`wire_response`], sent again: its head cloned, its body bytes shared.
+pub fn send_prebuilt(r: &Response<Bytes>) -> HttpResponse {
+    r.clone().map(full)
 }
 
 /// A JSON response of understudy itself (not an integration's): `{"error":{"code","message"}}`.

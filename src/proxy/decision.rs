@@ -16,8 +16,11 @@
 //! a harness error travels as a JSON-RPC error over HTTP 200 and an input error as an
 //! `isError: true` tool result, and that is what the evidence records.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
+use super::answer::StaticAnswer;
 use crate::attempt::IdempotentEntry;
 use crate::error::{CallError, HarnessError, InputError};
 use crate::mock::model::Fault;
@@ -66,6 +69,11 @@ pub struct Decision {
     /// The event's `fault` member: the call's answer fails on purpose
     /// (`super::pipeline::run_mocked` sets it with the fault plan).
     pub fault_record: Option<FaultRecord>,
+    /// A static result's answer settled for its pinned revision (`super::answer`), shared
+    /// instead of copied: then `response` holds only its head (no body) and `result` is
+    /// `null` — the wire bytes and the event's `result` JSON are the shared answer's.
+    /// [`Decision::unshare`] puts the copies back for a caller that needs them.
+    pub shared: Option<Arc<StaticAnswer>>,
 }
 
 impl Decision {
@@ -85,6 +93,17 @@ impl Decision {
             remember: None,
             fault: None,
             fault_record: None,
+            shared: None,
+        }
+    }
+
+    /// A decision that shares a settled answer ([`Decision::shared`]) made whole: its
+    /// response's body and its result copied from the answer (a faulted answer is built
+    /// from them).
+    pub fn unshare(&mut self) {
+        if let Some(s) = self.shared.take() {
+            self.response = s.response.clone();
+            self.result = Value::clone(&s.result);
         }
     }
 

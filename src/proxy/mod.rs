@@ -5,6 +5,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`route`] | attempt → integration → operation, the `unmatched_request` message |
+//! | [`answer`] | a static result's answer settled once per pinned revision: wire bytes, the event's `result` JSON |
 //! | [`decision`] | [`decision::Plan`] (what happens to a call) and [`decision::Decision`] (how it ended) |
 //! | [`pipeline`] | the stages: identify, plan, prepare_mock, run_mocked, commit |
 //! | [`mcp`] | the MCP endpoint of `mcp` integrations (outside `replay`: handed to `forward::mcp`) |
@@ -14,6 +15,7 @@
 //! The state these read (integrations, engines, attempts, the recorder, counters) is
 //! `crate::app`; the listener that calls them is `crate::server`.
 
+pub mod answer;
 pub mod decision;
 pub mod forward;
 pub mod mcp;

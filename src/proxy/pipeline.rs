@@ -42,6 +42,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
+use super::answer::StaticAnswer;
 pub use super::decision::{Committed, Decision, Plan, StoreFailed};
 use super::route::{self, Matched, Target};
 use crate::app::{App, Integration};
@@ -175,9 +176,12 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
         }) => Some(p.clone()),
         _ => None,
     };
-    match run_mocked_with_faults(&app, &attempt, info, prepared, true, |_| ()).await {
-        Ok((response, None, ())) => to_http(response),
-        Ok((response, Some(plan), ())) => faulted(&plan, response, profile.as_deref()),
+    // A settled static answer goes out as its prebuilt bytes (`super::answer`).
+    let shared = |d: &Decision| d.shared.clone();
+    match run_mocked_with_faults(&app, &attempt, info, prepared, true, shared).await {
+        Ok((_, None, Some(answer))) => answer.to_http(),
+        Ok((response, None, None)) => to_http(response),
+        Ok((response, Some(plan), _)) => faulted(&plan, response, profile.as_deref()),
         Err(f) => to_http(f.response),
     }
 }
@@ -587,6 +591,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                         remember: None,
                         fault: None,
                         fault_record: None,
+                        shared: None,
                     },
                     Err(e) => Decision::harness_on(&p.wire, e),
                 };
@@ -610,22 +615,29 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         Rendered::Static(s) => settled(p, s, outcome.variant, outcome.rule),
         Rendered::Dynamic(_) => None,
     };
-    let response = match settled {
-        Some(r) => r.clone(),
+    // A settled answer with prebuilt wire bytes is shared, not copied (`Decision::shared`).
+    let (response, shared) = match settled {
+        Some(a) if a.shareable() => (a.head(), Some(a.clone())),
+        Some(a) => (a.response.clone(), None),
         None => match check_and_render(p, outcome.result.value(), outcome.variant, outcome.rule) {
-            Ok(r) => r,
+            Ok(r) => (r, None),
             Err(d) => return *d,
         },
     };
     let new_state = patched_state(pre, outcome.state_patch).map(|s| (p.op.integration.clone(), s));
-    let result = outcome.result.into_value();
+    let result = match &shared {
+        Some(_) => Value::Null,
+        None => outcome.result.into_value(),
+    };
     let variant = outcome.variant.to_string();
     let remember = p.idempotency.clone().map(|k| {
         (
             k,
             IdempotentEntry {
                 arguments: p.input.clone(),
-                result: result.clone(),
+                result: shared
+                    .as_ref()
+                    .map_or_else(|| result.clone(), |a| Value::clone(&a.result)),
                 http_status: response.status,
                 revision: Some(p.revision),
                 variant: Some(variant.clone()),
@@ -647,6 +659,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         remember,
         fault: outcome.fault.cloned(),
         fault_record: None,
+        shared,
     }
 }
 
@@ -672,7 +685,9 @@ fn check_and_render(
 }
 
 /// Stages 5 and 6 of a static result, done on its first call and kept in the compiled
-/// revision ([`StaticResult::memo`]): what they decide depends only on the result and on
+/// revision ([`StaticResult::memo`]) with what else the answer needs that does not depend
+/// on the call ([`StaticAnswer`]: the wire bytes, the event's `result` JSON): what they
+/// decide depends only on the result and on
 /// what is fixed per contract — the output schema and the operation id (both in the contract
 /// hash, which every call of a pinned revision shares), the result form and the wire. A
 /// result that fails them is not kept: such calls run the stages every time (the harness
@@ -682,13 +697,15 @@ fn settled<'s>(
     s: &'s StaticResult,
     variant: &str,
     rule: Option<usize>,
-) -> Option<&'s NativeResponse> {
+) -> Option<&'s Arc<StaticAnswer>> {
     let mcp = matches!(p.wire, Wire::Mcp);
     let m = s.memo(|v| Settled {
         contract_hash: p.op.contract_hash.clone(),
         result_form: p.op.op.result_form,
         mcp,
-        response: check_and_render(p, v, variant, rule).ok(),
+        response: check_and_render(p, v, variant, rule)
+            .ok()
+            .map(|r| Arc::new(StaticAnswer::new(r, s.value().clone(), !mcp))),
     })?;
     // Another contract or form (a reloaded file whose mock did not change) is not what
     // was settled: run the stages for it.
@@ -703,7 +720,7 @@ struct Settled {
     result_form: Option<ResultForm>,
     mcp: bool,
     /// `None` when the result fails stage 5 or 6.
-    response: Option<NativeResponse>,
+    response: Option<Arc<StaticAnswer>>,
 }
 
 /// The integration's whole new state after `patch`, or `None` when the patch changes
@@ -809,6 +826,8 @@ pub fn plan_fault(
         d.new_state = None;
         d.remember = None;
     }
+    // The faulted answer is built from the response's body.
+    d.unshare();
     d.result_status = plan.result_status();
     d.fault_record = Some(plan.record(d.response.status));
     Some(plan)
@@ -869,6 +888,7 @@ async fn commit_as(
     let rec = CallRecord {
         event,
         state: d.new_state.clone(),
+        result_json: d.shared.as_ref().and_then(|a| a.result_json.clone()),
     };
     let op_name = info.operation_id.as_deref().unwrap_or("");
     let written = app.store.write_call(&attempt.id, rec);
@@ -1266,14 +1286,48 @@ mod tests {
         );
     }
 
-    #[test]
-    fn static_results_are_settled_once_and_answer_as_rendered() {
+    /// What goes on the wire: status, headers, body bytes.
+    async fn wire(r: HttpResponse) -> (u16, Vec<(String, String)>, bytes::Bytes) {
+        use http_body_util::BodyExt;
+        let (parts, body) = r.into_parts();
+        let headers = parts
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+            .collect();
+        let body = body.collect().await.unwrap().to_bytes();
+        (parts.status.as_u16(), headers, body)
+    }
+
+    #[tokio::test]
+    async fn static_results_are_settled_once_and_shared_as_rendered() {
         let p = prepared(counter_mock(), json!({}), json!({"n": 0}));
         let mut st = AttemptState::default();
+        let expected = json!({"status": 200, "data": {"ok": true}});
+        let rendered = p.wire.render(&expected).unwrap();
+        let mut first: Option<Arc<StaticAnswer>> = None;
         for _ in 0..2 {
-            let d = evaluate(&mut st, &p);
-            assert_eq!(d.result, json!({"status": 200, "data": {"ok": true}}));
-            assert_eq!(d.response, p.wire.render(&d.result).unwrap());
+            let mut d = evaluate(&mut st, &p);
+            // Shared, not copied: the decision holds the head and no result, and every call
+            // gets the same answer.
+            let a = d.shared.clone().expect("a shared static answer");
+            assert!(first.as_ref().is_none_or(|f| Arc::ptr_eq(f, &a)));
+            first = Some(a.clone());
+            assert_eq!(d.response.body, None);
+            assert_eq!(d.response.status, 200);
+            assert_eq!(d.result, Value::Null);
+            // The prebuilt wire and event JSON are what rendering and serializing give.
+            assert_eq!(
+                wire(a.to_http()).await,
+                wire(to_http(rendered.clone())).await
+            );
+            assert_eq!(
+                a.result_json.as_ref().unwrap().as_bytes(),
+                serde_json::to_vec(&expected).unwrap()
+            );
+            d.unshare();
+            assert_eq!((&d.result, &d.response), (&expected, &rendered));
+            assert!(d.shared.is_none());
         }
         let rendered = p.engine.decide(None, &p.input, &Map::new()).unwrap();
         let Rendered::Static(s) = rendered.result else {

@@ -21,7 +21,7 @@ use super::keys::{
     attempt_prefix, decode_u64, event_key, meta_key, revision_key, revision_prefix, state_key,
     META_REV, META_SEQ,
 };
-use super::{io_message, lock, CallRecord, StoreError};
+use super::{io_message, lock, CallRecord, EncodedResult, StoreError};
 use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, Pin, RevisionRecord, ToolEvent};
 use crate::util::time::now_rfc3339;
 
@@ -149,7 +149,7 @@ impl Embedded {
         )?;
         let journal = Arc::new(Journal {
             db: db.clone(),
-            lanes: Lanes::new(events_dir, max_open),
+            lanes: Lanes::new(events_dir, max_open, save_counter(meta.clone())),
             pending: Mutex::new(Pending::default()),
             wake: Condvar::new(),
             io: Mutex::new(file),
@@ -437,7 +437,10 @@ impl Embedded {
             attempt_id,
             |seq| {
                 rec.event.sequence = seq;
-                encode_json(&rec.event)
+                super::event_json::encode(
+                    &rec.event,
+                    rec.result_json.as_ref().map(EncodedResult::as_bytes),
+                )
             },
             state,
         )
@@ -461,8 +464,11 @@ impl Embedded {
     }
 
     /// Assigns the attempt's next sequence under its lane, writes the entry `encode(seq)`
-    /// gives to its evidence file, the state write if any and the counter, and queues the
-    /// journal frame listing the same writes.
+    /// gives to its evidence file and the state write if any, and queues the journal frame
+    /// listing the same writes and the new counter. The counter itself is the lane's `last`
+    /// until the lane is next made clean — at a checkpoint or before it is closed — which
+    /// saves it to sled ([`super::events::Lanes::clean`]): no sled write per call for it;
+    /// its journal frame carries it until then.
     fn write_entry(
         &self,
         attempt_id: &str,
@@ -474,7 +480,7 @@ impl Embedded {
         let seq = lane.last + 1;
         let event = encode(seq)?;
         let (event_key, seq_key) = (event_key(attempt_id, seq), meta_key(META_SEQ, attempt_id));
-        // Event before counter (see the module doc); the journal frame lists the same writes.
+        // Event before counter (see the module doc); the journal frame lists the writes.
         let mut payload =
             Vec::with_capacity(event.len() + 64 + state.as_ref().map_or(0, |s| s.1.len()));
         put_op(&mut payload, TREE_EVENTS, &event_key, &event);
@@ -491,7 +497,6 @@ impl Embedded {
             self.state.insert(k, v)?;
         }
         put_op(&mut payload, TREE_META, &seq_key, &seq.to_be_bytes());
-        self.meta.insert(seq_key, &seq.to_be_bytes())?;
         self.journal.push(&payload);
         Ok(seq)
     }
@@ -509,11 +514,24 @@ impl Embedded {
                 "cannot record a call for unknown attempt {attempt_id}"
             )));
         }
-        lanes.open(attempt_id, || {
-            Ok(match self.meta.get(meta_key(META_SEQ, attempt_id))? {
-                Some(v) => decode_u64(&v, attempt_id)?,
-                None => 0,
-            })
+        lanes.open(attempt_id, || self.saved_counter(attempt_id))
+    }
+
+    /// The attempt's last sequence: its open lane's, else the one saved in sled (a lane is
+    /// closed only once a checkpoint has saved its counter).
+    fn counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        match self.journal.lanes.get(attempt_id) {
+            Some(lane) => Ok(lock(&lane).last),
+            None => self.saved_counter(attempt_id),
+        }
+    }
+
+    /// The counter saved in sled: when the lane was last made clean, or replayed from the
+    /// journal.
+    pub(super) fn saved_counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        Ok(match self.meta.get(meta_key(META_SEQ, attempt_id))? {
+            Some(v) => decode_u64(&v, attempt_id)?,
+            None => 0,
         })
     }
 
@@ -529,10 +547,7 @@ impl Embedded {
     pub(super) fn timeline(&self, attempt_id: &str) -> Result<Vec<EvidenceEntry>, StoreError> {
         // The sequence counter, read before the scan (writes only add events): a trailing
         // event that is gone would otherwise leave a gap-free 1..n that passes the verdict.
-        let recorded = match self.meta.get(meta_key(META_SEQ, attempt_id))? {
-            Some(v) => decode_u64(&v, attempt_id)?,
-            None => 0,
-        };
+        let recorded = self.counter(attempt_id)?;
         let mut out = Vec::new();
         let mut last = 0;
         let path = events::file_path(&self.journal.lanes.dir, attempt_id);
@@ -619,6 +634,17 @@ impl Embedded {
             self.data_dir.display()
         ))
     }
+}
+
+/// Saves an attempt's counter (its last sequence) into the `meta` tree when its lane is made
+/// clean ([`super::events::Lanes::clean`]): calls do not write it, their journal frames carry
+/// it until then.
+fn save_counter(meta: sled::Tree) -> super::events::SaveCounter {
+    Box::new(move |attempt_id, last| {
+        meta.insert(meta_key(META_SEQ, attempt_id), &last.to_be_bytes())
+            .map(|_| ())
+            .map_err(|e| format!("cannot save the sequence counter of {attempt_id}: {e}"))
+    })
 }
 
 /// How an agent-side event is framed in an evidence file (a call's frame is the bare

@@ -5,13 +5,15 @@
 //! An attempt's **lane** holds its open file, the last sequence written and where the next
 //! frame goes; it is the per-attempt mutex under which `write_call` assigns sequences.
 //! Appends are not fsynced here: the journal holds the same event until a checkpoint
-//! ([`Lanes::sync_dirty`]) fsyncs every file written since the last one.
+//! ([`Lanes::sync_dirty`]) fsyncs every file written since the last one. Nor is the
+//! lane's counter (`last`, the commit point a reopened lane cuts its file at) written per
+//! call: making a lane clean ([`Lanes::clean`]) fsyncs it and then saves its counter.
 //!
 //! Open lanes are bounded: at most a quarter of the soft `RLIMIT_NOFILE` read at open
 //! ([`open_files_limit`], [`lane_cap`]; 8..=256). At the cap the least recently used idle
-//! lanes are closed, each fsynced first if it has unsynced writes, since the next
-//! checkpoint drops their events from the journal and only syncs the lanes still open
-//! ([`Lanes::close_idle`]).
+//! lanes are closed, each made clean first if it has writes since, since the next
+//! checkpoint drops their events from the journal and only syncs the lanes still open,
+//! and the lane reopens from the saved counter ([`Lanes::close_idle`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -36,7 +38,9 @@ pub(super) struct Lane {
     pub(super) file: File,
     /// Where the next event goes: the end of the file's whole frames.
     pub(super) len: u64,
-    /// Written since it was last fsynced (by a checkpoint, or before the lane was closed).
+    /// Written since it was last made clean ([`Lanes::clean`]: fsynced and its counter
+    /// saved, by a checkpoint or before the lane was closed). Only a clean lane may be
+    /// closed: a lane reopens from the saved counter, and cuts every frame past it.
     pub(super) dirty: bool,
 }
 
@@ -64,16 +68,37 @@ pub(super) struct Lanes {
     cap: usize,
     clock: AtomicU64,
     lanes: RwLock<HashMap<String, Slot>>,
+    /// Saves an attempt's counter (its lane's `last`) where a reopened lane reads it.
+    save: SaveCounter,
 }
 
+/// How [`Lanes`] saves a lane's counter when it makes the lane clean (the embedded store:
+/// into sled's `meta` tree). Calls do not write the counter; their journal frames carry it.
+pub(super) type SaveCounter = Box<dyn Fn(&str, u64) -> Result<(), String> + Send + Sync>;
+
 impl Lanes {
-    pub(super) fn new(dir: PathBuf, cap: usize) -> Lanes {
+    pub(super) fn new(dir: PathBuf, cap: usize, save: SaveCounter) -> Lanes {
         Lanes {
             dir,
             cap,
             clock: AtomicU64::new(0),
             lanes: RwLock::new(HashMap::new()),
+            save,
         }
+    }
+
+    /// Makes attempt `id`'s lane clean if it is dirty: its writes fsynced, then its counter
+    /// saved — before a checkpoint drops its events from the journal, and before the lane is
+    /// closed (it reopens from the saved counter). A failure leaves it dirty.
+    pub(super) fn clean(&self, id: &str, lane: &mut Lane) -> Result<(), String> {
+        if lane.dirty {
+            lane.file
+                .sync_data()
+                .map_err(|e| format!("cannot sync an evidence file: {}", io_message(&e)))?;
+            (self.save)(id, lane.last)?;
+            lane.dirty = false;
+        }
+        Ok(())
     }
 
     /// The attempt's lane if it is open (and now its most recently used).
@@ -173,10 +198,10 @@ impl Lanes {
             .collect();
         idle.sort_unstable_by_key(|(used, _, _)| *used);
         idle.truncate(n);
-        idle.retain(|(_, id, lane)| match lock(lane).sync() {
+        idle.retain(|(_, id, lane)| match self.clean(id, &mut lock(lane)) {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(attempt = %id, "cannot sync an evidence file: {}", io_message(&e));
+                tracing::warn!(attempt = %id, "{e}");
                 false
             }
         });
@@ -197,20 +222,18 @@ impl Lanes {
         closed
     }
 
-    /// Makes every evidence file written since the last checkpoint durable (before the
-    /// journal that also holds their events starts a new epoch).
+    /// Makes every lane written since the last checkpoint clean ([`Lanes::clean`]) before
+    /// the journal that also holds their events starts a new epoch.
     pub(super) fn sync_dirty(&self) -> Result<(), String> {
-        let lanes: Vec<Arc<Mutex<Lane>>> = self
+        let lanes: Vec<(String, Arc<Mutex<Lane>>)> = self
             .lanes
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(|s| s.lane.clone())
+            .iter()
+            .map(|(id, s)| (id.clone(), s.lane.clone()))
             .collect();
-        for lane in lanes {
-            lock(&lane)
-                .sync()
-                .map_err(|e| format!("cannot sync an evidence file: {}", io_message(&e)))?;
+        for (id, lane) in lanes {
+            self.clean(&id, &mut lock(&lane))?;
         }
         Ok(())
     }

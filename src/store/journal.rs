@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::events::{self, Lane, Lanes};
-use super::keys::decode_u64;
+use super::keys::{decode_u64, meta_key, META_SEQ};
 use super::{frame, io_message, lock, StoreError};
 
 /// The write-ahead journal of calls, in the data dir.
@@ -220,6 +220,22 @@ impl JournalFile {
     }
 }
 
+/// One replayed write to the `meta` tree. A counter never goes down: a checkpoint may have
+/// saved a lane's counter past frames still queued then (their events were already in the
+/// file it synced), and a replayed frame of those must not lower it.
+fn replay_meta(meta: &sled::Tree, key: &[u8], value: &[u8]) -> Result<(), String> {
+    if key.starts_with(&meta_key(META_SEQ, "")) {
+        let number = |b: &[u8]| <[u8; 8]>::try_from(b).map(u64::from_be_bytes).ok();
+        let saved = meta.get(key).map_err(|e| e.to_string())?;
+        if saved.is_some_and(|s| number(&s) > number(value)) {
+            return Ok(());
+        }
+    }
+    meta.insert(key, value)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// A journal frame's checksum: CRC-32 of `epoch` (LE) followed by the payload.
 pub(super) fn frame_crc(epoch: u64, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -379,7 +395,10 @@ pub(super) fn open(
                     continue;
                 }
                 TREE_STATE => trees[0],
-                TREE_META => trees[1],
+                TREE_META => {
+                    replay_meta(trees[1], key, value)?;
+                    continue;
+                }
                 other => return Err(format!("journal {}: unknown tree {other}", path.display())),
             };
             t.insert(key, value).map_err(|e| e.to_string())?;
@@ -422,6 +441,29 @@ mod tests {
         f.extend_from_slice(&frame_crc(7, payload).to_le_bytes());
         f.extend_from_slice(payload);
         f
+    }
+
+    #[test]
+    fn a_replayed_counter_never_lowers_the_saved_one() {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        let seq = meta_key(META_SEQ, "att");
+        let n = |v: u64| v.to_be_bytes();
+        let get = |k: &[u8]| {
+            u64::from_be_bytes(meta.get(k).unwrap().unwrap().as_ref().try_into().unwrap())
+        };
+        replay_meta(&meta, &seq, &n(3)).unwrap();
+        assert_eq!(get(&seq), 3);
+        // A frame queued before the checkpoint that saved 3, replayed after it.
+        replay_meta(&meta, &seq, &n(2)).unwrap();
+        assert_eq!(get(&seq), 3);
+        replay_meta(&meta, &seq, &n(4)).unwrap();
+        assert_eq!(get(&seq), 4);
+        // Other meta writes (the latest revision number) are replayed as written.
+        let rev = meta_key(b"rev", "crm/op");
+        replay_meta(&meta, &rev, &n(5)).unwrap();
+        replay_meta(&meta, &rev, &n(1)).unwrap();
+        assert_eq!(get(&rev), 1);
     }
 
     #[test]

@@ -77,12 +77,19 @@
 //!   over `revisions` and `meta`: two concurrent syncs can never produce the same number, and
 //!   a revision is never rewritten.
 //! - [`Store::write_call`] assigns the attempt's next sequence and writes the event (to the
-//!   attempt's evidence file), the integration's new state and the sequence counter (sled)
-//!   under that attempt's **lane** (a mutex per attempt holding its file, never one across
+//!   attempt's evidence file) and the integration's new state (sled) under that attempt's
+//!   **lane** (a mutex per attempt holding its file and its counter, never one across
 //!   attempts): sequences are contiguous (1, 2, 3…) per attempt,
 //!   and the state left behind is the one of the highest sequence. The event is written before
-//!   the counter, so a reader that reads the counter first never sees a counter ahead of its
-//!   events (`evidence` reports exactly that as missing evidence).
+//!   the lane's counter moves, so a reader that reads the counter first (the open lane's,
+//!   else the one saved in sled) never sees a counter ahead of its events (`evidence` reports
+//!   exactly that as missing evidence).
+//! - The counter is **not written per call** (issue 20: it was a sled insert per call): the
+//!   call's journal frame carries it, and it is saved to sled's `meta` tree when the lane is
+//!   made clean — its file fsynced, at a checkpoint or before the lane is closed — so a
+//!   reopened lane, which cuts its file after the saved counter, always reads a current one.
+//!   Replaying the journal never lowers a saved counter (a checkpoint may save one past frames
+//!   still queued then, whose events its fsync already covered).
 //!
 //! # Durability: a write-ahead journal with group commit
 //!
@@ -116,7 +123,7 @@
 //! (`Db::flush`) and starts a new journal epoch (frames of older epochs no longer count):
 //! every frame in the journal had reached its file and sled before, so nothing is lost.
 //! [`Store::open`] replays the journal (events a file lacks are appended to it, state and
-//! counters written to sled, in order), stops at the first torn or corrupt frame (a tail
+//! counters written to sled, in order; a counter only upwards), stops at the first torn or corrupt frame (a tail
 //! that was never acknowledged — it is logged), checkpoints, and only then serves.
 //!
 //! **Open files.** The store keeps at most a quarter of the soft open-files limit
@@ -150,6 +157,7 @@
 //! admin API instead.
 
 mod embedded;
+mod event_json;
 mod events;
 mod frame;
 mod journal;
@@ -199,6 +207,33 @@ pub enum StoreError {
 pub struct CallRecord {
     pub event: ToolEvent,
     pub state: Option<(String, Map<String, Value>)>,
+    /// The event's `result` already encoded (a static result's, encoded once per pinned
+    /// revision: `crate::proxy::answer`); when set, `event.result` is not read (the caller
+    /// leaves it `null`) and these bytes are the event's `result` member.
+    pub result_json: Option<EncodedResult>,
+}
+
+/// A call's `result` encoded once as JSON for the events of many calls: checked against
+/// [`MAX_STORED_DEPTH`] like every stored value (so it can be read back) when it is made,
+/// and shared by reference counting.
+#[derive(Debug, Clone)]
+pub struct EncodedResult(bytes::Bytes);
+
+impl EncodedResult {
+    /// `None` when `result` nests too deep to be stored (the call then carries its value,
+    /// which the store refuses as it refuses any such value).
+    pub fn new(result: &Value) -> Option<EncodedResult> {
+        if deeper_than(result, MAX_STORED_DEPTH) {
+            return None;
+        }
+        serde_json::to_vec(result)
+            .ok()
+            .map(|v| EncodedResult(bytes::Bytes::from(v)))
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 /// The row lock of one call ([`Store::lock_call`]); dropping it releases a lock that no

@@ -58,7 +58,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
 use super::embedded::{decode_json, encode_json};
-use super::{lock, CallRecord, StoreError};
+use super::{lock, CallRecord, EncodedResult, StoreError};
 use crate::records::{
     AgentEvent, AttemptRecord, EvidenceEntry, Pin, ResultStatus, RevisionRecord, ToolEvent,
 };
@@ -883,7 +883,10 @@ impl Postgres {
         let (conn, last_seq, current) = self.take_lock(attempt_id)?;
         let seq = last_seq + 1;
         rec.event.sequence = seq;
-        let event = text(encode_json(&rec.event)?);
+        let event = text(super::event_json::encode(
+            &rec.event,
+            rec.result_json.as_ref().map(EncodedResult::as_bytes),
+        )?);
         let state = match &rec.state {
             Some((integ, map)) => Some((integ.clone(), text(encode_json(map)?))),
             None => None,

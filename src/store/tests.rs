@@ -111,6 +111,40 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
     (store, event)
 }
 
+/// Calls write no sequence counter to sled (their journal frames carry it; the lane holds it
+/// in memory); a checkpoint saves it, and a reopened store continues from it.
+#[tokio::test]
+async fn the_counter_is_saved_by_checkpoints_not_by_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, event) = store_with_attempt(tmp.path());
+    let saved = |s: &Store| s.embedded().saved_counter("att").unwrap();
+    let call = || CallRecord {
+        event: event.clone(),
+        state: None,
+        result_json: None,
+    };
+    for n in 1..=3 {
+        assert_eq!(store.record_call("att", call()).await.unwrap(), n);
+    }
+    assert_eq!(saved(&store), 0, "no counter write per call");
+    // Readers count what the lane counts: the third event is no missing tail.
+    assert_eq!(store.evidence("att").unwrap().len(), 3);
+    store.flush_now().unwrap();
+    assert_eq!(saved(&store), 3);
+    assert_eq!(store.record_call("att", call()).await.unwrap(), 4);
+    drop(store);
+    let store = Store::open(tmp.path()).unwrap();
+    assert_eq!(saved(&store), 4, "the closing checkpoint saved it");
+    assert_eq!(store.record_call("att", call()).await.unwrap(), 5);
+    let seqs: Vec<u64> = store
+        .evidence("att")
+        .unwrap()
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+}
+
 #[tokio::test]
 async fn evidence_files_open_stay_under_the_cap_and_reopen_where_they_left_off() {
     let tmp = tempfile::tempdir().unwrap();
@@ -130,6 +164,7 @@ async fn evidence_files_open_stay_under_the_cap_and_reopen_where_they_left_off()
             let rec = CallRecord {
                 event: event.clone(),
                 state: None,
+                result_json: None,
             };
             store.record_call(&format!("a{i}"), rec).await.unwrap();
             assert!(store.embedded().journal.lanes.open_count() <= cap);
@@ -141,6 +176,7 @@ async fn evidence_files_open_stay_under_the_cap_and_reopen_where_they_left_off()
         let rec = CallRecord {
             event: event.clone(),
             state: None,
+            result_json: None,
         };
         assert_eq!(store.record_call(&id, rec).await.unwrap(), 3, "{id}");
         let seqs: Vec<u64> = store
@@ -156,10 +192,25 @@ async fn evidence_files_open_stay_under_the_cap_and_reopen_where_they_left_off()
 #[test]
 fn at_the_cap_the_least_recently_used_idle_lane_is_closed_with_its_events() {
     let tmp = tempfile::tempdir().unwrap();
-    let lanes = Lanes::new(tmp.path().to_path_buf(), 4);
+    // The counters closing saves, where a reopened lane reads them (sled's `meta` tree in
+    // the store).
+    let saved = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, u64>::new()));
+    let into = saved.clone();
+    let lanes = Lanes::new(
+        tmp.path().to_path_buf(),
+        4,
+        Box::new(move |id, last| {
+            into.lock().unwrap().insert(id.to_string(), last);
+            Ok(())
+        }),
+    );
     let open = |id: &str, last: u64| lanes.open(id, move || Ok(last)).unwrap();
     for id in ["a", "b", "c", "d"] {
-        events::append(&mut lock(&open(id, 0)), 1, b"{}").unwrap();
+        // As `write_call` does: the frame, then the lane's counter.
+        let lane = open(id, 0);
+        let mut l = lock(&lane);
+        events::append(&mut l, 1, b"{}").unwrap();
+        l.last = 1;
     }
     // `a` is the least recently used but in use: `b`, the next, is closed instead.
     let held = open("a", 0);
@@ -168,8 +219,11 @@ fn at_the_cap_the_least_recently_used_idle_lane_is_closed_with_its_events() {
     assert!(lanes.is_open("a") && !lanes.is_open("b"));
     let bytes = std::fs::read(events::file_path(tmp.path(), "b")).unwrap();
     assert_eq!(events::parse(&bytes).0, vec![(1, &b"{}"[..])]);
-    // Reopened, `b` continues after its last event.
-    let b = open("b", 1);
+    // Closed, its counter was saved (calls do not write it); reopened from it, `b`
+    // continues after its last event.
+    let counter = saved.lock().unwrap().get("b").copied();
+    assert_eq!(counter, Some(1));
+    let b = open("b", counter.unwrap());
     let reopened = {
         let l = lock(&b);
         (l.last, l.len)
@@ -199,11 +253,19 @@ async fn a_call_too_deep_to_read_back_is_refused_and_evidence_stays_readable() {
     let ok = CallRecord {
         event: event.clone(),
         state: None,
+        result_json: None,
     };
     assert_eq!(store.record_call("att", ok).await.unwrap(), 1);
     event.result = Value::Array(vec![deep]);
     let err = store
-        .record_call("att", CallRecord { event, state: None })
+        .record_call(
+            "att",
+            CallRecord {
+                event,
+                state: None,
+                result_json: None,
+            },
+        )
         .await
         .unwrap_err();
     assert!(
@@ -235,6 +297,7 @@ async fn an_uncheckpointed_journal_is_replayed_at_open_and_a_torn_tail_dropped()
                     CallRecord {
                         event,
                         state: Some(("crm".into(), state)),
+                        result_json: None,
                     },
                 )
                 .await
@@ -281,7 +344,11 @@ async fn an_uncheckpointed_journal_is_replayed_at_open_and_a_torn_tail_dropped()
     assert_eq!(store.state("att").unwrap()["crm"]["n"], 2);
     // Numbering continues after the replayed calls; other attempts start at 1.
     let event = events[0].clone();
-    let rec = CallRecord { event, state: None };
+    let rec = CallRecord {
+        event,
+        state: None,
+        result_json: None,
+    };
     assert_eq!(store.record_call("att", rec.clone()).await.unwrap(), 4);
     assert_eq!(store.record_call("other", rec).await.unwrap(), 1);
 }
@@ -298,6 +365,7 @@ async fn past_the_limit_the_journal_checkpoints_and_reuses_its_space() {
         let rec = CallRecord {
             event: e,
             state: None,
+            result_json: None,
         };
         assert_eq!(store.record_call("att", rec).await.unwrap(), i + 1);
     }
@@ -341,6 +409,7 @@ async fn agent_events_share_the_sequence_with_calls_and_survive_a_journal_replay
         let call = || CallRecord {
             event: event.clone(),
             state: None,
+            result_json: None,
         };
         assert_eq!(store.record_call("att", call()).await.unwrap(), 1);
         assert_eq!(

@@ -171,6 +171,7 @@ async fn a_duplicate_side_effect_fails() {
                 CallRecord {
                     event: dup,
                     state: None,
+                    result_json: None,
                 },
             )
             .await
@@ -242,6 +243,7 @@ async fn an_expired_lease_fails() {
                 CallRecord {
                     event: ev,
                     state: None,
+                    result_json: None,
                 },
             )
             .await
@@ -268,6 +270,7 @@ async fn a_pending_outcome_is_never_a_pass() {
                 CallRecord {
                     event: ev,
                     state: None,
+                    result_json: None,
                 },
             )
             .await

@@ -77,6 +77,7 @@ fn call(i: u64) -> CallRecord {
     CallRecord {
         event: event(i),
         state: None,
+        result_json: None,
     }
 }
 
@@ -283,6 +284,7 @@ async fn state_is_written_atomically_with_its_event() {
                     let rec = CallRecord {
                         event: event(i),
                         state: Some(("crm".to_string(), obj(json!({ "last": i })))),
+                        result_json: None,
                     };
                     store.record_call("att", rec).await.unwrap()
                 })
@@ -312,6 +314,7 @@ async fn a_call_without_state_leaves_state_alone_and_other_attempts_are_separate
         let with_state = CallRecord {
             event: event(1),
             state: Some(("crm".to_string(), obj(json!({"n": 1})))),
+            result_json: None,
         };
         assert_eq!(store.record_call("a1", with_state).await.unwrap(), 1);
         assert_eq!(store.record_call("a1", call(2)).await.unwrap(), 2);
@@ -395,6 +398,7 @@ async fn everything_survives_closing_and_reopening() {
                 let rec = CallRecord {
                     event: event(i),
                     state: Some(("crm".to_string(), obj(json!({ "n": i })))),
+                    result_json: None,
                 };
                 store.record_call("att", rec).await.unwrap();
             }
@@ -625,6 +629,7 @@ async fn exported_envelope_from_the_store() {
             CallRecord {
                 event: secret_call,
                 state: Some(("crm".into(), obj(json!({"phone": "+1", "booked": true})))),
+                result_json: None,
             },
         )
         .await
@@ -707,6 +712,7 @@ async fn evidence_command_exit_codes() {
                 CallRecord {
                     event: harness,
                     state: None,
+                    result_json: None,
                 },
             )
             .await
@@ -757,6 +763,7 @@ async fn crash_child_records_until_killed() {
                 let rec = CallRecord {
                     event: event(t * 1_000_000 + i),
                     state: Some(("crm".into(), obj(json!({ "t": t, "i": i })))),
+                    result_json: None,
                 };
                 let seq = store.record_call("att", rec).await.unwrap();
                 use std::io::Write;

@@ -1,0 +1,73 @@
+//! The answer of a static result, settled once per pinned revision (issue 20): everything
+//! about it that does not depend on the call, so that a call which selects it copies no
+//! value and serializes nothing of it.
+//!
+//! A static result (no `$input`/`$state`: `crate::mock::eval::StaticResult`) belongs to a
+//! compiled revision, which never changes (a reload compiles a new one), so what is derived
+//! from it is kept in the result's memo (`super::pipeline::settled`, which also checks that
+//! the contract and wire are the ones it was settled for): the native response; on an HTTP
+//! wire, the response's head and body bytes exactly as [`crate::http::to_http`] builds them
+//! (each answer is one clone of them: a small header map and a reference-counted `Bytes`);
+//! and the result encoded once as the JSON of the event's `result` member (the store copies
+//! it into the event instead of serializing the result again: `crate::store::CallRecord`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::http::Response;
+use serde_json::Value;
+
+use crate::http::{self, HttpResponse};
+use crate::profile::NativeResponse;
+use crate::store::EncodedResult;
+
+/// A static result's answer, settled for one contract and wire.
+#[derive(Debug)]
+pub struct StaticAnswer {
+    /// The native response: what a faulted answer is built from, and an MCP wire's.
+    pub response: NativeResponse,
+    /// On an HTTP wire, what [`crate::http::to_http`] makes of `response`.
+    wire: Option<Response<Bytes>>,
+    /// The result, shared with the compiled revision.
+    pub result: Arc<Value>,
+    /// `result` as the event's JSON; `None` when it is too deep to store (the store then
+    /// refuses the call's copy of it, as before).
+    pub result_json: Option<EncodedResult>,
+}
+
+impl StaticAnswer {
+    /// Settles `response`, the checked and rendered answer of `result`; `http`: the wire
+    /// is an HTTP profile's (its bytes are built now).
+    pub fn new(response: NativeResponse, result: Arc<Value>, http: bool) -> StaticAnswer {
+        StaticAnswer {
+            wire: http.then(|| http::wire_response(response.clone())),
+            result_json: EncodedResult::new(&result),
+            response,
+            result,
+        }
+    }
+
+    /// Whether a decision shares this answer instead of copying it
+    /// (`crate::proxy::decision::Decision::shared`): its HTTP answer and its event's
+    /// `result` are prebuilt.
+    pub fn shareable(&self) -> bool {
+        self.wire.is_some() && self.result_json.is_some()
+    }
+
+    /// The response without its body: what a decision that shares this answer carries.
+    pub fn head(&self) -> NativeResponse {
+        NativeResponse {
+            status: self.response.status,
+            headers: self.response.headers.clone(),
+            body: None,
+        }
+    }
+
+    /// The HTTP answer: a clone of the prebuilt head and body bytes.
+    pub fn to_http(&self) -> HttpResponse {
+        match &self.wire {
+            Some(w) => http::send_prebuilt(w),
+            None => http::to_http(self.response.clone()),
+        }
+    }
+}
