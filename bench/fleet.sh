@@ -11,19 +11,27 @@
 # Runs 1–3 call the default attempt, so on PostgreSQL every call takes that ONE attempt's row
 # lock and waits for the previous call's commit: the serialized worst case (SPEC 17: calls of
 # one attempt are linearizable). Calls of different attempts commit concurrently (run 4).
-# Output: one JSON document on stdout (progress on stderr). Not a test.
+# Output: one JSON document on stdout (progress on stderr), with `ratios`: PostgreSQL one
+# process ÷ embedded one process, and nginx + two processes ÷ one process (both on
+# PostgreSQL), for rps and p99, for the default attempt and for ATTEMPTS attempts. Not a test.
 #
-#   bash bench/fleet.sh            # DUR=15 s per run, WARM=3 s, C=64
-#   DUR=5 bash bench/fleet.sh
-# Knobs: DUR, WARM, C, BIN (default target/release/understudy; BUILD=1 builds it first).
+#   bash bench/fleet.sh            # DUR=15 s per run, WARM=3 s, C=64 (~2 min)
+#   SMOKE=1 BUILD=0 bash bench/fleet.sh    # DUR=2 WARM=1 C=8 ATTEMPTS=8: does it run?
+# Knobs: DUR, WARM, C, ATTEMPTS, BIN (default target/release/understudy; BUILD=1, the
+# default, builds it first: BUILD=0 BIN=<release binary> uses one as it is).
 set -euo pipefail
 export LC_ALL=C
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-DUR="${DUR:-15}"; WARM="${WARM:-3}"; C="${C:-64}"; ATTEMPTS="${ATTEMPTS:-64}"
+if [ "${SMOKE:-0}" = 1 ]; then
+  DUR="${DUR:-2}"; WARM="${WARM:-1}"; C="${C:-8}"; ATTEMPTS="${ATTEMPTS:-8}"
+else
+  DUR="${DUR:-15}"; WARM="${WARM:-3}"; C="${C:-64}"; ATTEMPTS="${ATTEMPTS:-64}"
+fi
 BIN="${BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/understudy}"
 STUB_PATH="/services/data/v60.0/sobjects/Contact/003000000000001"
-[ "${BUILD:-1}" = 1 ] && (cd "$ROOT" && cargo build --release --locked --quiet)
+if [ "${BUILD:-1}" = 1 ]; then (cd "$ROOT" && cargo build --release --locked --quiet --bin understudy) >&2; fi
+[ -x "$BIN" ] || { echo "bench/fleet.sh: no binary at $BIN" >&2; exit 2; }
 command -v wrk >/dev/null || { echo "bench/fleet.sh: wrk is required (apt-get install wrk)" >&2; exit 2; }
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$NGINX" ] || { echo "bench/fleet.sh: nginx is required (apt-get install nginx-light)" >&2; exit 2; }
@@ -52,7 +60,8 @@ as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w -o "-p $PGPORT -k /tmp 
 as_pg "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U "$PGUSER" -d postgres -c "CREATE DATABASE bench"
 STORE="postgres://$PGUSER@127.0.0.1:$PGPORT/bench"
 
-# serve NAME ARGS... → prints the base URL
+# serve NAME ARGS... → sets URL to the base URL (not in a $(…) subshell: PIDS must keep the
+# server's PID for the cleanup)
 serve() {
   local name="$1"; shift
   local port; port="$(free_port)"
@@ -60,7 +69,7 @@ serve() {
     >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PIDS+=("$!")
   for _ in $(seq 1 300); do
-    grep -q "understudy listening on" "$WORK/$name.out" 2>/dev/null && { echo "http://127.0.0.1:$port"; return; }
+    grep -q "understudy listening on" "$WORK/$name.out" 2>/dev/null && { URL="http://127.0.0.1:$port"; return; }
     sleep 0.1
   done
   echo "bench/fleet.sh: $name did not start: $(tail -3 "$WORK/$name.err")" >&2; exit 1
@@ -86,11 +95,11 @@ tokens() {
   echo "$t"
 }
 
-EMB="$(serve embedded --data-dir "$WORK/data-embedded")"
+serve embedded --data-dir "$WORK/data-embedded"; EMB="$URL"
 R1="$(run "embedded, one process" "$EMB/crm$STUB_PATH")"
-PG1="$(serve pg1 --store "$STORE")"
+serve pg1 --store "$STORE"; PG1="$URL"
 R2="$(run "postgres, one process" "$PG1/crm$STUB_PATH")"
-PG2="$(serve pg2 --store "$STORE")"
+serve pg2 --store "$STORE"; PG2="$URL"
 NPORT="$(free_port)"
 mkdir -p "$WORK/ngx"; chmod 777 "$WORK/ngx"
 cat >"$WORK/nginx.conf" <<CONF
@@ -110,19 +119,40 @@ http {
   }
 }
 CONF
-"$NGINX" -p "$WORK" -c "$WORK/nginx.conf"
+"$NGINX" -p "$WORK" -e "$WORK/nginx.err" -c "$WORK/nginx.conf"
 sleep 0.3
 R3="$(run "postgres, nginx + two processes" "http://127.0.0.1:$NPORT/crm$STUB_PATH")"
 T_EMB="$(tokens "$EMB")"; T_PG="$(tokens "$PG1")"
 R4="$(run "embedded, one process, $ATTEMPTS attempts" "$EMB/crm$STUB_PATH" "$T_EMB")"
 R5="$(run "postgres, one process, $ATTEMPTS attempts" "$PG1/crm$STUB_PATH" "$T_PG")"
 R6="$(run "postgres, nginx + two processes, $ATTEMPTS attempts" "http://127.0.0.1:$NPORT/crm$STUB_PATH" "$T_PG")"
-python3 - "$R1" "$R2" "$R3" "$R4" "$R5" "$R6" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$($PGBIN/postgres --version)" <<'PY'
-import json, sys
+python3 - "$R1" "$R2" "$R3" "$R4" "$R5" "$R6" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$($PGBIN/postgres --version)" "$("$BIN" --version 2>&1 | head -1)" "DUR=$DUR WARM=$WARM C=$C ATTEMPTS=$ATTEMPTS bash bench/fleet.sh" <<'PY'
+import json, sys, time
 r = [json.loads(x) for x in sys.argv[1:7]]
-for group in (r[0:3], r[3:6]):
-    base = group[0]["wrk"]["rps"]
-    for x in group:
-        x["ratio_to_embedded"] = round(x["wrk"]["rps"] / base, 3) if base else None
-print(json.dumps({"bench": "fleet", "cores": int(sys.argv[7]), "cpu": sys.argv[8], "postgres": sys.argv[9], "runs": r}, indent=1))
+
+
+def q(a, b, key):
+    x, y = a["wrk"][key], b["wrk"][key]
+    return round(x / y, 3) if y else None
+
+
+ratios = []
+for label, (emb, pg1, pg2) in (("default attempt (one row lock)", r[0:3]), (f"{r[3]['target'].split(', ')[-1]} (round robin)", r[3:6])):
+    for x in (emb, pg1, pg2):
+        x["ratio_to_embedded"] = q(x, emb, "rps")
+    ratios.append({"calls_on": label,
+                   "postgres_one_vs_embedded_one": {"rps": q(pg1, emb, "rps"), "p99": q(pg1, emb, "p99_us")},
+                   "nginx_two_vs_one_process_postgres": {"rps": q(pg2, pg1, "rps"), "p99": q(pg2, pg1, "p99_us")}})
+print(json.dumps({"bench": "fleet", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "command": sys.argv[11], "understudy": sys.argv[10], "cores": int(sys.argv[7]),
+                  "cpu": sys.argv[8], "postgres": sys.argv[9], "ratios": ratios, "runs": r}, indent=1))
+PY
+python3 - "$R1" "$R2" "$R3" "$R4" "$R5" "$R6" <<'PY' >&2
+import json, sys
+r = [json.loads(x) for x in sys.argv[1:]]
+print("\n| run | rps | p50 ms | p99 ms | errors | ÷ embedded rps |\n|---|---|---|---|---|---|")
+for g in (r[0:3], r[3:6]):
+    for x in g:
+        w = x["wrk"]; e = sum(v for k, v in w.items() if k.startswith("err_"))
+        print(f"| {x['target']} | {w['rps']:.0f} | {w['p50_us'] / 1000:.2f} | {w['p99_us'] / 1000:.2f} | {e} | {w['rps'] / g[0]['wrk']['rps']:.3f} |")
 PY

@@ -12,6 +12,12 @@ two templates tie), input and output schemas, a two-variant mock with a rule and
 RFC 8785 form of the contract; for this ASCII-only data, `json.dumps(sort_keys=True)` with
 compact separators is the same text). One request that must answer 200 is printed on stdout:
 `GET <path>` of operation 1.
+
+    python3 bench/gen_ops.py --rewrite OUT_DIR I TAG
+
+rewrites operation I's file (atomically: a hidden temp file renamed over it) with TAG appended
+to the record's `Name` in its mock result and its example — a changed definition with the same
+contract (bench/run.sh's hot-reload measurement).
 """
 import hashlib
 import json
@@ -30,13 +36,13 @@ def contract_hash(op, profile="salesforce"):
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def operation(i):
+def operation(i, tag=""):
     sobject = f"Bench{i:05d}__c"
     op_id = f"bench_{i:05d}"
     record = {
         "attributes": {"type": sobject, "url": {"$input": "id"}},
         "Id": {"$input": "id"},
-        "Name": f"Record of {sobject}",
+        "Name": f"Record of {sobject}{tag}",
         "Amount__c": i,
         "Active__c": True,
     }
@@ -88,7 +94,7 @@ def operation(i):
     found = {
         "status": 200,
         "data": {"attributes": {"type": sobject, "url": rid}, "Id": rid,
-                 "Name": f"Record of {sobject}", "Amount__c": i, "Active__c": True},
+                 "Name": f"Record of {sobject}{tag}", "Amount__c": i, "Active__c": True},
     }
     missing = {"status": 404, "data": [{"errorCode": "NOT_FOUND",
                                         "message": "The requested resource does not exist"}]}
@@ -113,7 +119,24 @@ def operation(i):
     return op
 
 
+def write(path, op):
+    with open(path, "w") as f:
+        json.dump(op, f, separators=(",", ":"))
+
+
+def rewrite(out, i, tag):
+    """Operation i again with `tag` in its record's Name, renamed over the old file."""
+    op = operation(i, tag)
+    ops_dir = os.path.join(out, "mocks", "crm")
+    tmp = os.path.join(ops_dir, "." + op["operation_id"] + ".json.tmp")
+    write(tmp, op)
+    os.rename(tmp, os.path.join(ops_dir, op["operation_id"] + ".json"))
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--rewrite":
+        rewrite(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return
     if len(sys.argv) < 2:
         sys.exit("usage: gen_ops.py OUT_DIR [N]")
     out = sys.argv[1]
@@ -122,8 +145,7 @@ def main():
     os.makedirs(ops_dir, exist_ok=True)
     for i in range(1, n + 1):
         op = operation(i)
-        with open(os.path.join(ops_dir, op["operation_id"] + ".json"), "w") as f:
-            json.dump(op, f, separators=(",", ":"))
+        write(os.path.join(ops_dir, op["operation_id"] + ".json"), op)
     cfg = {"mode": "replay",
            "integrations": {"crm": {"profile": "salesforce", "operations": "mocks/crm"}}}
     with open(os.path.join(out, "understudy.json"), "w") as f:

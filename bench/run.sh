@@ -6,12 +6,21 @@
 # response check before every target, CPU and RSS from /proc):
 #   * workload A  — GET get_contact: understudy replays a mock whose wire body is the peers'
 #                   604-byte body.json; nginx serves the same bytes as a static file (reference);
-#   * state       — POST bump_counter: a rule, a `$state` read and a `set_state` per call;
+#   * state       — POST bump_counter: a rule, a `$state` read and a `set_state` per call (a
+#                   new `By` on every request, so every call commits a state change);
 #   * dry-run     — understudy `--mode dry-run` forwarding an unmocked read to that nginx,
 #                   vs hitting nginx directly (added p50); reported "unavailable: <reason>"
 #                   when this build cannot do it;
+#   * durability  — the same replay and dry-run at c=1 with `"durability": "attempt"` in the
+#                   project file (opt-in); "unavailable: <reason>" when the build refuses it;
+#   * rss_30s     — a fresh server's RSS after RSS_DUR s of replay at the highest concurrency;
 #   * startup     — wall time from spawn to the readiness line and RSS after start-up, for the
-#                   bench project and for OPS generated operation files (cold and warm store).
+#                   bench project and for OPS generated operation files (cold and warm store);
+#                   on the warm server also a hot reload of one rewritten file among OPS and
+#                   `POST /_understudy/api/attempts` latency (wrk -c1, one keep-alive connection);
+#   * engine      — criterion `cargo bench --bench engine` estimates (ENGINE=0 skips it).
+# report.py turns it all into one JSON document whose `targets` list holds issue 20's targets
+# as ratios / figures with a threshold and a verdict each.
 # Evidence recording stays on and durable (the server's default: every call goes through the
 # store's group commit before it is answered); the data dirs live on the disk under $TMPDIR.
 #
@@ -25,7 +34,13 @@
 # Knobs (env):
 #   DUR      seconds per measured run (15; SMOKE: 2)       WARM   unrecorded warm-up s at max conc (5; SMOKE: 1)
 #   CONCS    concurrencies ("1 64"; SMOKE: "1 4")           OPS    operation files for start-up (10000; SMOKE: 1000)
-#   OHA=1    also run oha (installs oha 1.16.0 with `cargo install --locked` when missing)
+#   XDUR     seconds per run of the durability section (10; SMOKE: 2)
+#   RSS_DUR  seconds of load before the rss_30s reading (30; SMOKE: 3)
+#   ATT_DUR  seconds of attempt creation on one connection (5; SMOKE: 1)
+#   ENGINE   1 (cargo bench --bench engine at the end; ENGINE_ARGS "--warm-up-time 1
+#            --measurement-time 3", SMOKE "--warm-up-time 0.3 --measurement-time 1") | 0 (skip)
+#   OHA=1    also run oha (installs oha 1.16.0 with `cargo install --locked` when missing; the
+#            state workload stays wrk only: oha cannot vary the body)
 #   NGINX    auto (install when missing, except SMOKE) | 0 (skip the nginx reference and dry-run)
 #   INSTALL  1 (apt-get/cargo install what is missing) | 0 (never install)
 #   BUILD    1 (cargo build --release first) | 0 (use the existing binary)
@@ -42,9 +57,15 @@ ROOT="$(cd "$HERE/.." && pwd)"
 SMOKE="${SMOKE:-0}"
 if [ "$SMOKE" = 1 ]; then
   DUR="${DUR:-2}"; WARM="${WARM:-1}"; CONCS="${CONCS:-1 4}"; OPS="${OPS:-1000}"
+  XDUR="${XDUR:-2}"; RSS_DUR="${RSS_DUR:-3}"; ATT_DUR="${ATT_DUR:-1}"
+  ENGINE_ARGS="${ENGINE_ARGS:---warm-up-time 0.3 --measurement-time 1}"
 else
   DUR="${DUR:-15}"; WARM="${WARM:-5}"; CONCS="${CONCS:-1 64}"; OPS="${OPS:-10000}"
+  XDUR="${XDUR:-10}"; RSS_DUR="${RSS_DUR:-30}"; ATT_DUR="${ATT_DUR:-5}"
+  ENGINE_ARGS="${ENGINE_ARGS:---warm-up-time 1 --measurement-time 3}"
 fi
+ENGINE="${ENGINE:-1}"
+CMAX=$(echo "$CONCS" | tr ' ' '\n' | sort -n | tail -1)
 OHA="${OHA:-0}"
 NGINX="${NGINX:-auto}"
 INSTALL="${INSTALL:-1}"
@@ -60,7 +81,7 @@ GENS="wrk"; [ "$OHA" = 1 ] && GENS="wrk oha"
 
 STUB_PATH="/services/data/v60.0/sobjects/Contact/003000000000001"
 BUMP_PATH="/services/data/v60.0/sobjects/Counter__c"
-BUMP_BODY='{"Name":"c1","By":"bench"}'
+BUMP_BODY='{"Name":"c1","By":"bench"}'   # the evidence check's call; the load varies By (wrk_post.lua)
 BODY_FILE="$HERE/body.json"
 CLK_TCK="$(getconf CLK_TCK)"
 
@@ -202,8 +223,10 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# bench_run TARGET WORKLOAD URL CONC PID KIND : one measured run per generator; KIND get|post.
-# Appends one JSON line per run to $RUNS (raw fields; bench/report.py derives the rest).
+# bench_run TARGET WORKLOAD URL CONC PID KIND : one measured run per generator; KIND get|post
+# (post = the state workload: wrk only, a new `By` per request) | attempts (POST {} to the
+# attempts API). RUN_DUR overrides DUR. Appends one JSON line per run to $RUNS (raw fields;
+# bench/report.py derives the rest).
 # store_flushes URL : understudy_store_flushes_total from the admin metrics (group flushes of
 # the evidence store), or "null" when this build has no such metric (nginx, older builds).
 store_flushes() {
@@ -213,22 +236,20 @@ store_flushes() {
 }
 
 bench_run() {
-  local target="$1" wl="$2" url="$3" c="$4" pid="$5" kind="$6" gen
-  local base="${url%%/crm/*}"
+  local target="$1" wl="$2" url="$3" c="$4" pid="$5" kind="$6" gen dur="${RUN_DUR:-$DUR}"
+  local base="${url%%/crm/*}"; base="${base%%/_understudy/*}"
   for gen in $GENS; do
+    [ "$kind" = get ] || [ "$gen" = wrk ] || continue
     wait_quiet
     local tf="$WORK/gen.time" raw="$WORK/$gen.$target.$wl.c$c.txt" load t0 t1 b0 b1 out res mem f0=null f1=null
     load=$(loadavg)
     [ "$target" = nginx ] || f0=$(store_flushes "$base")
     t0=$(cpu_ticks "$pid"); b0=$(busy_ticks)
     if [ "$gen" = wrk ]; then
-      local lua="$HERE/wrk_report.lua"
-      if [ "$kind" = post ]; then lua="$WORK/wrk_post_report.lua"; cat "$HERE/wrk_post.lua" "$HERE/wrk_report.lua" > "$lua"; fi
-      out=$( { TIMEFORMAT='%U %S'; time WRK_BODY="$BUMP_BODY" wrk -t1 -c"$c" -d"${DUR}s" --timeout 5s --latency -s "$lua" "$url" 2>&1; } 2>"$tf" ) || true
+      local lua; lua=$(wrk_script "$kind")
+      out=$( { TIMEFORMAT='%U %S'; time wrk -t1 -c"$c" -d"${dur}s" --timeout 5s --latency -s "$lua" "$url" 2>&1; } 2>"$tf" ) || true
     else
-      local extra=()
-      [ "$kind" = post ] && extra=(-m POST -H "Content-Type: application/json" -d "$BUMP_BODY")
-      out=$( { TIMEFORMAT='%U %S'; time "$OHA_BIN" --no-tui --output-format json --worker-threads 1 -z "${DUR}s" -c "$c" -t 5s "${extra[@]}" "$url" 2>&1; } 2>"$tf" ) || true
+      out=$( { TIMEFORMAT='%U %S'; time "$OHA_BIN" --no-tui --output-format json --worker-threads 1 -z "${dur}s" -c "$c" -t 5s "$url" 2>&1; } 2>"$tf" ) || true
     fi
     b1=$(busy_ticks); t1=$(cpu_ticks "$pid")
     [ "$target" = nginx ] || f1=$(store_flushes "$base")
@@ -236,17 +257,26 @@ bench_run() {
     printf '%s\n' "$out" > "$raw"
     res=$(printf '%s\n' "$out" | python3 "$HERE/parse_gen.py" "$gen") || { log "$gen produced no result for $target $wl c=$c"; res=null; }
     printf '{"target":"%s","workload":"%s","conc":%s,"gen":"%s","dur_s":%s,"loadavg_before":"%s","server_cpu_ticks":%s,"busy_ticks":%s,"gen_cpu":"%s","clk_tck":%s,"mem":%s,"flushes_before":%s,"flushes_after":%s,"r":%s}\n' \
-      "$target" "$wl" "$c" "$gen" "$DUR" "$load" "$((t1 - t0))" "$((b1 - b0))" "$(cat "$tf" 2>/dev/null | tr '\n' ' ')" "$CLK_TCK" "$mem" "$f0" "$f1" "$res" >> "$RUNS"
+      "$target" "$wl" "$c" "$gen" "$dur" "$load" "$((t1 - t0))" "$((b1 - b0))" "$(cat "$tf" 2>/dev/null | tr '\n' ' ')" "$CLK_TCK" "$mem" "$f0" "$f1" "$res" >> "$RUNS"
     log "$target $wl $gen c=$c (load $load) -> $res"
   done
 }
 
-warm() {  # warm URL KIND : unrecorded warm-up at the highest concurrency
-  local url="$1" kind="$2" c lua="$HERE/wrk_report.lua"
+# wrk_script KIND : the wrk script of a run kind (wrk takes one script: the request setup is
+# prepended to wrk_report.lua)
+wrk_script() {
+  case "$1" in
+    get) echo "$HERE/wrk_report.lua" ;;
+    post) cat "$HERE/wrk_post.lua" "$HERE/wrk_report.lua" > "$WORK/wrk_post_report.lua"; echo "$WORK/wrk_post_report.lua" ;;
+    attempts) cat "$HERE/wrk_attempts.lua" "$HERE/wrk_report.lua" > "$WORK/wrk_attempts_report.lua"; echo "$WORK/wrk_attempts_report.lua" ;;
+  esac
+}
+
+warm() {  # warm URL KIND [C] : unrecorded warm-up (default: at the highest concurrency)
+  local url="$1" kind="$2" c="${3:-$CMAX}" lua
   [ "$WARM" -gt 0 ] || return 0
-  c=$(echo "$CONCS" | tr ' ' '\n' | sort -n | tail -1)
-  if [ "$kind" = post ]; then lua="$WORK/wrk_post_report.lua"; cat "$HERE/wrk_post.lua" "$HERE/wrk_report.lua" > "$lua"; fi
-  WRK_BODY="$BUMP_BODY" wrk -t1 -c"$c" -d"${WARM}s" --timeout 5s -s "$lua" "$url" > /dev/null 2>&1 || true
+  lua=$(wrk_script "$kind")
+  wrk -t1 -c"$c" -d"${WARM}s" --timeout 5s -s "$lua" "$url" > /dev/null 2>&1 || true
 }
 
 # ---- 0. tools ------------------------------------------------------------------------------
@@ -287,13 +317,17 @@ fi
 if [ "$BUILD" = 1 ]; then
   log "cargo build --release (target dir $TARGET_DIR)"
   (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --release --bin understudy) >&2
+  if [ "$ENGINE" = 1 ]; then   # the criterion bench too, so section 6 only measures
+    log "cargo bench --bench engine --no-run"
+    (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo bench --bench engine --no-run) >&2
+  fi
 fi
 [ -x "$BIN" ] || { echo "bench/run.sh: no binary at $BIN" >&2; exit 2; }
 
 meta date "$(jstr "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
-meta command "$(jstr "$(env | grep -E '^(SMOKE|DUR|WARM|CONCS|OPS|OHA|NGINX|QUIET_MAX|QUIET_CORES|KEEP|BUILD|INSTALL)=' | sort | tr '\n' ' ')bash bench/run.sh")"
+meta command "$(jstr "$(env | grep -E '^(SMOKE|DUR|WARM|CONCS|OPS|XDUR|RSS_DUR|ATT_DUR|ENGINE|ENGINE_ARGS|OHA|NGINX|QUIET_MAX|QUIET_CORES|KEEP|BUILD|INSTALL)=' | sort | tr '\n' ' ')bash bench/run.sh")"
 meta machine "{\"nproc\":$(nproc),\"cpu\":$(jstr "$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"),\"kernel\":$(jstr "$(uname -r)"),\"loadavg_start\":$(jstr "$(loadavg)"),\"mem_total_kb\":$(awk '/MemTotal/{print $2}' /proc/meminfo),\"data_dir_fs\":$(jstr "$(df -PT "$WORK" | awk 'NR==2{print $2}')")}"
-meta params "{\"dur_s\":$DUR,\"warm_s\":$WARM,\"concs\":[$(echo $CONCS | tr ' ' ',')],\"gens\":$(jstr "$GENS"),\"smoke\":$([ "$SMOKE" = 1 ] && echo true || echo false),\"ops\":$OPS}"
+meta params "{\"dur_s\":$DUR,\"warm_s\":$WARM,\"xdur_s\":$XDUR,\"rss_dur_s\":$RSS_DUR,\"att_dur_s\":$ATT_DUR,\"engine\":$ENGINE,\"concs\":[$(echo $CONCS | tr ' ' ',')],\"gens\":$(jstr "$GENS"),\"smoke\":$([ "$SMOKE" = 1 ] && echo true || echo false),\"ops\":$OPS}"
 meta versions "{\"understudy\":$(jstr "$("$BIN" --version 2>/dev/null || echo '?') $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '')$(cd "$ROOT" && git diff --quiet HEAD 2>/dev/null || echo '+dirty')"),\"wrk\":$(jstr "$(wrk -v 2>&1 | head -1)"),\"nginx\":$(jstr "$([ "$NGINX_OK" = 1 ] && "$NGINX_BIN" -v 2>&1 || echo none)"),\"oha\":$(jstr "$([ "$OHA" = 1 ] && "$OHA_BIN" --version 2>&1 || echo none)")}"
 meta work_dir "$(jstr "$WORK$([ "$KEEP" = 1 ] || echo ' (removed)')")"
 
@@ -348,16 +382,16 @@ meta understudy_startup "{\"ready_ms\":$SRV_READY_MS,\"mem_after_start\":$(mem_k
 chk=$(check_resp understudy-A "$US/crm$STUB_PATH" 200 "$BODY_FILE") \
   || { meta check_understudy_A "$chk"; echo "bench/run.sh: understudy workload A check failed: $chk" >&2; exit 1; }
 meta check_understudy_A "$chk"
-# The state workload's check: a reset (rule), then two bumps whose `previous_by` reads the
-# state the call before wrote.
+# The state workload's check: a reset (rule), then two bumps with different `By` (as the load
+# sends them) whose `previous_by` reads the state the call before wrote.
 post=(-X POST -H "Content-Type: application/json")
 echo '{"id":"a0C000000000001AAA","success":true,"errors":[],"reset":true}' > "$WORK/exp.reset.json"
 echo '{"id":"a0C000000000001AAA","success":true,"errors":[],"previous_by":"nobody"}' > "$WORK/exp.bump1.json"
-echo '{"id":"a0C000000000001AAA","success":true,"errors":[],"previous_by":"bench"}' > "$WORK/exp.bump2.json"
+echo '{"id":"a0C000000000001AAA","success":true,"errors":[],"previous_by":"w1"}' > "$WORK/exp.bump2.json"
 state_ok=1
 c1=$(check_resp bump-reset "$US/crm$BUMP_PATH" 200 "$WORK/exp.reset.json" "${post[@]}" -d '{"Name":"c1","By":"reset"}') || state_ok=0
-c2=$(check_resp bump-1 "$US/crm$BUMP_PATH" 201 "$WORK/exp.bump1.json" "${post[@]}" -d "$BUMP_BODY") || state_ok=0
-c3=$(check_resp bump-2 "$US/crm$BUMP_PATH" 201 "$WORK/exp.bump2.json" "${post[@]}" -d "$BUMP_BODY") || state_ok=0
+c2=$(check_resp bump-1 "$US/crm$BUMP_PATH" 201 "$WORK/exp.bump1.json" "${post[@]}" -d '{"Name":"c1","By":"w1"}') || state_ok=0
+c3=$(check_resp bump-2 "$US/crm$BUMP_PATH" 201 "$WORK/exp.bump2.json" "${post[@]}" -d '{"Name":"c1","By":"w2"}') || state_ok=0
 meta check_understudy_state "[$c1,$c2,$c3]"
 
 # Evidence is recorded for these calls: a fresh attempt, 3 calls with its token, its evidence.
@@ -391,6 +425,13 @@ if [ "$state_ok" = 1 ]; then
   warm "$US/crm$BUMP_PATH" post
   for c in $CONCS; do bench_run understudy state "$US/crm$BUMP_PATH" "$c" "$MAIN_PID" post; done
   meta understudy_mem_after_state "$(mem_kb "$MAIN_PID")"
+  # every call changed the state: the default attempt's last_by is a late `w<n>` of the last run
+  meta state_after_load "$(curl -s -m 10 "$US/_understudy/api/attempts/default/state" | python3 -c '
+import json, re, sys
+try: b = json.load(sys.stdin)["state"]["crm"]["last_by"]
+except Exception as e: print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"[:200]})); sys.exit()
+m = re.fullmatch(r"w(\d+)", str(b))
+print(json.dumps({"ok": bool(m) and int(m.group(1)) > 2, "last_by": b}))')"
 else
   meta state "$(jstr "unavailable: the bump_counter response check failed (see check_understudy_state)")"
 fi
@@ -399,25 +440,80 @@ meta understudy_shutdown_ms "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", (
 meta understudy_data_dir_kb "$(du -sk "$WORK/data-main" | cut -f1)"
 
 # ---- 4. dry-run forwarding overhead -------------------------------------------------------
+# dry_run_project DIR : a project in DIR whose crm integration forwards to the nginx above and
+# has no mock for the GET path (bump_counter only)
+dry_run_project() {
+  mkdir -p "$1/mocks/crm"
+  cp "$HERE/project/mocks/crm/bump_counter.json" "$1/mocks/crm/"
+  printf '{"mode":"dry-run","integrations":{"crm":{"profile":"salesforce","upstream":"%s","operations":"mocks/crm","unmatched_writes":"block"}}}\n' "$NGINX_URL" > "$1/understudy.json"
+}
+# with_durability DIR : set `"durability": "attempt"` (top level) in DIR/understudy.json
+with_durability() {
+  python3 - "$1/understudy.json" <<'PY'
+import json, sys
+p = sys.argv[1]; c = json.load(open(p)); c["durability"] = "attempt"
+json.dump(c, open(p, "w"), indent=2)
+PY
+}
+# dry_run_section NAME KEY TARGET PROJECT_DIR CONCS : start the dry-run server of PROJECT_DIR,
+# check the forwarded read, measure it at CONCS (target TARGET, workload B); meta KEY holds
+# "unavailable: <reason>" when it cannot run, else KEY_check and KEY_mem.
+dry_run_section() {
+  local name="$1" key="$2" target="$3" d="$4" concs="$5" c chk
+  if ! spawn_server "$name" --config "$d/understudy.json" --listen 127.0.0.1:0 --mode dry-run --data-dir "$WORK/data-$name"; then
+    meta "$key" "$(jstr "unavailable: $SRV_FAIL")"
+  elif ! chk=$(check_resp "$name" "$SRV_URL/crm$STUB_PATH" 200 "$BODY_FILE"); then
+    meta "$key" "$(jstr "unavailable: the forwarded read failed its response check: $chk")"
+    stop_pid "$SRV_PID"
+  else
+    meta "${key}_check" "$chk"
+    local pid=$SRV_PID url="$SRV_URL/crm$STUB_PATH"
+    warm "$url" get "$(echo "$concs" | tr ' ' '\n' | sort -n | tail -1)"
+    for c in $concs; do bench_run "$target" B "$url" "$c" "$pid" get; done
+    meta "${key}_mem" "$(mem_kb "$pid")"
+    stop_pid "$pid"
+  fi
+}
 if [ "$NGINX_OK" != 1 ]; then
   meta dry_run "$(jstr "unavailable: no nginx upstream ($NGINX_WHY)")"
 else
-  d="$WORK/dryrun"; mkdir -p "$d/mocks/crm"
-  cp "$HERE/project/mocks/crm/bump_counter.json" "$d/mocks/crm/"   # no mock for the GET path
-  printf '{"mode":"dry-run","integrations":{"crm":{"profile":"salesforce","upstream":"%s","operations":"mocks/crm","unmatched_writes":"block"}}}\n' "$NGINX_URL" > "$d/understudy.json"
-  if ! spawn_server dryrun --config "$d/understudy.json" --listen 127.0.0.1:0 --mode dry-run --data-dir "$WORK/data-dryrun"; then
-    meta dry_run "$(jstr "unavailable: $SRV_FAIL")"
-  elif ! chk=$(check_resp understudy-dry-run "$SRV_URL/crm$STUB_PATH" 200 "$BODY_FILE"); then
-    meta dry_run "$(jstr "unavailable: the forwarded read failed its response check: $chk")"
-    stop_pid "$SRV_PID"
+  dry_run_project "$WORK/dryrun"
+  dry_run_section dryrun dry_run understudy-dry-run "$WORK/dryrun" "$CONCS"
+fi
+
+# ---- 4b. opt-in durability "attempt": replay and dry-run at c=1 ----------------------------
+# The same project with `"durability": "attempt"` added: evidence written in order, flushed in
+# the background, durable when the attempt is read for a verdict or ended. An older build
+# refuses the key at start: the section says "unavailable: <reason>" and the run goes on.
+d="$WORK/durable"; mkdir -p "$d"; cp -r "$HERE/project/." "$d/"; with_durability "$d"
+if ! spawn_server durable --config "$d/understudy.json" --listen 127.0.0.1:0 --data-dir "$WORK/data-durable"; then
+  meta durability "$(jstr "unavailable: $SRV_FAIL")"
+elif ! chk=$(check_resp understudy-durable "$SRV_URL/crm$STUB_PATH" 200 "$BODY_FILE"); then
+  meta durability "$(jstr "unavailable: the replay failed its response check: $chk")"
+  stop_pid "$SRV_PID"
+else
+  meta durability_check "$chk"
+  DUR_PID=$SRV_PID; DUR_URL="$SRV_URL/crm$STUB_PATH"
+  warm "$DUR_URL" get 1
+  RUN_DUR=$XDUR bench_run understudy-durability-attempt A "$DUR_URL" 1 "$DUR_PID" get
+  stop_pid "$DUR_PID"
+  if [ "$NGINX_OK" != 1 ]; then
+    meta dry_run_durable "$(jstr "unavailable: no nginx upstream ($NGINX_WHY)")"
   else
-    meta check_dry_run "$chk"
-    DRY_PID=$SRV_PID
-    warm "$SRV_URL/crm$STUB_PATH" get
-    for c in $CONCS; do bench_run understudy-dry-run B "$SRV_URL/crm$STUB_PATH" "$c" "$DRY_PID" get; done
-    meta dry_run_mem "$(mem_kb "$DRY_PID")"
-    stop_pid "$DRY_PID"
+    dry_run_project "$WORK/dryrun-durable"; with_durability "$WORK/dryrun-durable"
+    RUN_DUR=$XDUR dry_run_section dryrun-durable dry_run_durable understudy-dry-run-durability-attempt "$WORK/dryrun-durable" 1
   fi
+fi
+
+# ---- 4c. RSS after RSS_DUR s of replay at the highest concurrency (a fresh server) --------
+if spawn_server rss --config "$HERE/project/understudy.json" --listen 127.0.0.1:0 --data-dir "$WORK/data-rss"; then
+  RSS_PID=$SRV_PID
+  meta rss_load_before "$(mem_kb "$RSS_PID")"
+  RUN_DUR=$RSS_DUR bench_run understudy-rss A "$SRV_URL/crm$STUB_PATH" "$CMAX" "$RSS_PID" get
+  meta rss_load_after "$(mem_kb "$RSS_PID")"
+  stop_pid "$RSS_PID"
+else
+  meta rss_load_after "$(jstr "unavailable: $SRV_FAIL")"
 fi
 
 # ---- 5. start-up with OPS operation files -------------------------------------------------
@@ -429,6 +525,16 @@ for phase in cold warm; do   # cold: empty data dir (every file becomes a revisi
     m=$(mem_kb "$SRV_PID")
     code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$SRV_URL${probe#GET }" || echo 000)
     meta "startup_${phase}" "{\"ready_ms\":$SRV_READY_MS,\"mem_after_start\":$m,\"probe_status\":$code}"
+    if [ "$phase" = warm ]; then
+      # A hot reload of one rewritten file among OPS (time to the `hot reload` log line, the
+      # files it read, CPU, RSS growth), then attempt creation on one keep-alive connection.
+      meta reload "$(python3 "$HERE/reload_probe.py" "$SRV_PID" "$WORK/ops-$phase.stderr" "$big" "$SRV_URL" 2>&1 \
+        || echo '{"error":"reload_probe.py failed"}')"
+      att=$(curl -s -m 30 -o "$WORK/attempt.json" -w '%{http_code} %{size_download} %{time_total}' -X POST \
+        -H 'Content-Type: application/json' -d '{}' "$SRV_URL/_understudy/api/attempts" || echo "000 0 0")
+      meta attempt_one "$(python3 -c 'import json,sys; c,b,t=sys.argv[1].split(); print(json.dumps({"status":int(c),"bytes":int(b),"curl_ms":round(float(t)*1000,2)}))' "$att")"
+      RUN_DUR=$ATT_DUR bench_run understudy-attempts attempts "$SRV_URL/_understudy/api/attempts" 1 "$SRV_PID" attempts
+    fi
     stop_pid "$SRV_PID"
   else
     meta "startup_${phase}" "$(jstr "unavailable: $SRV_FAIL")"
@@ -437,7 +543,43 @@ done
 meta ops_data_dir_kb "$(du -sk "$WORK/data-ops" 2>/dev/null | cut -f1 || echo null)"
 
 if [ -n "$NGINX_PID" ]; then stop_pid "$NGINX_PID"; fi
+
+# ---- 6. engine evaluation (criterion), after every server stopped ------------------------
+if [ "$ENGINE" = 1 ]; then
+  log "cargo bench --bench engine -- $ENGINE_ARGS"
+  stamp="$WORK/engine.stamp"; touch "$stamp"
+  # shellcheck disable=SC2086 # ENGINE_ARGS are criterion's flags, split on purpose
+  if (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo bench --bench engine -- $ENGINE_ARGS) > "$WORK/engine.log" 2>&1; then
+    meta engine "$(python3 - "$TARGET_DIR/criterion" "$stamp" "$ENGINE_ARGS" <<'PY'
+import glob, json, os, sys
+root, stamp, args = sys.argv[1], os.path.getmtime(sys.argv[2]), sys.argv[3]
+out = []
+for est in sorted(glob.glob(os.path.join(root, "**", "new", "estimates.json"), recursive=True)):
+    if os.path.getmtime(est) < stamp:
+        continue  # another bench's or an older run's
+    d = os.path.dirname(est)
+    try:
+        title = json.load(open(os.path.join(d, "benchmark.json"))).get("full_id")
+    except Exception:
+        title = os.path.relpath(os.path.dirname(d), root)
+    e = json.load(open(est))
+    out.append({"bench": title, "mean_ns": round(e["mean"]["point_estimate"], 1),
+                "median_ns": round(e["median"]["point_estimate"], 1),
+                "mean_ci95_ns": [round(e["mean"]["confidence_interval"]["lower_bound"], 1),
+                                 round(e["mean"]["confidence_interval"]["upper_bound"], 1)]})
+print(json.dumps({"args": args, "benches": out} if out
+                 else "unavailable: no fresh estimates.json under " + root))
+PY
+)"
+  else
+    meta engine "$(jstr "unavailable: cargo bench failed: $(tail -n 3 "$WORK/engine.log" | tr '\n' ' ' | cut -c1-300)")"
+  fi
+else
+  meta engine "$(jstr "unavailable: ENGINE=0")"
+fi
 meta loadavg_end "$(jstr "$(loadavg)")"
 
-# ---- 6. the JSON document ------------------------------------------------------------------
-python3 "$HERE/report.py" "$META" "$RUNS"
+# ---- 7. the JSON document (stdout) and its targets table (stderr) ------------------------
+python3 "$HERE/report.py" "$META" "$RUNS" > "$WORK/report.json"
+cat "$WORK/report.json"
+{ echo; echo "targets (issue 20), this sitting:"; python3 "$HERE/targets.py" "$WORK/report.json"; } >&2
