@@ -223,10 +223,6 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# bench_run TARGET WORKLOAD URL CONC PID KIND : one measured run per generator; KIND get|post
-# (post = the state workload: wrk only, a new `By` per request) | attempts (POST {} to the
-# attempts API). RUN_DUR overrides DUR. Appends one JSON line per run to $RUNS (raw fields;
-# bench/report.py derives the rest).
 # store_flushes URL : understudy_store_flushes_total from the admin metrics (group flushes of
 # the evidence store), or "null" when this build has no such metric (nginx, older builds).
 store_flushes() {
@@ -235,6 +231,10 @@ store_flushes() {
   echo "${v:-null}"
 }
 
+# bench_run TARGET WORKLOAD URL CONC PID KIND : one measured run per generator; KIND get|post
+# (post = the state workload: wrk only, a new `By` per request) | attempts (POST {} to the
+# attempts API). RUN_DUR overrides DUR. Appends one JSON line per run to $RUNS (raw fields;
+# bench/report.py derives the rest).
 bench_run() {
   local target="$1" wl="$2" url="$3" c="$4" pid="$5" kind="$6" gen dur="${RUN_DUR:-$DUR}"
   local base="${url%%/crm/*}"; base="${base%%/_understudy/*}"

@@ -2,9 +2,11 @@
 # One sitting, one command: the peer mock servers (shared/bench/peers: nginx, WireMock,
 # Mountebank, mockttp, mitmproxy, Prism), then understudy's own harness (bench/run.sh), on the
 # same machine minutes apart, with the same generator (wrk -t1), durations and concurrencies.
-# Prints a Markdown table with understudy's ratios to every peer; keeps the raw JSON.
+# Prints Markdown tables with understudy's ratios to every peer and issue 20's targets (target,
+# figure, threshold, met / not met; bench/side_by_side.py); keeps the raw JSON.
 #
-#   bash bench/side_by_side.sh                 # DUR=15 s per run, c=1 and c=64 (~25 min)
+#   bash bench/side_by_side.sh                 # DUR=15 s per run, c=1 and c=64 (~20 min: peers
+#                                              # ~10, run.sh ~7, plus the builds)
 #   DUR=30 WARM=5 bash bench/side_by_side.sh   # the peers' own default durations
 #
 # Env: PEERS_DIR (default ../shared/bench/peers beside the repo), PERF_HOME (/tmp/peer-bench),
