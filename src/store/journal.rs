@@ -8,7 +8,8 @@
 //!
 //! Only the flusher thread ([`flusher_loop`]) and the synchronous checkpoint
 //! ([`Journal::commit`] with `checkpoint`) write the file; callers only queue frames
-//! ([`Journal::push`]) and waiters ([`Journal::enqueue`]).
+//! ([`Journal::push`]) and waiters ([`Journal::enqueue`]), or ask for a background commit
+//! without waiting ([`Journal::flush_soon`], durability `attempt`).
 
 use std::collections::HashMap;
 use std::fs::File;

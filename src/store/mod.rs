@@ -145,6 +145,19 @@
 //! (`acknowledged_calls_survive_kill_9`) kills a recording process with SIGKILL and checks
 //! that every acknowledged sequence is in the reopened store.
 //!
+//! **Durability `attempt`** (issue 20, opt-in per attempt: [`Durability`]). A call's writes
+//! are the same, but its answer does not wait: [`Store::acknowledge`] asks the flusher for a
+//! background commit (`journal::BACKGROUND_FLUSH`, 5 ms, or sooner with the next waiter)
+//! instead of enqueuing a waiter; the `call` path is untouched. [`Store::make_durable`]
+//! (verdict reads) awaits a commit covering every write so far; ending an attempt writes its
+//! record, a checkpoint. A crash can lose such an unflushed tail, so the embedded store
+//! keeps the marker `<data_dir>/open`: created and fsynced at open, removed after the final
+//! checkpoint of a clean close. Found at open, the last holder died: every attempt with
+//! durability `attempt` not yet ended is marked `interrupted` in its record before the store
+//! is returned (`Store::interrupt_open_attempts`), and `crate::evidence` fails it. PostgreSQL
+//! keeps `call` semantics for both values (its commit is what the fleet reads; a kill of
+//! understudy loses nothing committed), so nothing is interrupted there.
+//!
 //! Durability is `fdatasync` for the journal; sled's own flush (checkpoints, revisions,
 //! attempts) uses `sync_file_range`, which survives a process or OS crash but does not flush
 //! a device's volatile write cache.
@@ -789,7 +802,7 @@ impl Store {
 
     /// The durability half of a call's answer, by the attempt's durability: `call` →
     /// [`Store::wait_durable`]; `attempt` on the embedded store → a background commit is
-    /// asked for ([`BACKGROUND_FLUSH`](journal::BACKGROUND_FLUSH) at most) and the answer does
+    /// asked for (within `journal::BACKGROUND_FLUSH`) and the answer does
     /// not wait for it. PostgreSQL keeps `call` semantics for both (README, decisions: the
     /// commit is what other processes read, and a kill of understudy loses nothing there).
     pub fn acknowledge(

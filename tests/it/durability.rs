@@ -62,6 +62,16 @@ fn numbers(ev: &Value) -> BTreeSet<i64> {
         .collect()
 }
 
+/// The attempt's record, its evidence envelope and its `POST …/verify` answer.
+async fn read_verdict(client: &reqwest::Client, base: &str, id: &str) -> (Value, Value, Value) {
+    let attempt = get_json(client, &format!("{base}{API}/attempts/{id}")).await;
+    let ev = get_json(client, &format!("{base}{API}/attempts/{id}/evidence")).await;
+    let url = format!("{base}{API}/attempts/{id}/verify");
+    let verify = support::send(client, "POST", &url, None, &[]).await;
+    assert_eq!(verify.status, 200, "{}", verify.text);
+    (attempt, ev, verify.json())
+}
+
 fn kill_9(mut child: Child) {
     child.kill().unwrap(); // SIGKILL: no destructor, no final flush
     let _ = child.wait();
@@ -111,21 +121,11 @@ fn an_open_attempt_durability_attempt_killed_before_a_verdict_read_is_interrupte
     kill_9(child);
 
     let (child, base, _out) = spawn(&p);
-    let (attempt, ev, verify, eager_ev, eager_attempt) = rt.block_on(async {
-        let attempt = get_json(&client, &format!("{base}{API}/attempts/{lazy}")).await;
-        let ev = get_json(&client, &format!("{base}{API}/attempts/{lazy}/evidence")).await;
-        let verify = support::send(
-            &client,
-            "POST",
-            &format!("{base}{API}/attempts/{lazy}/verify"),
-            None,
-            &[],
+    let ((attempt, ev, verify), (eager_attempt, eager_ev, _)) = rt.block_on(async {
+        (
+            read_verdict(&client, &base, &lazy).await,
+            read_verdict(&client, &base, &eager).await,
         )
-        .await;
-        assert_eq!(verify.status, 200, "{}", verify.text);
-        let eager_ev = get_json(&client, &format!("{base}{API}/attempts/{eager}/evidence")).await;
-        let eager_attempt = get_json(&client, &format!("{base}{API}/attempts/{eager}")).await;
-        (attempt, ev, verify.json(), eager_ev, eager_attempt)
     });
     kill_9(child);
     assert_interrupted_fail(&attempt, &ev, &verify);
@@ -162,19 +162,7 @@ fn a_verdict_read_before_the_kill_keeps_every_event_it_read() {
     kill_9(child);
 
     let (child, base, _out) = spawn(&p);
-    let (attempt, ev, verify) = rt.block_on(async {
-        let attempt = get_json(&client, &format!("{base}{API}/attempts/{id}")).await;
-        let ev = get_json(&client, &format!("{base}{API}/attempts/{id}/evidence")).await;
-        let verify = support::send(
-            &client,
-            "POST",
-            &format!("{base}{API}/attempts/{id}/verify"),
-            None,
-            &[],
-        )
-        .await;
-        (attempt, ev, verify.json())
-    });
+    let (attempt, ev, verify) = rt.block_on(read_verdict(&client, &base, &id));
     kill_9(child);
     let kept = numbers(&ev);
     let lost: Vec<&i64> = read.difference(&kept).collect();
