@@ -204,3 +204,33 @@ fn an_unknown_durability_is_refused_naming_the_field_and_the_values() {
         assert!(e.contains(word), "names {word}: {e}");
     }
 }
+
+#[test]
+fn a_clean_stop_interrupts_nothing_and_keeps_every_call() {
+    let p = standard_project();
+    p.write_config(json!({ "durability": "attempt" }));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = support::client();
+    let (mut child, base, _out) = spawn(&p);
+    let id = rt.block_on(async {
+        let (id, api, _) = create(&client, &base, json!({})).await;
+        calls(&client, &api, 1, 20).await;
+        id
+    });
+    // SIGTERM: the shutdown's final checkpoint makes everything durable and clears the marker.
+    let pid = child.id().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(term.unwrap().success());
+    assert!(child.wait().unwrap().success(), "serve exits 0 on SIGTERM");
+
+    let (child, base, _out) = spawn(&p);
+    let (attempt, ev, verify) = rt.block_on(read_verdict(&client, &base, &id));
+    kill_9(child);
+    assert_eq!(attempt["durability"], "attempt", "{attempt}");
+    assert_eq!(attempt["interrupted"], false, "{attempt}");
+    assert_eq!(numbers(&ev), (1..=20).collect(), "{ev}");
+    assert_eq!(ev["verdict"], "pass", "{ev}");
+    assert_eq!(verify["passed"], true, "{verify}");
+}
