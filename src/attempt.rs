@@ -380,12 +380,15 @@ pub struct Attempt {
     /// durable): the live evidence then reports them and fails the verdict. In memory only —
     /// the store was failing when they happened.
     pub store_failures: std::sync::atomic::AtomicU64,
+    /// The record's `durability` (fixed at creation): what a call's answer waits for.
+    pub durability: crate::records::Durability,
 }
 
 impl Attempt {
     pub fn new(record: AttemptRecord, state: AttemptState) -> Arc<Attempt> {
         Arc::new(Attempt {
             id: record.attempt_id.clone(),
+            durability: record.durability,
             record: RwLock::new(Held::new(record)),
             lock: tokio::sync::Mutex::new(state),
             store_failures: Default::default(),
@@ -648,6 +651,8 @@ pub struct NewAttempt<'a> {
     pub contracts: BTreeMap<String, crate::records::PinnedContract>,
     /// Seeded chaos per operation (validated by the caller: [`crate::fault::chaos_problems`]).
     pub faults: crate::fault::ChaosFaults,
+    /// When its calls are durable (the project's `durability` unless the body names one).
+    pub durability: crate::records::Durability,
 }
 
 /// Build a new attempt record (not yet stored).
@@ -661,6 +666,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         is_default,
         contracts,
         faults,
+        durability,
     } = new;
     AttemptRecord {
         attempt_id: new_uuid(),
@@ -678,6 +684,8 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         contracts,
         final_state: None,
         faults,
+        durability,
+        interrupted: false,
     }
 }
 

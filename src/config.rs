@@ -56,6 +56,8 @@ impl fmt::Display for Mode {
     }
 }
 
+pub use crate::records::Durability;
+
 /// The wire dialect of an integration, as the project file names it (`crate::profile::ProfileKind`).
 pub use crate::profile::ProfileKind;
 
@@ -101,6 +103,8 @@ struct RawConfig {
     redact: Vec<String>,
     #[serde(default)]
     contracts: Option<PathBuf>,
+    #[serde(default)]
+    durability: Durability,
     integrations: BTreeMap<String, RawIntegration>,
 }
 
@@ -141,6 +145,9 @@ pub struct Config {
     /// The tool-call contracts directory (SPEC 14): `contracts` resolved, else
     /// `<base>/contracts` when that directory exists, else none.
     pub contracts: Option<PathBuf>,
+    /// `"durability"`: when calls of the default attempt, and of attempts whose
+    /// `POST /attempts` body names none, are durable (default `call`: before the answer).
+    pub durability: Durability,
     pub integrations: BTreeMap<String, IntegrationConfig>,
 }
 
@@ -315,6 +322,7 @@ impl Config {
                 Some(p) => Some(resolve(p)),
                 None => Some(base_dir.join("contracts")).filter(|d| d.is_dir()),
             },
+            durability: raw.durability,
             integrations,
             base_dir,
         })
@@ -471,6 +479,32 @@ mod tests {
         assert!(e.problem.message.contains("not valid JSON"));
         let e = Config::load(Path::new("/nonexistent/understudy.json")).unwrap_err();
         assert!(e.not_found);
+    }
+
+    #[test]
+    fn durability_defaults_to_call_and_names_its_values_when_wrong() {
+        let c = parse(r#"{"integrations":{"a":{"profile":"rest"}}}"#).unwrap();
+        assert_eq!(
+            c.durability,
+            Durability::Call,
+            "an acknowledged call is durable"
+        );
+        let c =
+            parse(r#"{"durability":"attempt","integrations":{"a":{"profile":"rest"}}}"#).unwrap();
+        assert_eq!(c.durability, Durability::Attempt);
+        let c = parse(r#"{"durability":"call","integrations":{"a":{"profile":"rest"}}}"#).unwrap();
+        assert_eq!(c.durability, Durability::Call);
+        for bad in [r#""never""#, r#""Attempt""#, "true", "1"] {
+            let e = parse(&format!(
+                r#"{{"durability":{bad},"integrations":{{"a":{{"profile":"rest"}}}}}}"#
+            ))
+            .unwrap_err();
+            assert_eq!(e.problem.path, "durability", "{bad}: {e}");
+            assert!(
+                e.problem.message.contains("`call`") && e.problem.message.contains("`attempt`"),
+                "{bad}: the allowed values are named: {e}"
+            );
+        }
     }
 
     #[test]

@@ -37,6 +37,10 @@
 //! 6. **unknown result status** — a `result_status` outside SPEC 8's list (for example
 //!    `pending`): the outcome of that call is unknown, so the run cannot pass.
 //!
+//! 7. **interrupted** — the attempt has durability `attempt` and was still open when the
+//!    process holding the store died (marked at the next start, `crate::store`): calls
+//!    answered after its last flush may be lost, so whatever is left can never pass.
+//!
 //! Input errors alone never fail the attempt (SPEC 5.2).
 //!
 //! # Redaction
@@ -499,7 +503,18 @@ fn reasons_with_events(
             break;
         }
     }
+
+    // 7. interrupted
+    reasons.extend(interrupted_reason(attempt));
     reasons
+}
+
+/// Rule 7: the reason an `interrupted` attempt fails (durability `attempt`, open when the
+/// process holding the store died: calls answered after the last flush may be lost).
+pub fn interrupted_reason(attempt: &AttemptRecord) -> Option<String> {
+    attempt.interrupted.then(|| {
+        "interrupted: the process serving this attempt (durability `attempt`) died before its evidence was made durable; calls answered after the last flush may be missing, so the attempt cannot pass".to_string()
+    })
 }
 
 fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
@@ -562,6 +577,8 @@ mod tests {
             contracts: Default::default(),
             final_state: None,
             faults: BTreeMap::new(),
+            durability: Default::default(),
+            interrupted: false,
         }
     }
 
@@ -613,6 +630,32 @@ mod tests {
             if r.is_empty() { "pass" } else { "fail" }
         );
         r
+    }
+
+    #[test]
+    fn an_interrupted_attempt_fails_even_when_every_rule_passes() {
+        let events = [ev(1, "ok"), ev(2, "ok")];
+        assert!(reasons(&attempt(), &events).is_empty());
+        let a = AttemptRecord {
+            durability: crate::records::Durability::Attempt,
+            interrupted: true,
+            ..attempt()
+        };
+        let r = reasons(&a, &events);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].starts_with("interrupted:"), "{r:?}");
+        let found = AttemptEvidence {
+            attempt: a,
+            calls: events.to_vec(),
+            events: vec![],
+            live_state: BTreeMap::new(),
+        };
+        let env = envelope_of(&Inputs::of(&found, &[]));
+        assert_eq!(env["verdict"], "fail");
+        assert!(env["verdict_reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("interrupted"));
     }
 
     #[test]

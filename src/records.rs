@@ -164,6 +164,58 @@ pub struct AttemptRecord {
     /// its calls fault ([`crate::fault`]). Absent in records written before faults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub faults: BTreeMap<String, crate::fault::ChaosFault>,
+    /// When its calls are durable ([`Durability`]); absent (`call`) in older records.
+    #[serde(default, skip_serializing_if = "Durability::is_call")]
+    pub durability: Durability,
+    /// Set at start-up for an attempt with durability `attempt` that was still open when
+    /// the process holding the store died: calls answered after the last flush may be lost,
+    /// so its verdict is `fail` (`crate::evidence`), never a pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+}
+
+/// When an attempt's calls become durable (`"durability"` of `understudy.json` and of
+/// `POST /attempts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Every call is durable before it is answered (a group commit per batch of calls).
+    #[default]
+    Call,
+    /// Calls are written in order but answered before their fsync (flushed in the
+    /// background); the evidence is made durable when it is read for a verdict or the
+    /// attempt ends. A crash before then marks the attempt `interrupted`.
+    Attempt,
+}
+
+impl Durability {
+    pub fn is_call(&self) -> bool {
+        *self == Durability::Call
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Call => "call",
+            Durability::Attempt => "attempt",
+        }
+    }
+
+    /// `"call"` or `"attempt"`; anything else is refused naming both.
+    pub fn from_json(v: &Value) -> Result<Durability, String> {
+        match v.as_str() {
+            Some("call") => Ok(Durability::Call),
+            Some("attempt") => Ok(Durability::Attempt),
+            _ => Err(format!(
+                "expected `call` (every call durable before its answer, the default) or `attempt` (calls flushed in the background, durable when the attempt is read for a verdict or ended), got {v}"
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Durability {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Durability, D::Error> {
+        Durability::from_json(&Value::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
 }
 
 /// A tool-call contract an attempt pinned at creation (SPEC 14).

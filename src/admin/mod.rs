@@ -383,6 +383,9 @@ struct CreateAttempt {
     /// Seeded chaos per operation (`crate::fault`).
     #[serde(default)]
     faults: crate::fault::ChaosFaults,
+    /// When its calls are durable; the project's `durability` when absent.
+    #[serde(default)]
+    durability: Option<crate::records::Durability>,
 }
 
 fn create_attempt(app: &App, req: &Request) -> ApiResult {
@@ -448,6 +451,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             is_default: false,
             contracts,
             faults: body.faults,
+            durability: body.durability.unwrap_or(app.config.durability),
         };
         let rec = attempt::new_record(app.clock.now(), new);
         app.create_attempt(rec).map_err(store_err)?
@@ -472,6 +476,7 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
         "base_urls": base_urls,
         "revision_set": rec.pins.id(),
         "contracts": contract_pins(&rec),
+        "durability": rec.durability.as_str(),
     });
     with_pins(&mut answer, &rec, req);
     Ok((StatusCode::CREATED, answer))
@@ -575,6 +580,8 @@ async fn get_attempt(app: &App, id: &str, req: &Request) -> ApiResult {
         "faults": r.faults,
         "cleanup": r.cleanup,
         "events": events,
+        "durability": r.durability.as_str(),
+        "interrupted": r.interrupted,
     });
     with_pins(&mut answer, &r, req);
     Ok((StatusCode::OK, answer))
@@ -585,6 +592,11 @@ async fn evidence(app: &App, id: &str) -> ApiResult {
     // Under the state lock: events and final state from the same instant.
     let found = {
         let _g = a.lock.lock().await;
+        // Durability `attempt`: what the verdict reads is durable first.
+        app.store
+            .make_durable(a.durability)
+            .await
+            .map_err(store_err)?;
         app.store.attempt_evidence(id).map_err(store_err)?
     };
     let Some(found) = found else {

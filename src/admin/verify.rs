@@ -148,7 +148,11 @@ pub(crate) async fn post_event(app: &App, id: &str, req: &Request) -> ApiResult 
         ev.timestamp = crate::util::time::rfc3339(app.clock.now());
         app.store.write_agent_event(id, ev).map_err(store_err)?
     };
-    app.store.wait_durable().await.map_err(store_err)?;
+    // The attempt's durability applies to agent-side events too.
+    app.store
+        .acknowledge(a.durability)
+        .await
+        .map_err(store_err)?;
     Ok((StatusCode::CREATED, json!({ "sequence": seq })))
 }
 
@@ -173,6 +177,11 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
     };
     let found = {
         let _g = a.lock.lock().await;
+        // Durability `attempt`: what the verdict reads is durable first.
+        app.store
+            .make_durable(a.durability)
+            .await
+            .map_err(store_err)?;
         app.store.attempt_evidence(id).map_err(store_err)?
     };
     let Some(found) = found else {
@@ -187,13 +196,17 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
         None => crate::evidence::contract_results(&inputs),
         Some(list) => crate::evidence::evaluate_contracts(&inputs, &list),
     };
-    let passed = results
-        .iter()
-        .all(|r| r.risk != Risk::Blocking || r.status == Status::Passed);
-    Ok((
-        StatusCode::OK,
-        json!({ "attempt_id": id, "contract_results": results, "passed": passed }),
-    ))
+    let blocked = crate::evidence::interrupted_reason(&found.attempt);
+    let passed = blocked.is_none()
+        && results
+            .iter()
+            .all(|r| r.risk != Risk::Blocking || r.status == Status::Passed);
+    let mut answer = json!({ "attempt_id": id, "contract_results": results, "passed": passed });
+    if let Some(reason) = blocked {
+        answer["interrupted"] = json!(true);
+        answer["reasons"] = json!([reason]);
+    }
+    Ok((StatusCode::OK, answer))
 }
 
 /// The loaded contracts named by `ids`, or 422 `unknown_contract` naming the others.

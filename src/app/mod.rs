@@ -290,6 +290,7 @@ impl App {
             token: Some(&unused_token),
             pins: pinned.pins.clone(),
             is_default: true,
+            durability: self.config.durability,
             ..attempt::NewAttempt::default()
         };
         let rec = attempt::new_record(now, new);

@@ -4,7 +4,8 @@
 //! directory; a broken file is a usage error), else the ones the attempt pinned.
 //!
 //! Text prints, per contract, a header line and one line per check: `STATUS check-id:
-//! evidence`. JSON prints `{"attempt_id","contract_results","passed"}`. Exit 0 when every
+//! evidence`. JSON prints `{"attempt_id","contract_results","passed"}` (plus `interrupted` and
+//! `reasons` for an interrupted attempt, which never passes). Exit 0 when every
 //! blocking contract passed, 1 otherwise, 2 for usage errors (no contract, a broken contract
 //! file, a data dir or attempt that does not exist or cannot be opened).
 //!
@@ -25,7 +26,7 @@ use crate::verify::{self, ContractResult, Risk, Status};
 pub fn verify(args: &VerifyArgs) -> Exit {
     if let Some(url) = &args.remote.url {
         return match remote_results(args, url) {
-            Ok(results) => print_results(args, &results),
+            Ok((results, blocked)) => print_results(args, &results, blocked.as_deref()),
             Err(e) => {
                 eprintln!("understudy verify: {e}");
                 Exit::Usage
@@ -83,6 +84,7 @@ pub fn verify(args: &VerifyArgs) -> Exit {
         }
     };
     let inputs = crate::evidence::Inputs::of(&found, &redact);
+    let blocked = crate::evidence::interrupted_reason(&found.attempt);
     let results = if given.is_empty() {
         if found.attempt.contracts.is_empty() {
             eprintln!("understudy verify: {}", no_contract(&args.attempt));
@@ -92,11 +94,15 @@ pub fn verify(args: &VerifyArgs) -> Exit {
     } else {
         crate::evidence::evaluate_contracts(&inputs, &given)
     };
-    print_results(args, &results)
+    print_results(args, &results, blocked.as_deref())
 }
 
-/// The pinned contracts' results from the running server at `url` (`--url`).
-fn remote_results(args: &VerifyArgs, url: &str) -> Result<Vec<ContractResult>, String> {
+/// The pinned contracts' results from the running server at `url` (`--url`), and the
+/// envelope's `interrupted` reason when it has one.
+fn remote_results(
+    args: &VerifyArgs,
+    url: &str,
+) -> Result<(Vec<ContractResult>, Option<String>), String> {
     if !args.contracts.is_empty() {
         return Err(
             "--contract FILE evaluates the recorded evidence itself, which only the data dir holds: with --url the server's pinned contracts are verified (stop the server to verify other files)"
@@ -111,26 +117,43 @@ fn remote_results(args: &VerifyArgs, url: &str) -> Result<Vec<ContractResult>, S
     if results.is_empty() {
         return Err(no_contract(&args.attempt));
     }
-    Ok(results)
+    let blocked = env["verdict_reasons"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_str())
+        .find(|r| r.starts_with("interrupted"))
+        .map(str::to_string);
+    Ok((results, blocked))
 }
 
 fn no_contract(attempt: &str) -> String {
     format!("attempt `{attempt}` pinned no tool-call contract: name one with --contract FILE")
 }
 
-/// Prints `results` in `--format` and picks the exit code.
-fn print_results(args: &VerifyArgs, results: &[ContractResult]) -> Exit {
-    let passed = all_blocking_passed(results);
+/// Prints `results` in `--format` and picks the exit code. `blocked`: the reason an
+/// interrupted attempt fails whatever its contracts say (`crate::evidence::interrupted_reason`).
+fn print_results(args: &VerifyArgs, results: &[ContractResult], blocked: Option<&str>) -> Exit {
+    let passed = blocked.is_none() && all_blocking_passed(results);
     match args.format {
         OutputFormat::Json => {
-            let out = json!({
+            let mut out = json!({
                 "attempt_id": args.attempt,
                 "contract_results": results,
                 "passed": passed,
             });
+            if let Some(reason) = blocked {
+                out["interrupted"] = json!(true);
+                out["reasons"] = json!([reason]);
+            }
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         }
-        OutputFormat::Text => print!("{}", text_report(results)),
+        OutputFormat::Text => {
+            print!("{}", text_report(results));
+            if let Some(reason) = blocked {
+                println!("FAIL {reason}");
+            }
+        }
     }
     if passed {
         Exit::Ok

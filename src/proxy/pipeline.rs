@@ -898,7 +898,12 @@ async fn commit_as(
     };
     drop(state);
     let durable = match written {
-        Ok(seq) => app.store.wait_durable().await.map(|()| seq),
+        // Durability `attempt`: flushed in the background, durable by the verdict read.
+        Ok(seq) => app
+            .store
+            .acknowledge(attempt.durability)
+            .await
+            .map(|()| seq),
         Err(e) => Err(e),
     };
     let e = match durable {

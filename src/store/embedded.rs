@@ -32,6 +32,11 @@ const CACHE_CAPACITY: u64 = 16 * 1024 * 1024;
 pub(super) const SLED_DIR: &str = "sled";
 /// Sub-directory of the data dir that holds one evidence file per attempt.
 pub(super) const EVENTS_DIR: &str = "events";
+/// `<data_dir>/open`: created (durably) when the store opens, removed after the final
+/// checkpoint of a clean close. Found at open, it says the last process holding the store
+/// died without closing it (`Store::open` then interrupts its open `attempt`-durability
+/// attempts).
+pub(super) const OPEN_MARKER: &str = "open";
 
 /// The open data dir: sled's trees, the journal (which holds the lanes) and its flusher.
 pub(super) struct Embedded {
@@ -45,6 +50,8 @@ pub(super) struct Embedded {
     pub(super) revision_sets: sled::Tree,
     pub(super) journal: Arc<Journal>,
     flusher: Option<JoinHandle<()>>,
+    /// [`OPEN_MARKER`] was there at open: the previous holder did not close the store.
+    pub(super) unclean: bool,
 }
 
 impl Drop for Embedded {
@@ -61,8 +68,12 @@ impl Drop for Embedded {
         }
         let (result, waiters) = self.journal.commit(true);
         answer(waiters, &result);
-        if let Err(e) = result {
-            tracing::error!("closing the store in {}: {e}", self.data_dir.display());
+        match result {
+            // Everything is durable: the next open is a clean one.
+            Ok(()) => {
+                let _ = std::fs::remove_file(self.data_dir.join(OPEN_MARKER));
+            }
+            Err(e) => tracing::error!("closing the store in {}: {e}", self.data_dir.display()),
         }
     }
 }
@@ -147,6 +158,10 @@ impl Embedded {
                 message,
             },
         )?;
+        let unclean = mark_open(data_dir).map_err(|e| StoreError::Open {
+            path: data_dir.to_path_buf(),
+            message: format!("cannot write {}: {}", OPEN_MARKER, io_message(&e)),
+        })?;
         let journal = Arc::new(Journal {
             db: db.clone(),
             lanes: Lanes::new(events_dir, max_open, save_counter(meta.clone())),
@@ -180,6 +195,7 @@ impl Embedded {
             revision_sets: tree("revision_sets")?,
             journal,
             flusher: Some(flusher),
+            unclean,
         })
     }
 
@@ -622,6 +638,11 @@ impl Embedded {
         }
     }
 
+    /// Durability `attempt`: the call's frame is committed in the background.
+    pub(super) fn flush_soon(&self) {
+        self.journal.flush_soon();
+    }
+
     pub(super) fn flush_now(&self) -> Result<(), StoreError> {
         let (result, waiters) = self.journal.commit(true);
         answer(waiters, &result);
@@ -634,6 +655,22 @@ impl Embedded {
             self.data_dir.display()
         ))
     }
+}
+
+/// Creates [`OPEN_MARKER`] (file and directory entry fsynced) and returns whether it was
+/// already there.
+fn mark_open(data_dir: &Path) -> std::io::Result<bool> {
+    let path = data_dir.join(OPEN_MARKER);
+    let found = path.exists();
+    if !found {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        opts.open(&path)?.sync_all()?;
+        std::fs::File::open(data_dir)?.sync_all()?;
+    }
+    Ok(found)
 }
 
 /// Saves an attempt's counter (its last sequence) into the `meta` tree when its lane is made

@@ -8,7 +8,8 @@
 //!
 //! Only the flusher thread ([`flusher_loop`]) and the synchronous checkpoint
 //! ([`Journal::commit`] with `checkpoint`) write the file; callers only queue frames
-//! ([`Journal::push`]) and waiters ([`Journal::enqueue`]).
+//! ([`Journal::push`]) and waiters ([`Journal::enqueue`]), or ask for a background commit
+//! without waiting ([`Journal::flush_soon`], durability `attempt`).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -30,6 +31,11 @@ pub(super) const JOURNAL_CHUNK: u64 = 4 * 1024 * 1024;
 /// `understudy journal v1` magic, then the epoch (u64 LE).
 pub(super) const JOURNAL_HEADER: u64 = 16;
 pub(super) const JOURNAL_MAGIC: &[u8; 8] = b"USJRNL01";
+
+/// How long frames queued without a waiter (durability `attempt`: [`Journal::flush_soon`])
+/// wait before the flusher commits them in the background. Short, so the unflushed tail a
+/// crash can lose is small; a waiter arriving meanwhile commits them at once.
+pub(super) const BACKGROUND_FLUSH: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// A caller waiting for a commit that covers its write.
 pub(super) type Waiter = tokio::sync::oneshot::Sender<Result<(), String>>;
@@ -57,6 +63,9 @@ pub(super) struct Journal {
 pub(super) struct Pending {
     frames: Vec<u8>,
     waiters: Vec<Waiter>,
+    /// Frames were queued that no waiter will ask for ([`Journal::flush_soon`]): the
+    /// flusher commits them within [`BACKGROUND_FLUSH`].
+    background: bool,
     pub(super) closed: bool,
 }
 
@@ -101,6 +110,19 @@ impl Journal {
         frame::push(&mut lock(&self.pending).frames, &[payload]);
     }
 
+    /// Asks for a background commit of the frames queued so far, without waiting for it
+    /// (durability `attempt`). Wakes the flusher only when no background commit is due yet,
+    /// so a run of such calls costs one wake-up per commit, not one per call.
+    pub(super) fn flush_soon(&self) {
+        let mut p = lock(&self.pending);
+        if p.background || p.closed {
+            return;
+        }
+        p.background = true;
+        drop(p);
+        self.wake.notify_one();
+    }
+
     pub(super) fn enqueue(&self, w: Waiter) -> Result<(), StoreError> {
         let mut p = lock(&self.pending);
         if p.closed {
@@ -119,6 +141,7 @@ impl Journal {
         let mut io = lock(&self.io);
         let (mut frames, waiters) = {
             let mut p = lock(&self.pending);
+            p.background = false;
             (
                 std::mem::take(&mut p.frames),
                 std::mem::take(&mut p.waiters),
@@ -132,6 +155,8 @@ impl Journal {
             let mut p = lock(&self.pending);
             frames.extend_from_slice(&p.frames);
             p.frames = frames;
+            // Frames nobody waits for are retried in the background too.
+            p.background = true;
         } else if checkpoint || io.len > JOURNAL_LIMIT {
             result = self
                 .lanes
@@ -244,16 +269,28 @@ pub(super) fn frame_crc(epoch: u64, payload: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// The flusher thread: one commit per batch of waiters (see the module doc).
+/// The flusher thread: one commit per batch of waiters (see the module doc), and one within
+/// [`BACKGROUND_FLUSH`] of a [`Journal::flush_soon`] when no waiter comes first.
 pub(super) fn flusher_loop(journal: Arc<Journal>) {
     loop {
         {
             let mut p = lock(&journal.pending);
             while p.waiters.is_empty() && !p.closed {
-                p = journal.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                if !p.background {
+                    p = journal.wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                    continue;
+                }
+                let (g, t) = journal
+                    .wake
+                    .wait_timeout(p, BACKGROUND_FLUSH)
+                    .unwrap_or_else(|e| e.into_inner());
+                p = g;
+                if t.timed_out() && p.background {
+                    break;
+                }
             }
-            if p.waiters.is_empty() {
-                return; // closed, nobody waiting
+            if p.waiters.is_empty() && p.closed {
+                return; // closed, nobody waiting: the close's checkpoint takes the rest
             }
         }
         #[cfg(any(test, feature = "test-hooks"))]

@@ -145,6 +145,19 @@
 //! (`acknowledged_calls_survive_kill_9`) kills a recording process with SIGKILL and checks
 //! that every acknowledged sequence is in the reopened store.
 //!
+//! **Durability `attempt`** (issue 20, opt-in per attempt: [`Durability`]). A call's writes
+//! are the same, but its answer does not wait: [`Store::acknowledge`] asks the flusher for a
+//! background commit (`journal::BACKGROUND_FLUSH`, 5 ms, or sooner with the next waiter)
+//! instead of enqueuing a waiter; the `call` path is untouched. [`Store::make_durable`]
+//! (verdict reads) awaits a commit covering every write so far; ending an attempt writes its
+//! record, a checkpoint. A crash can lose such an unflushed tail, so the embedded store
+//! keeps the marker `<data_dir>/open`: created and fsynced at open, removed after the final
+//! checkpoint of a clean close. Found at open, the last holder died: every attempt with
+//! durability `attempt` not yet ended is marked `interrupted` in its record before the store
+//! is returned (`Store::interrupt_open_attempts`), and `crate::evidence` fails it. PostgreSQL
+//! keeps `call` semantics for both values (its commit is what the fleet reads; a kill of
+//! understudy loses nothing committed), so nothing is interrupted there.
+//!
 //! Durability is `fdatasync` for the journal; sled's own flush (checkpoints, revisions,
 //! attempts) uses `sync_file_range`, which survives a process or OS crash but does not flush
 //! a device's volatile write cache.
@@ -173,7 +186,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 
 use crate::records::{
-    AgentEvent, AttemptEvidence, AttemptRecord, EvidenceEntry, Pins, RevisionRecord, ToolEvent,
+    AgentEvent, AttemptEvidence, AttemptRecord, Durability, EvidenceEntry, Pins, RevisionRecord,
+    ToolEvent,
 };
 use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
@@ -310,9 +324,38 @@ impl Store {
 
     /// Opens the store in `data_dir`, creating the directories (mode 0700) when missing.
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
-        Ok(Store::of(Backend::Embedded(Embedded::open(
-            data_dir, true,
-        )?)))
+        Store::of_embedded(Embedded::open(data_dir, true)?)
+    }
+
+    /// The opened embedded store; when the last process holding it died without closing it,
+    /// first marks its interrupted attempts ([`Store::interrupt_open_attempts`]).
+    fn of_embedded(e: Embedded) -> Result<Store, StoreError> {
+        let unclean = e.unclean;
+        let store = Store::of(Backend::Embedded(e));
+        if unclean {
+            store.interrupt_open_attempts()?;
+        }
+        Ok(store)
+    }
+
+    /// After a crash (the embedded store's open marker was left behind): every attempt
+    /// with durability `attempt` still open (not ended) may have lost calls answered after
+    /// the last flush, so it is marked `interrupted` — durably, before anything is served —
+    /// and its verdict is `fail` from then on. Attempts with durability `call` lost nothing
+    /// acknowledged and are left alone.
+    fn interrupt_open_attempts(&self) -> Result<(), StoreError> {
+        for mut a in on!(self, b => b.attempts())? {
+            if a.durability == Durability::Attempt && a.ended_at.is_none() && !a.interrupted {
+                a.interrupted = true;
+                tracing::warn!(
+                    attempt = %a.attempt_id,
+                    "the process holding the store died while this attempt (durability `attempt`) was open: calls answered after the last flush may be lost, so it is marked interrupted and its verdict is fail"
+                );
+                // The stored form (revision set by name) is written back as it was read.
+                on!(self, b => b.put_attempt(&a))?;
+            }
+        }
+        Ok(())
     }
 
     /// Opens the store a project names: `url` (`postgres://…`, SPEC 17) when given, else
@@ -337,9 +380,7 @@ impl Store {
     /// Opens an existing store without creating anything; [`StoreError::NotFound`] when
     /// `data_dir` holds none (used by `understudy evidence`).
     pub fn open_existing(data_dir: &Path) -> Result<Store, StoreError> {
-        Ok(Store::of(Backend::Embedded(Embedded::open(
-            data_dir, false,
-        )?)))
+        Store::of_embedded(Embedded::open(data_dir, false)?)
     }
 
     /// Whether several processes may share this store (PostgreSQL): their in-memory copies
@@ -757,6 +798,41 @@ impl Store {
             return Ok(());
         }
         self.wait_durable().await
+    }
+
+    /// The durability half of a call's answer, by the attempt's durability: `call` →
+    /// [`Store::wait_durable`]; `attempt` on the embedded store → a background commit is
+    /// asked for (within `journal::BACKGROUND_FLUSH`) and the answer does
+    /// not wait for it. PostgreSQL keeps `call` semantics for both (README, decisions: the
+    /// commit is what other processes read, and a kill of understudy loses nothing there).
+    pub fn acknowledge(
+        &self,
+        durability: Durability,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + '_ {
+        let background = match (&*self.inner, durability) {
+            (Backend::Embedded(e), Durability::Attempt) => {
+                e.flush_soon();
+                true
+            }
+            _ => false,
+        };
+        let wait = (!background).then(|| self.wait_durable());
+        async move {
+            match wait {
+                Some(w) => w.await,
+                None => Ok(()),
+            }
+        }
+    }
+
+    /// Makes the attempt's evidence durable before it is read for a verdict: for durability
+    /// `attempt`, awaits a commit covering every write made so far (a no-op for `call`,
+    /// whose acknowledged calls are durable already).
+    pub async fn make_durable(&self, durability: Durability) -> Result<(), StoreError> {
+        match durability {
+            Durability::Call => Ok(()),
+            Durability::Attempt => self.flush().await,
+        }
     }
 
     /// How many group commits (journal fsyncs) have been performed since open.

@@ -2,6 +2,7 @@
 //! journal's replay and checkpoints.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -81,6 +82,8 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
         contracts: Default::default(),
         final_state: None,
         faults: BTreeMap::new(),
+        durability: Default::default(),
+        interrupted: false,
     };
     store.put_attempt(&a).unwrap();
     a.attempt_id = "other".into();
@@ -533,4 +536,102 @@ fn a_record_naming_a_missing_revision_set_is_a_clear_error() {
     store.embedded().put_attempt(&rec).unwrap();
     let e = store.attempt("x").unwrap_err().to_string();
     assert!(e.contains("rs_gone") && e.contains("attempt x"), "{e}");
+}
+
+/// Durability `attempt`: the answer does not wait for the group commit (the flusher is held
+/// and the acknowledgement still returns), the flusher commits the frame in the background
+/// with no waiter at all, and a verdict read's [`Store::make_durable`] waits for a commit.
+#[tokio::test]
+async fn attempt_durability_answers_before_the_commit_and_flushes_in_the_background() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, event) = store_with_attempt(tmp.path());
+    let call = || CallRecord {
+        event: event.clone(),
+        state: None,
+        result_json: None,
+    };
+    let before = store.flush_count();
+    store.pause_flushes();
+    assert_eq!(store.write_call("att", call()).unwrap(), 1);
+    // With the flusher held, only an acknowledgement that does not wait can return.
+    store.acknowledge(Durability::Attempt).await.unwrap();
+    assert_eq!(store.flush_count(), before, "nothing committed yet");
+    store.resume_flushes();
+    // No waiter anywhere: only the background trigger commits it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while store.flush_count() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background flush never came"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let committed = store.flush_count();
+    // A verdict read waits for a commit of its own (covering everything written so far).
+    assert_eq!(store.write_call("att", call()).unwrap(), 2);
+    store.acknowledge(Durability::Attempt).await.unwrap();
+    store.make_durable(Durability::Attempt).await.unwrap();
+    assert!(store.flush_count() > committed);
+    assert_eq!(store.evidence("att").unwrap().len(), 2);
+    // Durability `call` still waits: the default path is unchanged.
+    store.pause_flushes();
+    assert_eq!(store.write_call("att", call()).unwrap(), 3);
+    let waiting = store.acknowledge(Durability::Call);
+    tokio::pin!(waiting);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(
+        waiting.as_mut().poll(&mut cx).is_pending(),
+        "a `call` acknowledgement waits for the commit"
+    );
+    store.resume_flushes();
+    waiting.await.unwrap();
+}
+
+/// The open marker: a clean close removes it and the next open interrupts nothing; found at
+/// open (the last holder died), every open attempt with durability `attempt` is marked
+/// `interrupted`, durably — ended attempts and `call` attempts are left alone.
+#[test]
+fn an_unclean_open_interrupts_open_attempt_durability_attempts_only() {
+    use super::embedded::OPEN_MARKER;
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = |id: &str, durability: Durability, ended: bool| AttemptRecord {
+        attempt_id: id.into(),
+        token_hash: format!("h-{id}"),
+        started_at: now_rfc3339(),
+        ended_at: ended.then(now_rfc3339),
+        durability,
+        ..AttemptRecord::default()
+    };
+    {
+        let store = Store::open(tmp.path()).unwrap();
+        assert!(tmp.path().join(OPEN_MARKER).is_file(), "marked while open");
+        store
+            .put_attempt(&rec("lazy", Durability::Attempt, false))
+            .unwrap();
+        store
+            .put_attempt(&rec("lazy-ended", Durability::Attempt, true))
+            .unwrap();
+        store
+            .put_attempt(&rec("eager", Durability::Call, false))
+            .unwrap();
+    }
+    assert!(!tmp.path().join(OPEN_MARKER).exists(), "a clean close");
+    let interrupted = |s: &Store, id: &str| s.attempt(id).unwrap().unwrap().interrupted;
+    {
+        let store = Store::open(tmp.path()).unwrap();
+        assert!(
+            !interrupted(&store, "lazy"),
+            "a clean restart interrupts nothing"
+        );
+    }
+    // As a killed process leaves it.
+    std::fs::write(tmp.path().join(OPEN_MARKER), b"").unwrap();
+    {
+        let store = Store::open_existing(tmp.path()).unwrap();
+        assert!(interrupted(&store, "lazy"));
+        assert!(!interrupted(&store, "lazy-ended"));
+        assert!(!interrupted(&store, "eager"));
+    }
+    let store = Store::open(tmp.path()).unwrap();
+    assert!(interrupted(&store, "lazy"), "persisted in the record");
 }

@@ -10,6 +10,7 @@ mod conformance;
 mod contracts;
 mod drift;
 mod dryrun;
+mod durability;
 mod faults;
 mod faults_injected;
 mod fds;

@@ -41,6 +41,8 @@ fn attempt(id: &str) -> AttemptRecord {
         contracts: Default::default(),
         final_state: None,
         faults: BTreeMap::new(),
+        durability: Default::default(),
+        interrupted: false,
     }
 }
 
