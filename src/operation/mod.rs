@@ -5,6 +5,7 @@
 //!   ([`Operation::compile`]); [`load_integration`] loads, checks and compiles a whole
 //!   integration, as `serve` and hot reload do;
 //! - [`load`]: reading operation files and directories (parse only);
+//! - [`lazy`]: the file's mock engine, compiled on first use;
 //! - [`check`]: every SPEC 3.4 check of one file and the cross-file checks ([`check_loaded`]);
 //! - [`call`]: THE call core — validate the input, decide (engine), validate the output,
 //!   render — shared by the live proxy call, `understudy exec` and `POST /tools/execute`;
