@@ -37,7 +37,7 @@ fn prepared(id: &str, input: Value) -> Prepared {
         .expect("operation in bench/project");
     let op = Arc::new(Operation::compile("crm", ProfileKind::Salesforce, l).unwrap());
     Prepared {
-        engine: op.engine.clone().expect("a mock"),
+        engine: op.engine().unwrap().expect("a mock"),
         op,
         wire: Wire::Http(Profile::builtin("salesforce").unwrap()),
         revision: 1,

@@ -240,8 +240,8 @@ pub fn operation_of_tool(tool: &Value) -> Result<OperationFile, String> {
         title: text("title"),
         match_spec: None,
         write: None,
-        input_schema,
-        output_schema,
+        input_schema: input_schema.into(),
+        output_schema: output_schema.into(),
         idempotency: None,
         annotations: tool
             .get("annotations")
@@ -569,7 +569,7 @@ mod tests {
         assert_eq!(op.operation_id, "lookup");
         assert_eq!(op.title.as_deref(), Some("Lookup"));
         assert_eq!(op.result_form, None);
-        assert_eq!(op.output_schema, t["outputSchema"]);
+        assert_eq!(*op.output_schema, t["outputSchema"]);
         assert_eq!(op.annotations, Some(json!({"readOnlyHint": true})));
     }
 
@@ -577,8 +577,8 @@ mod tests {
     fn tool_without_output_schema_is_a_call_tool_result() {
         let op = operation_of_tool(&json!({"name": "send"})).unwrap();
         assert_eq!(op.result_form, Some(ResultForm::CallToolResult));
-        assert_eq!(op.input_schema, json!({"type": "object"}));
-        assert_eq!(op.output_schema, call_tool_result_schema());
+        assert_eq!(*op.input_schema, json!({"type": "object"}));
+        assert_eq!(*op.output_schema, call_tool_result_schema());
         assert!(operation_of_tool(&json!({"name": "Send"}))
             .unwrap_err()
             .contains("not a valid operation_id"));

@@ -63,8 +63,8 @@ fn contract_json(op: &Operation) -> Value {
     json!({
         "operation": format!("{}:{}", op.profile.as_str(), op.id()),
         "description": op.op.description.clone().unwrap_or_default(),
-        "input_schema": op.op.input_schema,
-        "output_schema": op.op.output_schema,
+        "input_schema": op.op.input_schema.as_ref(),
+        "output_schema": op.op.output_schema.as_ref(),
     })
 }
 
@@ -94,8 +94,8 @@ pub(crate) fn tools(app: &App) -> ApiResult {
                 "operation_id": op.id(),
                 "title": op.op.title,
                 "description": op.op.description,
-                "input_schema": op.op.input_schema,
-                "output_schema": op.op.output_schema,
+                "input_schema": op.op.input_schema.as_ref(),
+                "output_schema": op.op.output_schema.as_ref(),
                 "is_write": op.is_write,
                 "contract_hash": op.contract_hash,
                 "has_mock": latest.is_some() && !stale,

@@ -56,7 +56,7 @@ impl SchemaCatalog {
         let mut tools = BTreeMap::new();
         for integ in map.values() {
             for op in &integ.operations {
-                tools.insert(op.key(), op.op.input_schema.clone());
+                tools.insert(op.key(), op.op.input_schema.as_ref().clone());
             }
         }
         SchemaCatalog { tools }

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{CallError, HarnessCode, HarnessError};
-use crate::mock::{Definition, Engine};
+use crate::mock::Engine;
+use crate::operation::lazy::compile_definition;
 use crate::operation::Operation;
 use crate::records::Pin;
 use crate::store::Store;
@@ -41,20 +42,14 @@ impl Engines {
                     ),
                 )
             })?;
-        let engine = match (&op.engine, &op.definition_hash) {
-            (Some(e), Some(h)) if *h == rev.definition_hash => e.clone(),
-            _ => {
-                let def = Definition::from_value(&rev.definition).map_err(|m| {
-                    HarnessError::new(
-                        HarnessCode::InvalidFixtureLiteral,
-                        format!(
-                            "revision {} of `{}` is not a valid definition: {m}",
-                            pin.revision, key.0
-                        ),
-                    )
-                })?;
-                Arc::new(Engine::new(def)?)
-            }
+        let engine = match (&op.op.mock, &op.definition_hash) {
+            (Some(_), Some(h)) if *h == rev.definition_hash => op
+                .engine()?
+                .expect("an operation with a mock has an engine"),
+            _ => Arc::new(compile_definition(
+                &rev.definition,
+                &format!("revision {} of `{}`", pin.revision, key.0),
+            )?),
         };
         Ok(self.lock().entry(key).or_insert(engine).clone())
     }

@@ -311,11 +311,16 @@ fn sync_file_revision_unflushed(
         return Ok(None);
     };
     let key = op.key();
-    let last_from_file = store
-        .revisions(&key)?
-        .into_iter()
-        .rev()
-        .find(|r| r.source == "file");
+    // Usually the latest revision is the file's (one read); else the newest one that is.
+    let last_from_file = match store.latest_revision(&key)? {
+        Some(r) if r.source == "file" => Some(r),
+        None => None,
+        Some(_) => store
+            .revisions(&key)?
+            .into_iter()
+            .rev()
+            .find(|r| r.source == "file"),
+    };
     if last_from_file
         .is_some_and(|r| r.definition_hash == def_hash && r.contract_hash == op.contract_hash)
     {

@@ -46,7 +46,7 @@ pub fn check(args: &CheckArgs) -> Exit {
                     for l in &loaded {
                         catalog.tools.insert(
                             format!("{}/{}", integ.name, l.op.operation_id),
-                            l.op.input_schema.clone(),
+                            l.op.input_schema.as_ref().clone(),
                         );
                     }
                 }

@@ -94,8 +94,9 @@ pub fn exec(args: &ExecArgs) -> Exit {
         )
         .at("contract_hash");
         let state = state.unwrap_or_else(|| {
-            op.engine
-                .as_ref()
+            op.engine()
+                .ok()
+                .flatten()
                 .map(|e| e.initial_state())
                 .unwrap_or_default()
         });

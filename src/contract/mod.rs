@@ -30,10 +30,19 @@ pub struct OperationFile {
     pub match_spec: Option<MatchSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write: Option<bool>,
-    #[serde(default = "empty_schema")]
-    pub input_schema: Value,
-    #[serde(default = "empty_schema")]
-    pub output_schema: Value,
+    /// Shared between the files that repeat it ([`share_schema`]).
+    #[serde(
+        default = "empty_schema",
+        deserialize_with = "deserialize_schema",
+        serialize_with = "serialize_schema"
+    )]
+    pub input_schema: Arc<Value>,
+    #[serde(
+        default = "empty_schema",
+        deserialize_with = "deserialize_schema",
+        serialize_with = "serialize_schema"
+    )]
+    pub output_schema: Arc<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency: Option<IdempotencySpec>,
     /// MCP only: as in `tools/list`.
@@ -49,8 +58,8 @@ pub struct OperationFile {
     pub mock: Option<Value>,
 }
 
-fn empty_schema() -> Value {
-    Value::Object(Default::default())
+fn empty_schema() -> Arc<Value> {
+    share_schema(Value::Object(Default::default()))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,25 +187,73 @@ pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
 /// (serde_json's maps are sorted: equal schemas have equal text); entries are weak, so a
 /// schema no operation uses any more is freed.
 pub fn compile_schema_shared(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
-    type Cache = Mutex<(HashMap<String, Weak<jsonschema::Validator>>, usize)>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
+    static CACHE: OnceLock<WeakCache<jsonschema::Validator>> = OnceLock::new();
     let key = serde_json::to_string(schema).unwrap_or_default();
-    if let Some(v) = lock(cache).0.get(&key).and_then(Weak::upgrade) {
-        return Ok(v);
+    CACHE
+        .get_or_init(Default::default)
+        .get_or_try_insert(key, || compile_schema(schema))
+}
+
+/// One shared copy of each distinct schema value (issue 20): what [`OperationFile`]'s
+/// `input_schema` and `output_schema` hold, so 10 000 files that repeat two schemas keep two
+/// parsed copies (a parsed schema of ~1 KB of text takes ~6 KB of maps) instead of 20 000.
+/// Keyed by the JSON text, as [`compile_schema_shared`].
+pub fn share_schema(schema: Value) -> Arc<Value> {
+    static CACHE: OnceLock<WeakCache<Value>> = OnceLock::new();
+    let key = serde_json::to_string(&schema).unwrap_or_default();
+    CACHE
+        .get_or_init(Default::default)
+        .get_or_try_insert(key, || Ok::<_, std::convert::Infallible>(schema))
+        .unwrap_or_else(|e| match e {})
+}
+
+/// `input_schema` / `output_schema` as read: through [`share_schema`].
+fn deserialize_schema<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Arc<Value>, D::Error> {
+    Value::deserialize(d).map(share_schema)
+}
+
+/// A shared schema written as the value it is.
+fn serialize_schema<S: serde::Serializer>(schema: &Arc<Value>, s: S) -> Result<S::Ok, S::Error> {
+    schema.as_ref().serialize(s)
+}
+
+/// Key → one shared value, held weakly: a value no user holds any more is freed, and its
+/// entry pruned once the map has doubled since the last pruning.
+struct WeakCache<T> {
+    map: Mutex<(HashMap<String, Weak<T>>, usize)>,
+}
+
+impl<T> Default for WeakCache<T> {
+    fn default() -> Self {
+        WeakCache {
+            map: Mutex::new((HashMap::new(), 0)),
+        }
     }
-    let v = Arc::new(compile_schema(schema)?);
-    let mut g = lock(cache);
-    let (map, pruned_at) = &mut *g;
-    if let Some(other) = map.get(&key).and_then(Weak::upgrade) {
-        return Ok(other);
+}
+
+impl<T> WeakCache<T> {
+    /// The value of `key`, made by `make` (outside the lock) when there is none alive.
+    fn get_or_try_insert<E>(
+        &self,
+        key: String,
+        make: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        if let Some(v) = lock(&self.map).0.get(&key).and_then(Weak::upgrade) {
+            return Ok(v);
+        }
+        let v = Arc::new(make()?);
+        let mut g = lock(&self.map);
+        let (map, pruned_at) = &mut *g;
+        if let Some(other) = map.get(&key).and_then(Weak::upgrade) {
+            return Ok(other);
+        }
+        map.insert(key, Arc::downgrade(&v));
+        if map.len() > 2 * (*pruned_at).max(512) {
+            map.retain(|_, w| w.strong_count() > 0);
+            *pruned_at = map.len();
+        }
+        Ok(v)
     }
-    map.insert(key, Arc::downgrade(&v));
-    if map.len() > 2 * (*pruned_at).max(512) {
-        map.retain(|_, w| w.strong_count() > 0);
-        *pruned_at = map.len();
-    }
-    Ok(v)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -610,8 +610,8 @@ impl Cx<'_> {
                 headers: BTreeMap::new(),
             }),
             write: None,
-            input_schema,
-            output_schema,
+            input_schema: input_schema.into(),
+            output_schema: output_schema.into(),
             idempotency: None,
             annotations: None,
             result_form: None,
@@ -733,7 +733,7 @@ impl Cx<'_> {
             Some(d) => d["examples"][0]["input"].clone(),
             None => {
                 let only_input = OperationFile {
-                    output_schema: json!({}),
+                    output_schema: json!({}).into(),
                     ..op.clone()
                 };
                 let gi = crate::operation::generate::generate(&only_input, profile.as_str());

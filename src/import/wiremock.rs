@@ -821,11 +821,12 @@ fn draft(
             headers,
         }),
         write: None,
-        input_schema: json!({"type": "object", "properties": props, "required": required}),
+        input_schema: json!({"type": "object", "properties": props, "required": required}).into(),
         output_schema: json!({
             "type": "object", "required": ["status"],
             "properties": {"status": {"type": "integer"}, "headers": {"type": "object"}}
-        }),
+        })
+        .into(),
         idempotency: None,
         annotations: None,
         result_form: None,

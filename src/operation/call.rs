@@ -188,7 +188,14 @@ pub fn execute(
     variant: Option<&str>,
     state: Option<&Map<String, Value>>,
 ) -> ExecResult {
-    execute_with(op, op.engine.as_deref(), input, variant, state)
+    match op.engine() {
+        Ok(engine) => execute_with(op, engine.as_deref(), input, variant, state),
+        Err(e) => ExecResult::failed(
+            e,
+            variant.map(str::to_string),
+            state.cloned().unwrap_or_default(),
+        ),
+    }
 }
 
 /// Run one call in isolation: validate `input` against the input schema (an input error

@@ -40,6 +40,31 @@ fn loaded(op: OperationFile, file: &Path, profile: &str) -> LoadedOperation {
     }
 }
 
+/// The text of an operation file parsed straight into [`OperationFile`], without the
+/// intermediate `Value` tree (issue 20: building that tree and then the file from it was the
+/// largest part of a warm start's parse). `None` when this fast path does not apply; the
+/// caller then parses through `Value`, which gives the problems their messages and paths, so
+/// a file either parses here to what that path would give or goes that way. serde accepts a
+/// JSON array for a struct ([`precheck`] refuses it): text that is not an object, or that
+/// may have an array as `match` or `idempotency` anywhere (or a `\u` escape that could spell
+/// those names), takes the `Value` path.
+fn parse_direct(text: &str) -> Option<OperationFile> {
+    if !text.trim_start().starts_with('{') || text.contains("\\u") {
+        return None;
+    }
+    let array_after = |key: &str| {
+        text.match_indices(key).any(|(i, k)| {
+            let rest = text[i + k.len()..].trim_start();
+            rest.strip_prefix(':')
+                .is_some_and(|r| !r.trim_start().starts_with('{'))
+        })
+    };
+    if array_after("\"match\"") || array_after("\"idempotency\"") {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
 /// What serde would accept but an operation file must not be.
 fn precheck(value: &Value, file: &Path) -> Result<(), Problem> {
     if !value.is_object() {
@@ -109,15 +134,20 @@ pub fn load_file_cached(
             format!("cannot read the operation file: not UTF-8: {e}"),
         )
     })?;
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| Problem::new(file, "", format!("not valid JSON: {e}")))?;
+    let op = match parse_direct(text) {
+        Some(op) => op,
+        None => {
+            let value: Value = serde_json::from_str(text)
+                .map_err(|e| Problem::new(file, "", format!("not valid JSON: {e}")))?;
+            precheck(&value, file)?;
+            serde_path_to_error::deserialize(value)
+                .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?
+        }
+    };
     drop(bytes);
     let passed = cache
         .get(&super::cache::key(profile, file, &sig.hash))
         .cloned();
-    precheck(&value, file)?;
-    let op: OperationFile = serde_path_to_error::deserialize(value)
-        .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
     let loaded = match &passed {
         Some(p) => LoadedOperation {
             file: file.to_path_buf(),
@@ -290,6 +320,60 @@ mod tests {
         assert_eq!(e.path, "result_form");
         let e = parse_operation(&json!([1]), f, "mcp").unwrap_err();
         assert!(e.message.contains("JSON object"), "{e}");
+    }
+
+    /// The fast path (text straight into `OperationFile`) gives what the `Value` path gives,
+    /// and what only the `Value` path refuses is still refused with its message and path.
+    #[test]
+    fn parsing_the_text_directly_equals_parsing_through_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.json");
+        let good = json!({"operation_id": "x", "description": "d \u{e9}",
+            "match": {"method": "GET", "path": "/x", "query": {"a": "1"}},
+            "idempotency": {"header": "Idempotency-Key"},
+            "input_schema": {"type": "object", "properties": {"match": {"enum": [1]}}},
+            "mock": {"schema_version": 1, "n": [1.5, -2, 18446744073709551615u64]}});
+        std::fs::write(&f, serde_json::to_string_pretty(&good).unwrap()).unwrap();
+        assert!(parse_direct(&std::fs::read_to_string(&f).unwrap()).is_some());
+        assert_eq!(
+            load_file(&f, "rest").unwrap(),
+            parse_operation(&good, &f, "rest").unwrap()
+        );
+        for (text, path, message) in [
+            (
+                r#"{"operation_id":"x","match":["GET","/x"]}"#,
+                "match",
+                "expected an object",
+            ),
+            (
+                r#"{"operation_id":"x","idempotency" : ["h"]}"#,
+                "idempotency",
+                "expected an object",
+            ),
+            (
+                r#"{"operation_id":"x","m\u0061tch":["GET","/x"]}"#,
+                "match",
+                "expected an object",
+            ),
+            (r#"["x"]"#, "", "expected a JSON object"),
+            (r#"{"operation_id":"x","operation_id":"y"}"#, "", "!"),
+            (
+                r#"{"operation_id":"x","descripton":"d"}"#,
+                "descripton",
+                "unknown field",
+            ),
+        ] {
+            std::fs::write(&f, text).unwrap();
+            match load_file(&f, "rest") {
+                // A duplicate key: the `Value` path keeps the last one, as before.
+                Ok(l) if message == "!" => assert_eq!(l.op.operation_id, "y"),
+                Ok(l) => panic!("{text} parsed: {l:?}"),
+                Err(e) => {
+                    assert_eq!(e.path, path, "{text}");
+                    assert!(e.message.contains(message), "{text}: {e}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //!   ([`Operation::compile`]); [`load_integration`] loads, checks and compiles a whole
 //!   integration, as `serve` and hot reload do;
 //! - [`load`]: reading operation files and directories (parse only);
+//! - [`lazy`]: the file's mock engine, compiled on first use;
 //! - [`check`]: every SPEC 3.4 check of one file and the cross-file checks ([`check_loaded`]);
 //! - [`call`]: THE call core — validate the input, decide (engine), validate the output,
 //!   render — shared by the live proxy call, `understudy exec` and `POST /tools/execute`;
@@ -17,6 +18,7 @@ pub mod cache;
 pub mod call;
 pub mod check;
 pub mod generate;
+pub mod lazy;
 pub mod load;
 pub mod mcp_files;
 
@@ -24,7 +26,7 @@ pub use load::LoadedOperation;
 
 use crate::config::{IntegrationConfig, ProfileKind};
 use crate::contract::{compile_schema_shared, hash, CompiledMatch, OperationFile};
-use crate::error::Problem;
+use crate::error::{CallError, Problem};
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;
 use crate::mock::path::DotPath;
@@ -69,9 +71,8 @@ pub struct Operation {
     pub idempotency: Option<IdempotencySource>,
     pub input_validator: Arc<jsonschema::Validator>,
     pub output_validator: Arc<jsonschema::Validator>,
-    /// The file's mock compiled; `None` when the file has no `mock` (a replayed call is then
-    /// the harness error `no_mock`).
-    pub engine: Option<Arc<Engine>>,
+    /// The file's mock, compiled on first use ([`Operation::engine`]).
+    engine: lazy::LazyEngine,
     /// `definition_hash` of the file's mock without `contract_hash`
     /// ([`OperationFile::definition_value`], not kept: rebuild it from [`Operation::op`] when
     /// needed); `None` when the file has no `mock`.
@@ -92,7 +93,7 @@ impl std::fmt::Debug for Operation {
             .field("operation_id", &self.op.operation_id)
             .field("contract_hash", &self.contract_hash)
             .field("is_write", &self.is_write)
-            .field("has_mock", &self.engine.is_some())
+            .field("has_mock", &self.op.mock.is_some())
             .field("stale", &self.stale)
             .finish_non_exhaustive()
     }
@@ -102,6 +103,17 @@ impl Operation {
     /// The operation id (the MCP tool name).
     pub fn id(&self) -> &str {
         &self.op.operation_id
+    }
+
+    /// The file's mock engine, compiled by the first call that needs it ([`lazy`]); `None`
+    /// when the file has no `mock` (a replayed call is then the harness error `no_mock`).
+    pub fn engine(&self) -> Result<Option<Arc<Engine>>, CallError> {
+        let Some(mock) = &self.op.mock else {
+            return Ok(None);
+        };
+        self.engine
+            .get(mock, || format!("the mock of `{}`", self.key()))
+            .map(Some)
     }
 
     /// `"<integration>/<operation_id>"`, the key of revisions, pins and variants.
@@ -172,27 +184,32 @@ impl Operation {
                 .ok(),
             Some((None, None)) => None,
         };
+        let known_good = pre.engine.is_some() || pre.definition_hash.is_some();
         let definition_hash = match pre.definition_hash {
             Some(h) => Some(h),
             None => op.mock.as_ref().map(hash::mock_definition_hash),
         };
+        // A mock `check` compiled (cold start) or the check cache says passed (warm start) is
+        // known to compile: it is compiled again on first use, so start-up keeps no engine.
+        // Anything else (an operation compiled without `check`) is compiled now, so a
+        // definition that cannot be compiled is still refused here.
         let engine = match &op.mock {
-            None => None,
-            Some(_) if pre.engine.is_some() => pre.engine.map(Arc::new),
+            Some(_) if known_good => lazy::LazyEngine::default(),
+            None => lazy::LazyEngine::default(),
             Some(m) => match Definition::from_value(m) {
                 Err(e) => {
                     problems.push(Problem::new(&file, "mock", e));
-                    None
+                    lazy::LazyEngine::default()
                 }
                 Ok(def) => match Engine::new(def) {
-                    Ok(engine) => Some(Arc::new(engine)),
+                    Ok(engine) => lazy::LazyEngine::ready(engine),
                     Err(e) => {
                         let path = e
                             .path()
                             .map(|p| format!("mock/{p}"))
                             .unwrap_or_else(|| "mock".into());
                         problems.push(Problem::new(&file, path, e.message()));
-                        None
+                        lazy::LazyEngine::default()
                     }
                 },
             },
@@ -411,4 +428,90 @@ pub fn check_loaded(loaded: &[LoadedOperation], profile: &str) -> Vec<Problem> {
     }
     problems.extend(check::check_integration(loaded, profile));
     problems
+}
+
+impl Operation {
+    /// Whether the file's engine was compiled yet ([`lazy`]).
+    #[cfg(test)]
+    pub(crate) fn engine_is_compiled(&self) -> bool {
+        self.engine.is_compiled()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(i: u32) -> serde_json::Value {
+        json!({
+            "operation_id": format!("op_{i}"),
+            "match": {"method": "GET", "path": format!("/things{i}/{{id}}")},
+            "input_schema": {"type": "object", "required": ["id"]},
+            "output_schema": {"type": "object", "required": ["status"]},
+            "mock": {"schema_version": 1, "default_variant": "ok",
+                     "variants": {"ok": {"result": {"status": 200, "data": {"id": {"$input": "id"}}}}},
+                     "examples": [{"variant": "ok", "input": {"id": "1"}, "expected": {"status": 200, "data": {"id": "1"}}}]}
+        })
+    }
+
+    fn integration(dir: &std::path::Path) -> IntegrationConfig {
+        IntegrationConfig {
+            name: "crm".into(),
+            profile: ProfileKind::Rest,
+            upstream: None,
+            operations: dir.to_path_buf(),
+            unmatched_writes: Default::default(),
+            mcp_sse: false,
+        }
+    }
+
+    /// Issue 20: loading (cold: checked; warm: from the check cache) compiles no engine and
+    /// keeps one copy of each repeated schema; the first call compiles the engine, once.
+    #[test]
+    fn loading_compiles_no_engine_and_shares_repeated_schemas() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            std::fs::write(dir.path().join(format!("op_{i}.json")), file(i).to_string()).unwrap();
+        }
+        let integ = integration(dir.path());
+        let cold = load_integration(&integ, false).unwrap();
+        let warm = load_integration_cached(&integ, &cache::CheckCache::of(&cold)).unwrap();
+        for ops in [&cold, &warm] {
+            assert!(ops.iter().all(|o| !o.engine_is_compiled()));
+            assert!(Arc::ptr_eq(
+                &ops[0].op.input_schema,
+                &ops[2].op.input_schema
+            ));
+            assert!(Arc::ptr_eq(
+                &ops[0].op.output_schema,
+                &ops[1].op.output_schema
+            ));
+            let r = call::execute(&ops[1], &json!({"id": "7"}), None, None);
+            assert_eq!(r.error, None);
+            assert_eq!(r.result, Some(json!({"status": 200, "data": {"id": "7"}})));
+            assert!(ops[1].engine_is_compiled());
+            assert!(!ops[0].engine_is_compiled());
+            let first = ops[1].engine().unwrap().unwrap();
+            assert!(Arc::ptr_eq(&first, &ops[1].engine().unwrap().unwrap()));
+        }
+    }
+
+    /// An operation compiled without `check` (nothing says its mock compiles) is compiled
+    /// at once, so a broken definition is still refused as a problem, not on the first call.
+    #[test]
+    fn compiling_without_check_still_refuses_a_broken_mock() {
+        let mut f = file(1);
+        f["mock"]["variants"]["ok"]["result"]["data"] = json!({"n": {"$number": "abc"}});
+        let l = load::parse_operation(&f, std::path::Path::new("crm/op_1"), "rest").unwrap();
+        let problems = Operation::compile("crm", ProfileKind::Rest, l).unwrap_err();
+        assert_eq!(
+            problems[0].path, "mock/variants/ok/result/data/n/$number",
+            "{problems:?}"
+        );
+        let l = load::parse_operation(&file(1), std::path::Path::new("crm/op_1"), "rest").unwrap();
+        assert!(Operation::compile("crm", ProfileKind::Rest, l)
+            .unwrap()
+            .engine_is_compiled());
+    }
 }

@@ -373,8 +373,8 @@ pub fn tool_info(op: &Operation) -> ToolInfo {
         name: o.operation_id.clone(),
         title: o.title.clone(),
         description: o.description.clone(),
-        input_schema: o.input_schema.clone(),
-        output_schema: Some(o.output_schema.clone()),
+        input_schema: o.input_schema.as_ref().clone(),
+        output_schema: Some(o.output_schema.as_ref().clone()),
         annotations: o.annotations.clone(),
         result_form: o.result_form.unwrap_or(ResultForm::Structured),
     }

@@ -1259,7 +1259,7 @@ mod tests {
         .unwrap();
         let op = Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap();
         Prepared {
-            engine: op.engine.clone().unwrap(),
+            engine: op.engine().unwrap().unwrap(),
             op: Arc::new(op),
             wire: Wire::Http(Profile::builtin("rest").unwrap()),
             revision: 1,

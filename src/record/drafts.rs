@@ -291,8 +291,8 @@ impl<'a> Ctx<'a> {
                     title: None,
                     match_spec: Some(spec),
                     write: None,
-                    input_schema: json!({}),
-                    output_schema: json!({}),
+                    input_schema: json!({}).into(),
+                    output_schema: json!({}).into(),
                     idempotency: None,
                     annotations: None,
                     result_form: None,
@@ -315,8 +315,8 @@ impl<'a> Ctx<'a> {
                     title: None,
                     match_spec: None,
                     write: None,
-                    input_schema: json!({}),
-                    output_schema: json!({}),
+                    input_schema: json!({}).into(),
+                    output_schema: json!({}).into(),
                     idempotency: None,
                     annotations: None,
                     result_form: Some(ResultForm::CallToolResult),
@@ -426,10 +426,10 @@ impl<'a> Ctx<'a> {
         // Contract (a listed tool's is the server's own).
         if !existing && self.listing.tool(&id).is_none() {
             let inputs: Vec<Value> = samples.iter().map(|s| without_response(&s.input)).collect();
-            op.input_schema = object_schema(&inputs);
+            op.input_schema = object_schema(&inputs).into();
         }
         if is_empty_schema(&op.output_schema) {
-            op.output_schema = infer_schema(samples.iter().map(|s| &s.answer));
+            op.output_schema = infer_schema(samples.iter().map(|s| &s.answer)).into();
             if existing {
                 self.note(notes, &id, "output_schema was empty and is now inferred from the recorded answers: the contract (and its hash) changes — review it");
             }

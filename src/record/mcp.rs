@@ -814,7 +814,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{id}: {:?}", set.notes))
         };
         let confirm = file("confirm");
-        assert_eq!(confirm.op.input_schema, strict, "the listed contract");
+        assert_eq!(*confirm.op.input_schema, strict, "the listed contract");
         let v = &confirm.op.mock.as_ref().unwrap()["variants"]["ok"];
         assert_eq!(
             v["ask_client"]["params"]["message"],

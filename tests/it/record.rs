@@ -191,7 +191,7 @@ fn assert_replays(set: &DraftSet, exchanges: &[Exchange]) -> Vec<Value> {
         .collect();
     let mut state = Map::new();
     for op in &ops {
-        state.extend(op.engine.as_ref().expect("a mock").initial_state());
+        state.extend(op.engine().unwrap().expect("a mock").initial_state());
     }
     let mut results = Vec::new();
     for (i, ex) in exchanges.iter().enumerate() {
@@ -658,8 +658,8 @@ fn matched_operations_keep_their_contract_and_are_never_overwritten() {
     let f = file(&set, "get_account");
     assert!(f.existing);
     assert_eq!(f.op.description.as_deref(), Some("Read one account"));
-    assert_eq!(f.op.input_schema, contract["input_schema"]);
-    assert_eq!(f.op.output_schema, contract["output_schema"]);
+    assert_eq!(*f.op.input_schema, contract["input_schema"]);
+    assert_eq!(*f.op.output_schema, contract["output_schema"]);
     assert_eq!(
         f.op.mock.as_ref().unwrap()["contract_hash"],
         json!(loaded.contract_hash)

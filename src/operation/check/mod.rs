@@ -386,7 +386,7 @@ mod tests {
             "{p:?}"
         );
         let mut o = base("rest", good_mock());
-        o.output_schema = json!({"type": "object", "properties": {"data": {"properties": {"id": {"type": "integer"}}}}});
+        o.output_schema = json!({"type": "object", "properties": {"data": {"properties": {"id": {"type": "integer"}}}}}).into();
         let h = o.contract_hash("rest");
         o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
         let p = check(&o, "rest");
@@ -404,7 +404,7 @@ mod tests {
         m["variants"]["found"]["result"] = json!({"totalSize": 0, "done": true, "records": []});
         m["examples"][0]["expected"] = json!({"totalSize": 0, "done": true, "records": []});
         let mut o = base("rest", m);
-        o.output_schema = json!({});
+        o.output_schema = json!({}).into();
         let h = o.contract_hash("rest");
         o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
         let p = check(&o, "rest");
