@@ -140,10 +140,16 @@ impl Pool {
 
     /// Keep a connection that can take another request.
     fn put(&self, key: String, mut link: Box<Link>) {
-        link.idle_since = Instant::now();
+        let now = Instant::now();
+        link.idle_since = now;
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let links = idle.entry(key).or_default();
-        links.retain(|l| l.idle_since.elapsed() < IDLE_TIMEOUT && !l.tx.is_closed());
+        // Oldest first (connections are taken from the end): drop the expired ones.
+        let expired = links
+            .iter()
+            .take_while(|l| now.duration_since(l.idle_since) >= IDLE_TIMEOUT)
+            .count();
+        links.drain(..expired);
         if links.len() < MAX_IDLE_PER_HOST {
             links.push(link);
         }
