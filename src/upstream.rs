@@ -1,13 +1,12 @@
 //! The upstream client (SPEC 4, 11): how `record`, `record-missing`, `dry-run` and
 //! `passthrough` reach the real system.
 //!
-//! - [`Upstream`]: `https://` upstreams through one pooled hyper-util client over
-//!   hyper-rustls, HTTP/1.1 and HTTP/2 chosen by ALPN, trusting the web PKI roots plus the
-//!   certificates of `--upstream-ca` / `"upstream_ca"` (a PEM file that may hold several);
-//!   plain `http://` upstreams (HTTP/1.1) through [`pool`], whose connections are driven by
-//!   the calling task (issue 20). [`Upstream::forward`] returns as soon as the response head
-//!   arrives: the body ([`UpstreamBody`]) streams from the connection, never buffered, so SSE
-//!   and chunked answers reach the agent event by event.
+//! - [`Upstream`]: one pooled hyper-util client over hyper-rustls, HTTP/1.1 and HTTP/2 chosen
+//!   by ALPN (plain `http://` upstreams speak HTTP/1.1), trusting the web PKI roots plus the
+//!   certificates of `--upstream-ca` / `"upstream_ca"` (a PEM file that may hold several).
+//!   [`Upstream::forward`] returns as soon as the response head arrives: the body is the
+//!   connection's [`Incoming`] stream, never buffered, so SSE and chunked answers reach the
+//!   agent event by event.
 //! - [`prepare_forward`]: the request as the upstream must see it — URL joined from the
 //!   integration's upstream base and the path after the integration prefix, every
 //!   `Understudy-*` header and every hop-by-hop header removed, `Host` set to the upstream.
@@ -56,8 +55,6 @@ use tokio::sync::oneshot;
 use crate::error::{HarnessCode, HarnessError};
 
 pub use crate::tls::init_crypto;
-
-pub mod pool;
 
 /// The default bound on the wait for an upstream's response head.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -116,8 +113,6 @@ impl From<UpstreamError> for HarnessError {
 #[derive(Clone)]
 pub struct Upstream {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// Plain `http://` upstreams.
-    plain: Arc<pool::Pool>,
     timeout: Duration,
 }
 
@@ -168,11 +163,7 @@ impl Upstream {
             .timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(https);
-        Ok(Upstream {
-            client,
-            plain: Arc::default(),
-            timeout,
-        })
+        Ok(Upstream { client, timeout })
     }
 
     /// The bound on the wait for a response head.
@@ -185,7 +176,7 @@ impl Upstream {
     pub async fn forward(
         &self,
         req: Request<Full<Bytes>>,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let host = req
             .uri()
             .authority()
@@ -198,26 +189,14 @@ impl Upstream {
                 "the request URI is not absolute (expected http(s)://host/…)",
             ));
         }
-        let timed_out = || {
-            UpstreamError::new(
-                host.clone(),
+        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+            Err(_) => Err(UpstreamError::new(
+                host,
                 UpstreamErrorKind::Timeout,
                 format!("no response within {}", show_duration(self.timeout)),
-            )
-        };
-        if req.uri().scheme() == Some(&Scheme::HTTP) {
-            let (name, port, req) = origin_form(req);
-            let connect = self.timeout.min(MAX_CONNECT_TIMEOUT);
-            let sent = self.plain.send(&name, port, connect, req);
-            return match tokio::time::timeout(self.timeout, sent).await {
-                Err(_) => Err(timed_out()),
-                Ok(r) => r.map(|resp| resp.map(UpstreamBody::Pooled)),
-            };
-        }
-        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
-            Err(_) => Err(timed_out()),
+            )),
             Ok(Err(e)) => Err(classify(host, &e)),
-            Ok(Ok(resp)) => Ok(resp.map(UpstreamBody::Shared)),
+            Ok(Ok(resp)) => Ok(resp),
         }
     }
 
@@ -229,89 +208,10 @@ impl Upstream {
         rest: &str,
         headers: &HeaderMap,
         body: Bytes,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let p = prepare_forward(method, upstream_base, rest, headers)?;
         self.forward(p.into_request(body)).await
     }
-}
-
-/// The body of an upstream's response: from hyper-util's client (`https://`) or from a
-/// connection of [`pool`] (`http://`), which reading it drives.
-pub enum UpstreamBody {
-    Shared(Incoming),
-    Pooled(pool::PooledBody),
-}
-
-impl UpstreamBody {
-    /// The body for a relay: a pooled connection gets a task of its own to drive it
-    /// ([`pool::PooledBody::detach`]).
-    pub fn detach(self) -> UpstreamBody {
-        match self {
-            UpstreamBody::Pooled(b) => UpstreamBody::Shared(b.detach()),
-            shared => shared,
-        }
-    }
-}
-
-impl std::fmt::Debug for UpstreamBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            UpstreamBody::Shared(_) => "UpstreamBody::Shared",
-            UpstreamBody::Pooled(_) => "UpstreamBody::Pooled",
-        })
-    }
-}
-
-impl Body for UpstreamBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match self.get_mut() {
-            UpstreamBody::Shared(b) => Pin::new(b).poll_frame(cx),
-            UpstreamBody::Pooled(b) => Pin::new(b).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpstreamBody::Shared(b) => b.is_end_stream(),
-            UpstreamBody::Pooled(b) => b.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpstreamBody::Shared(b) => b.size_hint(),
-            UpstreamBody::Pooled(b) => b.size_hint(),
-        }
-    }
-}
-
-/// A plain-HTTP request as it goes on a connection of its own: host and port (80 unless
-/// given) apart, the URI in origin form (`/path?query`), `Host` set when the caller did not.
-fn origin_form(mut req: Request<Full<Bytes>>) -> (String, u16, Request<Full<Bytes>>) {
-    let uri = req.uri().clone();
-    let name = uri.host().unwrap_or_default().to_string();
-    let port = uri.port_u16().unwrap_or(80);
-    if !req.headers().contains_key(header::HOST) {
-        let value = match uri.port_u16() {
-            Some(p) if p != 80 => format!("{name}:{p}"),
-            _ => name.clone(),
-        };
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            req.headers_mut().insert(header::HOST, v);
-        }
-    }
-    let pq = uri
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    *req.uri_mut() = Uri::from(pq);
-    (name, port, req)
 }
 
 fn show_duration(d: Duration) -> String {

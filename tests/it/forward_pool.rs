@@ -1,5 +1,5 @@
 //! The pooled connections of a plain `http://` upstream (issue 20, the request path;
-//! `understudy::upstream::pool`): forwarded calls share one upstream connection, and a
+//! `understudy::upstream::Upstream`): forwarded calls share one upstream connection, and a
 //! connection the upstream closed while it sat idle costs no call and no evidence. The
 //! upstream is a raw loopback HTTP/1.1 responder that counts the connections it accepted.
 

@@ -893,7 +893,7 @@ fn header_map(pairs: &[(&str, &str)]) -> HeaderMap {
     h
 }
 
-async fn json_body(resp: Response<understudy::upstream::UpstreamBody>) -> Value {
+async fn json_body(resp: Response<Incoming>) -> Value {
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     serde_json::from_slice(&bytes).unwrap()
 }

@@ -12,12 +12,11 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame};
+use hyper::body::{Body, Frame, Incoming};
 use tokio::task::JoinHandle;
 
 use crate::http::HttpBody;
 use crate::proxy::pipeline::{CallInfo, StoreFailed};
-use crate::upstream::UpstreamBody;
 
 /// A streamed body is copied (for evidence and drafts) up to this many bytes.
 pub const CAPTURE_LIMIT: usize = 10 * 1024 * 1024;
@@ -69,7 +68,7 @@ pub(crate) fn relay(
     done: Arc<dyn Finisher>,
     info: CallInfo,
     prefix: Bytes,
-    rest: UpstreamBody,
+    rest: Incoming,
 ) -> HttpBody {
     let limit = CAPTURE_LIMIT;
     let mut buf = BytesMut::new();
@@ -79,7 +78,7 @@ pub(crate) fn relay(
         total: prefix.len() as u64,
         truncated: prefix.len() > limit,
         prefix: (!prefix.is_empty()).then_some(prefix),
-        inner: rest.detach(),
+        inner: rest,
         buf,
         limit,
         finisher: Some((done, info)),
@@ -92,7 +91,7 @@ pub(crate) fn relay(
 /// The relayed body (see [`relay`]).
 struct Relay {
     prefix: Option<Bytes>,
-    inner: UpstreamBody,
+    inner: Incoming,
     buf: BytesMut,
     limit: usize,
     total: u64,

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use crate::upstream::UpstreamBody;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use hyper::http::{HeaderValue, Method, Response};
 
 use super::SOURCE_HEADER;
@@ -66,7 +66,7 @@ pub(crate) async fn send_upstream(
     rest: &str,
     tag: bool,
     body: Bytes,
-) -> Result<Response<UpstreamBody>, HarnessError> {
+) -> Result<Response<Incoming>, HarnessError> {
     let Some(base) = integ.config.upstream.as_deref() else {
         return Err(HarnessError::new(
             HarnessCode::UpstreamUnavailable,
@@ -100,13 +100,13 @@ pub(crate) enum Buffered {
     /// Larger than the limit, or slower than the deadline: stream `prefix` then `rest`.
     Partial {
         prefix: Bytes,
-        rest: UpstreamBody,
+        rest: Incoming,
     },
     Failed(String),
 }
 
 /// Read a body whole if it ends within `limit` bytes and `deadline`.
-pub(crate) async fn buffer(mut body: UpstreamBody, limit: usize, deadline: Duration) -> Buffered {
+pub(crate) async fn buffer(mut body: Incoming, limit: usize, deadline: Duration) -> Buffered {
     let until = tokio::time::Instant::now() + deadline;
     let mut buf = BytesMut::new();
     loop {
