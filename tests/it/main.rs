@@ -15,6 +15,7 @@ mod faults;
 mod faults_injected;
 mod fds;
 mod fleet;
+mod forward_pool;
 mod hostile;
 mod hostile_h2;
 mod https;

@@ -230,7 +230,7 @@ async fn forward_http(
         };
     let (mut parts, body) = upstream_resp.into_parts();
     crate::upstream::strip_response_headers(&mut parts.headers);
-    let headers = parts.headers.clone();
+    let headers = std::mem::take(&mut parts.headers);
     let ctx = Arc::new(HttpDone {
         app: app.clone(),
         attempt,
