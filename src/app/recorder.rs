@@ -54,7 +54,18 @@ type AnswerKey = (String, String, String);
 pub struct Recorder {
     out: Option<PathBuf>,
     inner: Mutex<Inner>,
+    /// One clone per capture still in flight ([`Recorder::flight`]).
+    flights: Flight,
 }
+
+/// A token held by each capture until its call is finished (its exchange kept or not): the
+/// answer can reach the agent before the upstream's stream ends and the call is finished,
+/// so a flush first waits for the calls in flight ([`Recorder::settle`]).
+#[derive(Debug, Clone, Default)]
+pub struct Flight(std::sync::Arc<()>);
+
+/// How long a flush waits for the calls in flight to finish.
+pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -77,7 +88,28 @@ impl Recorder {
         Recorder {
             out,
             inner: Mutex::new(Inner::default()),
+            flights: Flight::default(),
         }
+    }
+
+    /// The token of a capture starting now.
+    pub fn flight(&self) -> Flight {
+        self.flights.clone()
+    }
+
+    /// How many captures are in flight.
+    pub fn in_flight(&self) -> usize {
+        std::sync::Arc::strong_count(&self.flights.0) - 1
+    }
+
+    /// Waits (at most [`SETTLE_LIMIT`]) until no capture is in flight, so a flush includes
+    /// the calls whose answer was already sent; returns how many were still in flight.
+    pub async fn settle(&self) -> usize {
+        let until = tokio::time::Instant::now() + SETTLE_LIMIT;
+        while self.in_flight() > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        self.in_flight()
     }
 
     /// The output directory (`--out`).
@@ -192,6 +224,13 @@ pub async fn flush_drafts(app: &App) -> Result<Value, String> {
             if app.mode == Mode::RecordMissing { "record-missing" } else { "record" }
         ));
     };
+    let unfinished = recorder.settle().await;
+    if unfinished > 0 {
+        tracing::warn!(
+            unfinished,
+            "record: calls still in flight after {SETTLE_LIMIT:?} are not in these drafts"
+        );
+    }
     let (snapshot, dropped, capture_notes) = {
         let g = recorder.lock();
         (g.exchanges.clone(), g.dropped.clone(), g.notes.clone())
@@ -295,6 +334,7 @@ fn remove_unchanged(dir: &Path, earlier: &HashMap<PathBuf, String>) {
 /// At shutdown: flush when there is an output directory and something was captured.
 pub async fn flush_at_shutdown(app: &App) {
     let recorder = &app.forwarding.recorder;
+    recorder.settle().await;
     if recorder.out_dir().is_none() || recorder.is_empty() {
         if matches!(app.mode, Mode::Record | Mode::RecordMissing) && !recorder.is_empty() {
             tracing::warn!(

@@ -1429,6 +1429,117 @@ mod mcp_forward {
         .code();
         assert_eq!(code, 0);
     }
+
+    /// A raw MCP upstream: `tools/list` answered at once (JSON), `tools/call` answered on an
+    /// SSE stream that stays open for `hold` after its result, as a server that ends its
+    /// streams lazily would.
+    async fn lingering_upstream(hold: std::time::Duration) -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    loop {
+                        let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            match tcp.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        while buf.len() < head_end + 4 + len {
+                            match tcp.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let msg: Value =
+                            serde_json::from_slice(&buf[head_end + 4..head_end + 4 + len]).unwrap();
+                        buf.drain(..head_end + 4 + len);
+                        let id = msg["id"].clone();
+                        if msg["method"] == "tools/call" {
+                            let result = json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "content": [{"type": "text", "text": "{\"found\":true}"}],
+                                "structuredContent": {"found": true}}});
+                            let event = format!("event: message\ndata: {result}\n\n");
+                            let out = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
+                                event.len()
+                            );
+                            let _ = tcp.write_all(out.as_bytes()).await;
+                            tokio::time::sleep(hold).await;
+                            let _ = tcp.write_all(b"0\r\n\r\n").await;
+                            continue;
+                        }
+                        let result = match msg["method"].as_str() {
+                            Some("tools/list") => json!({"tools": [{"name": "lookup",
+                                "inputSchema": {"type": "object"},
+                                "annotations": {"readOnlyHint": true}}]}),
+                            _ => json!({}),
+                        };
+                        let body =
+                            json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+                        let out = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = tcp.write_all(out.as_bytes()).await;
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// The agent has its answer once the result's event arrives; the upstream may end the
+    /// stream later, and only then is the call finished and its exchange kept. A flush of the
+    /// drafts made in between waits for it instead of leaving the call out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flush_waits_for_a_call_whose_answer_arrived_before_its_stream_ended() {
+        let addr = lingering_upstream(std::time::Duration::from_millis(400)).await;
+        let p = Project::new(&[("remote", "mcp")]);
+        p.write_config(json!({ "mode": "record", "integrations": { "remote": {
+            "profile": "mcp", "operations": "mocks/remote", "upstream": format!("http://{addr}/mcp") } } }));
+        let out = p.path().join("drafts");
+        let s = start(&p, |o| o.forward.out_dir = Some(out.clone())).await;
+        let http = reqwest::Client::new();
+        let post = |body: Value| {
+            http.post(s.url("/remote"))
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-06-18")
+                .json(&body)
+                .send()
+        };
+        let listed = post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .await
+            .unwrap();
+        assert_eq!(listed.status(), 200);
+        listed.bytes().await.unwrap();
+        let mut call = post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "lookup", "arguments": {}}}))
+        .await
+        .unwrap();
+        assert_eq!(call.status(), 200);
+        // The result's event, while the upstream still holds the stream open.
+        let first = call.chunk().await.unwrap().expect("the result's event");
+        assert!(String::from_utf8_lossy(&first).contains("\"found\":true"));
+        let flushed = flush_drafts(&s.app).await.unwrap();
+        assert_eq!(
+            flushed["exchanges"], 2,
+            "tools/list and the call: {flushed}"
+        );
+        assert!(out.join("remote").join("lookup.json").exists(), "{flushed}");
+        drop(call);
+        s.stop().await.unwrap();
+    }
 }
 
 // ---- secrets never reach disk ----------------------------------------------------------

@@ -24,6 +24,28 @@ pub(crate) struct Capture {
     pub order: u64,
     /// The raw path after the integration prefix (no query).
     pub path: String,
+    /// Held while the call is in flight: a flush of the drafts waits for it
+    /// ([`crate::app::recorder::Recorder::settle`]).
+    _flight: crate::app::recorder::Flight,
+}
+
+impl Capture {
+    /// The capture of a call of `integ` starting now (its place in the recording's order).
+    pub fn new(
+        app: &App,
+        integ: &crate::app::Integration,
+        matched_operation: Option<String>,
+        path: String,
+    ) -> Capture {
+        Capture {
+            integration: integ.name().to_string(),
+            profile: integ.config.profile,
+            matched_operation,
+            order: app.forwarding.next_order(),
+            path,
+            _flight: app.forwarding.recorder.flight(),
+        }
+    }
 }
 
 /// The envelope of a real response for evidence (module doc).

@@ -111,13 +111,7 @@ pub async fn handle(
             Some(method) => {
                 let capture =
                     (capturing && record::MCP_CAPTURED.contains(&method)).then(|| PlainCapture {
-                        capture: Capture {
-                            integration: integ.name().to_string(),
-                            profile: integ.config.profile,
-                            matched_operation: None,
-                            order: app.forwarding.next_order(),
-                            path: String::new(),
-                        },
+                        capture: Capture::new(&app, &integ, None, String::new()),
                         method: method.to_string(),
                         params: record::stable_params(o.get("params")),
                         id: o.get("id").cloned().unwrap_or(Value::Null),
@@ -460,12 +454,9 @@ async fn tools_call(
     info.is_write = is_write;
     match plan {
         Plan::Forward { tag, capture } => {
-            let capture = capture.then(|| Capture {
-                integration: integ.name().to_string(),
-                profile: integ.config.profile,
-                matched_operation: op.as_ref().map(|o| o.id().to_string()),
-                order: app.forwarding.next_order(),
-                path: String::new(),
+            let capture = capture.then(|| {
+                let matched = op.as_ref().map(|o| o.id().to_string());
+                Capture::new(&app, integ, matched, String::new())
             });
             let done = ToolDone {
                 app: app.clone(),
@@ -728,10 +719,12 @@ impl Finisher for ToolDone {
         end: BodyEnd,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreFailed>> + Send>> {
         Box::pin(async move {
-            let all = if end.complete && !end.truncated {
-                messages(&self.headers, &end.bytes)
-            } else {
+            // The answer may be whole although the stream was not read to its end (the agent
+            // left once it had the result): only complete messages parse.
+            let all = if end.truncated {
                 Vec::new()
+            } else {
+                messages(&self.headers, &end.bytes)
             };
             let outcome = all
                 .iter()

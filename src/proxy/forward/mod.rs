@@ -141,15 +141,11 @@ pub async fn run(
     match plan {
         Plan::Forward { tag, capture } => {
             let rest = rest_of(&req, consumed);
-            let capture = capture.then(|| Capture {
-                integration: integ.name().to_string(),
-                profile: integ.config.profile,
-                matched_operation: info
-                    .operation_id
-                    .clone()
-                    .filter(|id| integ.operation(id).is_some()),
-                order: app.forwarding.next_order(),
-                path: rest.split('?').next().unwrap_or("").to_string(),
+            let capture = capture.then(|| {
+                let matched =
+                    (info.operation_id.clone()).filter(|id| integ.operation(id).is_some());
+                let path = rest.split('?').next().unwrap_or("").to_string();
+                Capture::new(app, integ, matched, path)
             });
             let out = Outbound { rest, tag, capture };
             forward_http(app, attempt, req, info, integ, out).await
