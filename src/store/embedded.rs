@@ -22,7 +22,9 @@ use super::keys::{
     META_REV, META_SEQ,
 };
 use super::{io_message, lock, CallRecord, EncodedResult, StoreError};
-use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, Pin, RevisionRecord, ToolEvent};
+use crate::records::{
+    AgentEvent, AttemptRecord, EvidenceEntry, Pin, RevisionHead, RevisionRecord, ToolEvent,
+};
 use crate::util::time::now_rfc3339;
 
 /// Page cache of the sled database (sled's default is 1 GB). Evidence is read back rarely
@@ -260,6 +262,28 @@ impl Embedded {
             Some(v) => self.revision(key, decode_u64(&v, key)?),
             None => Ok(None),
         }
+    }
+
+    pub(super) fn latest_revision_head(
+        &self,
+        key: &str,
+    ) -> Result<Option<RevisionHead>, StoreError> {
+        match self.meta.get(meta_key(META_REV, key))? {
+            Some(v) => self.revision_head(key, decode_u64(&v, key)?),
+            None => Ok(None),
+        }
+    }
+
+    /// The stored record decoded as its head: the definition's other members are skipped.
+    pub(super) fn revision_head(
+        &self,
+        key: &str,
+        n: u64,
+    ) -> Result<Option<RevisionHead>, StoreError> {
+        self.revisions
+            .get(revision_key(key, n))?
+            .map(|v| decode_json(&v, &format!("revision {key}#{n}")))
+            .transpose()
     }
 
     pub(super) fn latest_revision_numbers(&self) -> Result<HashMap<String, u64>, StoreError> {
