@@ -33,6 +33,89 @@ pub struct RevisionRecord {
     pub source: String,
 }
 
+/// The head of a revision: what the file-rule sync and pinning read of it — everything but
+/// the definition, and of the definition only its `initial_state` (issue 20: decoding whole
+/// records was a sixth of a warm start). Decoded from the stored [`RevisionRecord`], skipping
+/// the rest of the definition without building it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RevisionHead {
+    pub revision: u64,
+    pub contract_hash: String,
+    pub definition_hash: String,
+    pub source: String,
+    /// The definition's `initial_state` when it is an object.
+    #[serde(rename = "definition", deserialize_with = "initial_state_of")]
+    pub initial_state: Option<Map<String, Value>>,
+}
+
+impl From<RevisionRecord> for RevisionHead {
+    fn from(rec: RevisionRecord) -> RevisionHead {
+        RevisionHead {
+            revision: rec.revision,
+            contract_hash: rec.contract_hash,
+            definition_hash: rec.definition_hash,
+            source: rec.source,
+            initial_state: rec
+                .definition
+                .get("initial_state")
+                .and_then(|v| v.as_object())
+                .cloned(),
+        }
+    }
+}
+
+/// A definition's `initial_state` when it is an object; every other member (and a definition
+/// that is not an object) is skipped unbuilt.
+fn initial_state_of<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Map<String, Value>>, D::Error> {
+    use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+    struct InitialState;
+    impl<'de> Visitor<'de> for InitialState {
+        type Value = Option<Map<String, Value>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a mock definition")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut out = None;
+            while let Some(k) = m.next_key::<String>()? {
+                if k == "initial_state" {
+                    out = match m.next_value::<Value>()? {
+                        Value::Object(o) => Some(o),
+                        _ => None,
+                    };
+                } else {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(out)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+            while s.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(InitialState)
+}
+
 /// The revision an attempt pinned for one operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pin {

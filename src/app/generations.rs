@@ -40,7 +40,7 @@ use crate::contract::hash::sha256_hex;
 use crate::error::Problem;
 use crate::operation::load::FileSig;
 use crate::operation::{Operation, Part};
-use crate::records::RevisionRecord;
+use crate::records::{RevisionHead, RevisionRecord};
 use crate::store::{Store, StoreError};
 
 /// A file modified less than this long ago is re-hashed at every poll.
@@ -312,14 +312,15 @@ fn sync_file_revision_unflushed(
     };
     let key = op.key();
     // Usually the latest revision is the file's (one read); else the newest one that is.
-    let last_from_file = match store.latest_revision(&key)? {
+    let last_from_file = match store.latest_revision_head(&key)? {
         Some(r) if r.source == "file" => Some(r),
         None => None,
         Some(_) => store
             .revisions(&key)?
             .into_iter()
             .rev()
-            .find(|r| r.source == "file"),
+            .find(|r| r.source == "file")
+            .map(RevisionHead::from),
     };
     if last_from_file
         .is_some_and(|r| r.definition_hash == def_hash && r.contract_hash == op.contract_hash)

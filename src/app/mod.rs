@@ -331,7 +331,7 @@ impl App {
                     continue;
                 };
                 if seen.get(&key).is_none_or(|l| l.revision != n) {
-                    let Some(rev) = self.store.revision(&key, n)? else {
+                    let Some(rev) = self.store.revision_head(&key, n)? else {
                         continue;
                     };
                     seen.insert(key.clone(), Latest::of(rev));
@@ -432,8 +432,8 @@ impl App {
     ) -> Result<Map<String, Value>, StoreError> {
         Ok(self
             .store
-            .revision(key, pin.revision)?
-            .and_then(|r| Latest::of(r).initial_state)
+            .revision_head(key, pin.revision)?
+            .and_then(|r| r.initial_state)
             .unwrap_or_default())
     }
 
@@ -491,18 +491,11 @@ struct Latest {
 }
 
 impl Latest {
-    fn of(rev: crate::records::RevisionRecord) -> Latest {
-        let initial_state = match rev.definition {
-            Value::Object(mut d) => match d.remove("initial_state") {
-                Some(Value::Object(m)) => Some(m),
-                _ => None,
-            },
-            _ => None,
-        };
+    fn of(rev: crate::records::RevisionHead) -> Latest {
         Latest {
             revision: rev.revision,
             contract_hash: rev.contract_hash,
-            initial_state,
+            initial_state: rev.initial_state,
         }
     }
 }

@@ -234,34 +234,51 @@ pub fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, Problem> {
 }
 
 /// `items.map(f)` on every core (`std::thread::available_parallelism`), in order: start-up
-/// reads, checks and compiles thousands of independent files. Small inputs stay on the
-/// calling thread.
+/// reads, checks and compiles thousands of independent files. The workers take small blocks
+/// from a shared queue (not one fixed half each), so a thread the busy machine slows down
+/// leaves no long tail to the other; each block's results are put back at the block's place.
+/// Small inputs stay on the calling thread.
 pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    const BLOCK: usize = 32;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || items.len() < 64 {
         return items.into_iter().map(f).collect();
     }
-    let chunk = items.len().div_ceil(threads);
-    let mut chunks: Vec<Vec<T>> = Vec::with_capacity(threads);
+    let len = items.len();
+    let mut blocks: Vec<Vec<T>> = Vec::with_capacity(len.div_ceil(BLOCK));
     let mut items = items.into_iter();
     loop {
-        let c: Vec<T> = items.by_ref().take(chunk).collect();
-        if c.is_empty() {
+        let b: Vec<T> = items.by_ref().take(BLOCK).collect();
+        if b.is_empty() {
             break;
         }
-        chunks.push(c);
+        blocks.push(b);
     }
+    let queue = std::sync::Mutex::new(blocks.into_iter().enumerate());
+    let next = || queue.lock().unwrap_or_else(|p| p.into_inner()).next();
     let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|c| s.spawn(move || c.into_iter().map(f).collect::<Vec<R>>()))
+    let next = &next;
+    let mut done: Vec<(usize, Vec<R>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    while let Some((i, b)) = next() {
+                        out.push((i, b.into_iter().map(f).collect::<Vec<R>>()));
+                    }
+                    out
+                })
+            })
             .collect();
         handles
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
-    })
+    });
+    done.sort_unstable_by_key(|(i, _)| *i);
+    let mut out = Vec::with_capacity(len);
+    out.extend(done.into_iter().flat_map(|(_, r)| r));
+    out
 }
 
 #[cfg(test)]
@@ -296,6 +313,15 @@ mod tests {
                 (0..n).map(|i| i * 2).collect::<Vec<_>>()
             );
         }
+        // Early items slower than late ones: a worker finishes its later blocks first.
+        let v: Vec<u64> = (0..300).collect();
+        let slow = |i: u64| {
+            if i < 32 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            i
+        };
+        assert_eq!(par_map(v, slow), (0..300).collect::<Vec<_>>());
     }
 
     #[test]

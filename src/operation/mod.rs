@@ -497,6 +497,53 @@ mod tests {
         }
     }
 
+    /// Loading is spread over the cores, but the problems of several bad files come out as a
+    /// one-thread load gives them: the files that do not parse in file order, then the
+    /// per-file check problems in file order, then the cross-file ones. Enough files that
+    /// the work is split (bad ones in every block), so a reordering shows.
+    #[test]
+    fn problems_of_several_bad_files_come_out_in_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let unparsable = [5, 70, 140, 199];
+        let failing = [2, 100, 180];
+        for i in 0..200 {
+            let mut f = file(i);
+            f["operation_id"] = json!(format!("op_{i:03}"));
+            if failing.contains(&i) {
+                f["mock"]["examples"][0]["expected"]["status"] = json!(201);
+            }
+            if i == 150 {
+                f["match"] = file(20)["match"].clone();
+            }
+            let text = if unparsable.contains(&i) {
+                "{\"operation_id\":".to_string()
+            } else {
+                f.to_string()
+            };
+            std::fs::write(dir.path().join(format!("op_{i:03}.json")), text).unwrap();
+        }
+        let name = |i: u32| dir.path().join(format!("op_{i:03}.json"));
+        let problems = load_integration(&integration(dir.path()), false).unwrap_err();
+        let files: Vec<_> = problems.iter().map(|p| p.file.clone()).collect();
+        let mut expected: Vec<_> = unparsable
+            .iter()
+            .chain(&failing)
+            .map(|&i| name(i))
+            .collect();
+        let cross: Vec<_> = files[expected.len().min(files.len())..].to_vec();
+        assert!(!cross.is_empty(), "{problems:?}");
+        assert!(
+            cross.iter().all(|f| *f == name(20) || *f == name(150)),
+            "{problems:?}"
+        );
+        expected.extend(cross);
+        assert_eq!(files, expected, "{problems:?}");
+        assert!(problems[0].message.starts_with("not valid JSON"));
+        assert!(!problems[unparsable.len()]
+            .message
+            .starts_with("not valid JSON"));
+    }
+
     /// An operation compiled without `check` (nothing says its mock compiles) is compiled
     /// at once, so a broken definition is still refused as a problem, not on the first call.
     #[test]

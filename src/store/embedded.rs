@@ -22,7 +22,9 @@ use super::keys::{
     META_REV, META_SEQ,
 };
 use super::{io_message, lock, CallRecord, EncodedResult, StoreError};
-use crate::records::{AgentEvent, AttemptRecord, EvidenceEntry, Pin, RevisionRecord, ToolEvent};
+use crate::records::{
+    AgentEvent, AttemptRecord, EvidenceEntry, Pin, RevisionHead, RevisionRecord, ToolEvent,
+};
 use crate::util::time::now_rfc3339;
 
 /// Page cache of the sled database (sled's default is 1 GB). Evidence is read back rarely
@@ -256,10 +258,46 @@ impl Embedded {
     }
 
     pub(super) fn latest_revision(&self, key: &str) -> Result<Option<RevisionRecord>, StoreError> {
+        self.latest_as(key)
+    }
+
+    pub(super) fn latest_revision_head(
+        &self,
+        key: &str,
+    ) -> Result<Option<RevisionHead>, StoreError> {
+        self.latest_as(key)
+    }
+
+    /// The stored record decoded as its head: the definition's other members are skipped.
+    pub(super) fn revision_head(
+        &self,
+        key: &str,
+        n: u64,
+    ) -> Result<Option<RevisionHead>, StoreError> {
+        self.revision_as(key, n)
+    }
+
+    /// The latest revision of `key` decoded as `T` (the whole record or its head).
+    fn latest_as<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
         match self.meta.get(meta_key(META_REV, key))? {
-            Some(v) => self.revision(key, decode_u64(&v, key)?),
+            Some(v) => self.revision_as(key, decode_u64(&v, key)?),
             None => Ok(None),
         }
+    }
+
+    /// Revision `n` of `key` decoded as `T` (the whole record or its head).
+    fn revision_as<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        n: u64,
+    ) -> Result<Option<T>, StoreError> {
+        self.revisions
+            .get(revision_key(key, n))?
+            .map(|v| decode_json(&v, &format!("revision {key}#{n}")))
+            .transpose()
     }
 
     pub(super) fn latest_revision_numbers(&self) -> Result<HashMap<String, u64>, StoreError> {
@@ -275,10 +313,7 @@ impl Embedded {
     }
 
     pub(super) fn revision(&self, key: &str, n: u64) -> Result<Option<RevisionRecord>, StoreError> {
-        self.revisions
-            .get(revision_key(key, n))?
-            .map(|v| decode_json(&v, &format!("revision {key}#{n}")))
-            .transpose()
+        self.revision_as(key, n)
     }
 
     pub(super) fn revisions(&self, key: &str) -> Result<Vec<RevisionRecord>, StoreError> {

@@ -22,7 +22,8 @@
 //! than [`MAX_STORED_DEPTH`]) and calls the backend: `Store` holds a `Backend` enum
 //! (`Embedded` or `Postgres`; an enum, not a trait object, so the facade keeps its sync
 //! signatures and each method is one `match`). Each backend provides: `open`, `data_dir`; `sync_revision_unflushed`,
-//! `latest_revision`, `revision`, `revisions`; `put_attempt` (durable when it returns),
+//! `latest_revision`, `revision`, `revisions`, `latest_revision_head`, `revision_head` (the
+//! head only: [`RevisionHead`]); `put_attempt` (durable when it returns),
 //! `attempt`, `attempts`, `attempt_by_token_hash`; `state`, `put_state`, `clear_state`
 //! (durable when they return); `write_call` and `write_agent_event` (visible at once, not
 //! yet durable), `wait_durable`, `timeline` (calls and agent-side events; `evidence` is its
@@ -186,8 +187,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 
 use crate::records::{
-    AgentEvent, AttemptEvidence, AttemptRecord, Durability, EvidenceEntry, Pins, RevisionRecord,
-    ToolEvent,
+    AgentEvent, AttemptEvidence, AttemptRecord, Durability, EvidenceEntry, Pins, RevisionHead,
+    RevisionRecord, ToolEvent,
 };
 use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
@@ -518,6 +519,19 @@ impl Store {
     pub fn revision(&self, key: &str, n: u64) -> Result<Option<RevisionRecord>, StoreError> {
         check_key(key)?;
         on!(self, b => b.revision(key, n))
+    }
+
+    /// The head of the latest revision of `key` ([`RevisionHead`]: no definition but its
+    /// `initial_state`), if any.
+    pub fn latest_revision_head(&self, key: &str) -> Result<Option<RevisionHead>, StoreError> {
+        check_key(key)?;
+        on!(self, b => b.latest_revision_head(key))
+    }
+
+    /// The head of revision `n` of `key` ([`RevisionHead`]), if it exists.
+    pub fn revision_head(&self, key: &str, n: u64) -> Result<Option<RevisionHead>, StoreError> {
+        check_key(key)?;
+        on!(self, b => b.revision_head(key, n))
     }
 
     /// Every revision of `key`, oldest first.

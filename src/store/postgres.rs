@@ -60,7 +60,8 @@ use tokio_postgres::NoTls;
 use super::embedded::{decode_json, encode_json};
 use super::{lock, CallRecord, EncodedResult, StoreError};
 use crate::records::{
-    AgentEvent, AttemptRecord, EvidenceEntry, Pin, ResultStatus, RevisionRecord, ToolEvent,
+    AgentEvent, AttemptRecord, EvidenceEntry, Pin, ResultStatus, RevisionHead, RevisionRecord,
+    ToolEvent,
 };
 use crate::util::time::now_rfc3339;
 
@@ -551,6 +552,70 @@ impl Postgres {
                 |_| format!("revision {key}#{n}"),
             )
             .await
+        })
+    }
+
+    pub(super) fn latest_revision_head(
+        &self,
+        key: &str,
+    ) -> Result<Option<RevisionHead>, StoreError> {
+        self.read_head(key, None)
+    }
+
+    pub(super) fn revision_head(
+        &self,
+        key: &str,
+        n: u64,
+    ) -> Result<Option<RevisionHead>, StoreError> {
+        self.read_head(key, Some(n))
+    }
+
+    /// The head of revision `n` (the latest when `None`) of `key`: its columns, and of the
+    /// record only the definition's `initial_state`, extracted by the server.
+    fn read_head(&self, key: &str, n: Option<u64>) -> Result<Option<RevisionHead>, StoreError> {
+        let key = key.to_string();
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let (integ, op) = split_key(&key);
+            const HEAD: &str = "SELECT revision, contract_hash, definition_hash, source, \
+                 (record::json -> 'definition' -> 'initial_state')::text \
+                 FROM understudy_revisions WHERE integration = $1 AND operation = $2";
+            let row = match n {
+                Some(n) => {
+                    conn.query_opt(
+                        &format!("{HEAD} AND revision = $3"),
+                        &[&integ, &op, &to_i64(n)],
+                    )
+                    .await
+                }
+                None => {
+                    conn.query_opt(
+                        &format!("{HEAD} ORDER BY revision DESC LIMIT 1"),
+                        &[&integ, &op],
+                    )
+                    .await
+                }
+            }
+            .map_err(pg_err)?;
+            let Some(r) = row else { return Ok(None) };
+            let revision = r.get::<_, i64>(0) as u64;
+            let initial_state = match r.get::<_, Option<&str>>(4) {
+                Some(text) => match decode_json::<Value>(
+                    text.as_bytes(),
+                    &format!("revision {key}#{revision}"),
+                )? {
+                    Value::Object(o) => Some(o),
+                    _ => None,
+                },
+                None => None,
+            };
+            Ok(Some(RevisionHead {
+                revision,
+                contract_hash: r.get::<_, String>(1),
+                definition_hash: r.get::<_, String>(2),
+                source: r.get::<_, String>(3),
+                initial_state,
+            }))
         })
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 use understudy::commands::evidence as cmd_evidence;
 use understudy::records::{
-    AgentEvent, AgentEventKind, AttemptRecord, EvidenceEntry, Pin, ToolEvent,
+    AgentEvent, AgentEventKind, AttemptRecord, EvidenceEntry, Pin, RevisionHead, ToolEvent,
 };
 use understudy::store::{CallRecord, Store, StoreError};
 
@@ -144,6 +144,58 @@ fn sync_revision_appends_only_when_definition_or_contract_changes() {
         assert_eq!(store.revision("crm/lookup", 2).unwrap(), Some(r2));
         assert_eq!(store.revision("crm/lookup", 9).unwrap(), None);
         assert_eq!(store.latest_revision("crm/lookup").unwrap(), Some(r4));
+    }
+}
+
+/// Issue 20: the sync and pinning read only a revision's head; it says what the whole record
+/// says (number, hashes, source, the definition's top-level `initial_state` when an object),
+/// for the latest revision and a given one, on both stores.
+#[test]
+fn revision_heads_say_what_the_whole_record_says() {
+    for backend in Backend::all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = backend.open(tmp.path());
+        let state = json!({"orders": {"o1": {"n": [1, 2.5, "x"]}}, "empty": {}});
+        let defs = [
+            json!({"schema_version": 1, "initial_state": state.clone(),
+                   "variants": {"a": {"result": {"initial_state": {"no": 1}}}}}),
+            json!({"schema_version": 1, "variants": {"a": {"result": {"initial_state": {"no": 1}}}}}),
+            json!({"schema_version": 1, "initial_state": [1, 2]}),
+            json!({"initial_state": null}),
+            json!([1, {"initial_state": {"no": 1}}]),
+        ];
+        for (i, d) in defs.iter().enumerate() {
+            store
+                .sync_revision("crm/op", &format!("sha256:c{i}"), d, ["file", "api"][i % 2])
+                .unwrap();
+        }
+        assert_eq!(
+            store.latest_revision_head("crm/op").unwrap(),
+            store.revision_head("crm/op", 5).unwrap()
+        );
+        for n in 1..=5u64 {
+            let full = store.revision("crm/op", n).unwrap().unwrap();
+            let head = store.revision_head("crm/op", n).unwrap().unwrap();
+            assert_eq!(head, RevisionHead::from(full.clone()), "revision {n}");
+            assert_eq!(
+                (
+                    head.revision,
+                    head.contract_hash.as_str(),
+                    head.source.as_str()
+                ),
+                (
+                    n,
+                    format!("sha256:c{}", n - 1).as_str(),
+                    ["file", "api"][(n as usize - 1) % 2]
+                ),
+            );
+            assert_eq!(head.definition_hash, full.definition_hash);
+            let expected = (n == 1).then(|| state.as_object().unwrap().clone());
+            assert_eq!(head.initial_state, expected, "revision {n}");
+        }
+        assert_eq!(store.revision_head("crm/op", 6).unwrap(), None);
+        assert_eq!(store.revision_head("crm/other", 1).unwrap(), None);
+        assert_eq!(store.latest_revision_head("crm/other").unwrap(), None);
     }
 }
 
