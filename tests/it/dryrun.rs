@@ -1430,9 +1430,9 @@ mod mcp_forward {
         assert_eq!(code, 0);
     }
 
-    /// A raw MCP upstream: `tools/list` answered at once (JSON), `tools/call` answered on an
-    /// SSE stream that stays open for `hold` after its result, as a server that ends its
-    /// streams lazily would.
+    /// A raw MCP upstream: `tools/list` and `tools/call` answered on an SSE stream that stays
+    /// open for `hold` after the result, as a server that ends its streams lazily would;
+    /// anything else answered at once (JSON).
     async fn lingering_upstream(hold: std::time::Duration) -> SocketAddr {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1465,10 +1465,17 @@ mod mcp_forward {
                             serde_json::from_slice(&buf[head_end + 4..head_end + 4 + len]).unwrap();
                         buf.drain(..head_end + 4 + len);
                         let id = msg["id"].clone();
-                        if msg["method"] == "tools/call" {
-                            let result = json!({"jsonrpc": "2.0", "id": id, "result": {
+                        let lingering = match msg["method"].as_str() {
+                            Some("tools/call") => Some(json!({
                                 "content": [{"type": "text", "text": "{\"found\":true}"}],
-                                "structuredContent": {"found": true}}});
+                                "structuredContent": {"found": true}})),
+                            Some("tools/list") => Some(json!({"tools": [{"name": "lookup",
+                                "inputSchema": {"type": "object"},
+                                "annotations": {"readOnlyHint": true}}]})),
+                            _ => None,
+                        };
+                        if let Some(result) = lingering {
+                            let result = json!({"jsonrpc": "2.0", "id": id, "result": result});
                             let event = format!("event: message\ndata: {result}\n\n");
                             let out = format!(
                                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
@@ -1479,14 +1486,7 @@ mod mcp_forward {
                             let _ = tcp.write_all(b"0\r\n\r\n").await;
                             continue;
                         }
-                        let result = match msg["method"].as_str() {
-                            Some("tools/list") => json!({"tools": [{"name": "lookup",
-                                "inputSchema": {"type": "object"},
-                                "annotations": {"readOnlyHint": true}}]}),
-                            _ => json!({}),
-                        };
-                        let body =
-                            json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+                        let body = json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string();
                         let out = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
                             body.len()
@@ -1501,7 +1501,8 @@ mod mcp_forward {
 
     /// The agent has its answer once the result's event arrives; the upstream may end the
     /// stream later, and only then is the call finished and its exchange kept. A flush of the
-    /// drafts made in between waits for it instead of leaving the call out.
+    /// drafts made in between waits for it instead of leaving the call out; an answer whose
+    /// stream the agent left early is kept too (it arrived whole).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_flush_waits_for_a_call_whose_answer_arrived_before_its_stream_ended() {
         let addr = lingering_upstream(std::time::Duration::from_millis(400)).await;
@@ -1518,11 +1519,14 @@ mod mcp_forward {
                 .json(&body)
                 .send()
         };
-        let listed = post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        // The agent reads the list's event and leaves before the stream ends.
+        let mut listed = post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
             .await
             .unwrap();
         assert_eq!(listed.status(), 200);
-        listed.bytes().await.unwrap();
+        let first = listed.chunk().await.unwrap().expect("the list's event");
+        assert!(String::from_utf8_lossy(&first).contains("lookup"));
+        drop(listed);
         let mut call = post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "lookup", "arguments": {}}}))
         .await

@@ -368,7 +368,9 @@ impl Finisher for Learn {
         end: BodyEnd,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreFailed>> + Send>> {
         Box::pin(async move {
-            if end.complete && !end.truncated {
+            // Whole messages count even when the agent left before the stream's end (it may
+            // stop reading once it has its answer): only complete messages parse.
+            if !end.truncated {
                 self.learn_from(&end.bytes);
                 self.capture_from(&end.bytes);
             }
