@@ -587,25 +587,34 @@ async fn get_attempt(app: &App, id: &str, req: &Request) -> ApiResult {
     Ok((StatusCode::OK, answer))
 }
 
-async fn evidence(app: &App, id: &str) -> ApiResult {
-    let a = lookup(app, id)?;
-    // Under the state lock: events and final state from the same instant.
+/// An attempt's evidence as a verdict reads it: under the state lock (events and final
+/// state from the same instant), made durable first (durability `attempt`); 404 when the
+/// store has no such attempt.
+pub(crate) async fn verdict_evidence(
+    app: &App,
+    a: &crate::attempt::Attempt,
+    id: &str,
+) -> Result<crate::records::AttemptEvidence, ApiError> {
     let found = {
         let _g = a.lock.lock().await;
-        // Durability `attempt`: what the verdict reads is durable first.
         app.store
             .make_durable(a.durability)
             .await
             .map_err(store_err)?;
         app.store.attempt_evidence(id).map_err(store_err)?
     };
-    let Some(found) = found else {
-        return Err(ApiError::new(
+    found.ok_or_else(|| {
+        ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
             format!("no attempt `{id}` in the store"),
-        ));
-    };
+        )
+    })
+}
+
+async fn evidence(app: &App, id: &str) -> ApiResult {
+    let a = lookup(app, id)?;
+    let found = verdict_evidence(app, &a, id).await?;
     let mut env =
         crate::evidence::envelope_of(&crate::evidence::Inputs::of(&found, &app.config.redact));
     // Calls answered `store_error` are missing from (or unconfirmed in) the evidence: the

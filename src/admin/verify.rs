@@ -24,7 +24,6 @@ use crate::app::App;
 use crate::attempt::Lease;
 use crate::http::Request;
 use crate::records::{AgentEvent, AgentEventKind};
-use crate::verify::{Risk, Status};
 
 /// Longest event name.
 pub const MAX_EVENT_NAME: usize = 128;
@@ -175,37 +174,14 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
     } else {
         Some(unknown_contracts(app, &body.contracts)?)
     };
-    let found = {
-        let _g = a.lock.lock().await;
-        // Durability `attempt`: what the verdict reads is durable first.
-        app.store
-            .make_durable(a.durability)
-            .await
-            .map_err(store_err)?;
-        app.store.attempt_evidence(id).map_err(store_err)?
-    };
-    let Some(found) = found else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no attempt `{id}` in the store"),
-        ));
-    };
+    let found = super::verdict_evidence(app, &a, id).await?;
     let inputs = crate::evidence::Inputs::of(&found, &app.config.redact);
     let results = match chosen {
         None => crate::evidence::contract_results(&inputs),
         Some(list) => crate::evidence::evaluate_contracts(&inputs, &list),
     };
     let blocked = crate::evidence::interrupted_reason(&found.attempt);
-    let passed = blocked.is_none()
-        && results
-            .iter()
-            .all(|r| r.risk != Risk::Blocking || r.status == Status::Passed);
-    let mut answer = json!({ "attempt_id": id, "contract_results": results, "passed": passed });
-    if let Some(reason) = blocked {
-        answer["interrupted"] = json!(true);
-        answer["reasons"] = json!([reason]);
-    }
+    let (_, answer) = crate::verify::verification(id, &results, blocked.as_deref());
     Ok((StatusCode::OK, answer))
 }
 

@@ -14,13 +14,11 @@
 //! same (the envelope's `contract_results` are evaluated by the same code). `--contract FILE`
 //! needs the recorded evidence itself, so it reads the data dir only.
 
-use serde_json::json;
-
 use super::evidence::resolve_store;
 use super::Exit;
 use crate::cli::{OutputFormat, VerifyArgs};
 use crate::store::Store;
-use crate::verify::{self, ContractResult, Risk, Status};
+use crate::verify::{self, ContractResult};
 
 /// `understudy verify`.
 pub fn verify(args: &VerifyArgs) -> Exit {
@@ -134,18 +132,9 @@ fn no_contract(attempt: &str) -> String {
 /// Prints `results` in `--format` and picks the exit code. `blocked`: the reason an
 /// interrupted attempt fails whatever its contracts say (`crate::evidence::interrupted_reason`).
 fn print_results(args: &VerifyArgs, results: &[ContractResult], blocked: Option<&str>) -> Exit {
-    let passed = blocked.is_none() && all_blocking_passed(results);
+    let (passed, out) = verify::verification(&args.attempt, results, blocked);
     match args.format {
         OutputFormat::Json => {
-            let mut out = json!({
-                "attempt_id": args.attempt,
-                "contract_results": results,
-                "passed": passed,
-            });
-            if let Some(reason) = blocked {
-                out["interrupted"] = json!(true);
-                out["reasons"] = json!([reason]);
-            }
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         }
         OutputFormat::Text => {
@@ -160,13 +149,6 @@ fn print_results(args: &VerifyArgs, results: &[ContractResult], blocked: Option<
     } else {
         Exit::Problems
     }
-}
-
-/// Every blocking contract `passed` (advisory ones are only reported).
-pub fn all_blocking_passed(results: &[ContractResult]) -> bool {
-    results
-        .iter()
-        .all(|r| r.risk != Risk::Blocking || r.status == Status::Passed)
 }
 
 /// The text form: per contract `contract ID (risk, policy P, HASH): STATUS`, then one line per
