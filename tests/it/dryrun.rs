@@ -1434,36 +1434,16 @@ mod mcp_forward {
     /// open for `hold` after the result, as a server that ends its streams lazily would;
     /// anything else answered at once (JSON).
     async fn lingering_upstream(hold: std::time::Duration) -> SocketAddr {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             while let Ok((mut tcp, _)) = listener.accept().await {
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
-                    let mut chunk = [0u8; 8192];
-                    loop {
-                        let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            match tcp.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                            continue;
-                        };
-                        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse().unwrap());
-                        while buf.len() < head_end + 4 + len {
-                            match tcp.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        let msg: Value =
-                            serde_json::from_slice(&buf[head_end + 4..head_end + 4 + len]).unwrap();
-                        buf.drain(..head_end + 4 + len);
+                    while let Some((_, body)) = support::read_raw_request(&mut tcp, &mut buf).await
+                    {
+                        let msg: Value = serde_json::from_slice(&body).unwrap();
                         let id = msg["id"].clone();
                         let lingering = match msg["method"].as_str() {
                             Some("tools/call") => Some(json!({

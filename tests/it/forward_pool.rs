@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::{Project, Server};
+use crate::support::{self, Project, Server};
 
 const PATH: &str = "/crm/services/data/v60.0/sobjects/Contact/003000000000042AAA";
 
@@ -34,17 +34,11 @@ async fn counting_upstream(close_after_each: bool) -> (String, Arc<AtomicUsize>)
 
 async fn answer(mut tcp: TcpStream, requests: Arc<AtomicUsize>, close_after_each: bool) {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        // One request head (the forwarded GETs carry no body).
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            match tcp.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        buf.drain(..end);
+    // One request at a time (the forwarded GETs carry no body).
+    while support::read_raw_request(&mut tcp, &mut buf)
+        .await
+        .is_some()
+    {
         let n = requests.fetch_add(1, Ordering::SeqCst) + 1;
         let body = json!({ "Id": "003000000000042AAA", "n": n }).to_string();
         let head = format!(

@@ -296,6 +296,35 @@ fn install_crypto_provider() {
 }
 
 /// An HTTP/1.1 client.
+/// One HTTP/1.1 request read off a raw connection by a test's hand-written upstream: its
+/// head (lowercased) and its `Content-Length` body; bytes past it stay in `buf` for the next
+/// request. `None` when the peer closed the connection first.
+pub async fn read_raw_request(
+    tcp: &mut tokio::net::TcpStream,
+    buf: &mut Vec<u8>,
+) -> Option<(String, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().expect("a numeric content-length"));
+            if buf.len() >= head_end + 4 + len {
+                let body = buf[head_end + 4..head_end + 4 + len].to_vec();
+                buf.drain(..head_end + 4 + len);
+                return Some((head, body));
+            }
+        }
+        match tcp.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
 pub fn client() -> reqwest::Client {
     install_crypto_provider();
     reqwest::Client::builder()
