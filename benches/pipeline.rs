@@ -17,7 +17,7 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 use std::hint::black_box;
-use understudy::attempt::AttemptState;
+use understudy::app::attempt::AttemptState;
 use understudy::config::ProfileKind;
 use understudy::contract::template::{path_segments, RequestView};
 use understudy::http::to_http;

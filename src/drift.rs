@@ -545,7 +545,7 @@ pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 pub fn envelope(status: u16, body: &[u8]) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("status".into(), json!(status));
-    if let Some(d) = crate::record::parse_body(body) {
+    if let Some(d) = crate::author::record::parse_body(body) {
         m.insert("data".into(), d);
     }
     Value::Object(m)

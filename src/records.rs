@@ -244,9 +244,9 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_state: Option<BTreeMap<String, Map<String, Value>>>,
     /// Seeded chaos of `POST /attempts` `"faults"`: `"<integration>/<operation_id>"` → when
-    /// its calls fault ([`crate::fault`]). Absent in records written before faults.
+    /// its calls fault ([`crate::operation::fault`]). Absent in records written before faults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub faults: BTreeMap<String, crate::fault::ChaosFault>,
+    pub faults: BTreeMap<String, crate::operation::fault::ChaosFault>,
     /// When its calls are durable ([`Durability`]); absent (`call`) in older records.
     #[serde(default, skip_serializing_if = "Durability::is_call")]
     pub durability: Durability,
@@ -410,7 +410,7 @@ pub struct ToolEvent {
     pub error: Option<Value>,
     /// RFC 3339.
     pub timestamp: String,
-    /// The call's answer failed on purpose (issue 15, [`crate::fault`]); absent otherwise.
+    /// The call's answer failed on purpose (issue 15, [`crate::operation::fault`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultRecord>,
 }
@@ -519,7 +519,7 @@ impl std::fmt::Display for EventSource {
     }
 }
 
-/// The `fault` member of a call's evidence (issue 15; [`crate::fault`]): the call's answer
+/// The `fault` member of a call's evidence (issue 15; [`crate::operation::fault`]): the call's answer
 /// failed on purpose. `kind` is a fault kind word (`timeout`, …), kept as read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultRecord {

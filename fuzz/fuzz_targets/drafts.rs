@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use understudy::config::{ProfileKind, Scrub};
-use understudy::record::{drafts, Exchange};
+use understudy::author::record::{drafts, Exchange};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(exchanges) = serde_json::from_slice::<Vec<Exchange>>(data) else {

@@ -65,6 +65,7 @@ use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Map, Value};
 
 use crate::app::{App, Integration};
+use crate::author::record;
 use crate::config::ProfileKind;
 use crate::contract::ResultForm;
 use crate::operation::call::{execute_with, validate_input};
@@ -72,7 +73,6 @@ use crate::operation::check::{envelope_problem, schema_errors};
 use crate::operation::Operation;
 use crate::profile::mcp::client::{ClientError, EraChoice, Limits, McpClient};
 use crate::profile::Wire;
-use crate::record;
 use crate::records::Pin;
 use crate::upstream::UpstreamErrorKind;
 use crate::util::json::cut_secrets;

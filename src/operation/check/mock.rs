@@ -331,14 +331,14 @@ fn is_expression(v: &Value) -> bool {
     }
 }
 
-/// A variant's or rule's `fault` ([`crate::fault::fault_problems`]) at `at`.
+/// A variant's or rule's `fault` ([`crate::operation::fault::fault_problems`]) at `at`.
 fn push_fault_problems(
     f: &crate::mock::model::Fault,
     at: &str,
     ctx: &MockCtx<'_>,
     push: &mut impl FnMut(&str, String),
 ) {
-    for (sub, msg) in crate::fault::fault_problems(f, !ctx.kind.is_http()) {
+    for (sub, msg) in crate::operation::fault::fault_problems(f, !ctx.kind.is_http()) {
         let path = if sub.is_empty() {
             at.to_string()
         } else {

@@ -6,8 +6,8 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::app::attempt;
 use crate::app::{App, Integration};
-use crate::attempt;
 use crate::config::{Mode, UnmatchedWrites};
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::profile::{NativeResponse, Profile};

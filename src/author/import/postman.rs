@@ -26,8 +26,8 @@
 //! reports a malformed item without its position.
 
 use super::{from_exchanges, Imported, Note};
+use crate::author::record::{parse_body, Call, Exchange, HttpCall};
 use crate::config::{ProfileKind, Scrub};
-use crate::record::{parse_body, Call, Exchange, HttpCall};
 use serde_json::{Map, Value};
 use std::path::Path;
 

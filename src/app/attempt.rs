@@ -266,9 +266,9 @@ pub struct AttemptState {
     /// (`"<integration>/<operation_id>"`, idempotency key ref) → the first response.
     pub idempotency: HashMap<(String, String), IdempotentEntry>,
     /// `"<integration>/<operation_id>"` → how far its seeded chaos has gone
-    /// ([`crate::fault::decide`]). Rebuilt from the events after a restart
+    /// ([`crate::operation::fault::decide`]). Rebuilt from the events after a restart
     /// ([`AttemptState::with_evidence`]).
-    pub chaos: HashMap<String, crate::fault::ChaosCounter>,
+    pub chaos: HashMap<String, crate::operation::fault::ChaosCounter>,
     /// How many state changes (state or idempotency entry) calls have published: a call
     /// answered `store_error` withdraws its change only while it is still the latest
     /// (`crate::proxy::pipeline::commit`).
@@ -287,7 +287,7 @@ impl AttemptState {
         events: &[ToolEvent],
     ) -> AttemptState {
         let mut idempotency = HashMap::new();
-        let mut chaos: HashMap<String, crate::fault::ChaosCounter> = HashMap::new();
+        let mut chaos: HashMap<String, crate::operation::fault::ChaosCounter> = HashMap::new();
         for e in events {
             if let Some(op) = &e.operation_id {
                 let evaluated = e.result_status == ResultStatus::Ok
@@ -649,8 +649,8 @@ pub struct NewAttempt<'a> {
     pub is_default: bool,
     /// The tool-call contracts it pins (SPEC 14).
     pub contracts: BTreeMap<String, crate::records::PinnedContract>,
-    /// Seeded chaos per operation (validated by the caller: [`crate::fault::chaos_problems`]).
-    pub faults: crate::fault::ChaosFaults,
+    /// Seeded chaos per operation (validated by the caller: [`crate::operation::fault::chaos_problems`]).
+    pub faults: crate::operation::fault::ChaosFaults,
     /// When its calls are durable (the project's `durability` unless the body names one).
     pub durability: crate::records::Durability,
 }

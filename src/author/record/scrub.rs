@@ -29,8 +29,8 @@
 //!   values, other headers, bodies — when they are at least 8 characters long (a token echoed in
 //!   a `Location` header or a `nextRecordsUrl` does not leak).
 
+use crate::author::record::{Call, Exchange, ToolOutcome};
 use crate::config::Scrub;
-use crate::record::{Call, Exchange, ToolOutcome};
 use serde_json::Value;
 
 /// What a scrubbed value becomes.
@@ -410,8 +410,8 @@ fn embedded_json(s: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::author::record::HttpCall;
     use crate::config::ProfileKind;
-    use crate::record::HttpCall;
     use serde_json::json;
 
     #[test]

@@ -44,8 +44,8 @@ use super::infer::{is_empty_body, shape_key, trim_arrays};
 use super::limits::shrink;
 use super::variants::build_definition;
 use super::{Call, DraftFile, Exchange, McpCall, ToolCall, ToolOutcome};
+use crate::author::discover::operation_of_tool;
 use crate::contract::{valid_operation_id, OperationFile};
-use crate::discover::operation_of_tool;
 use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::check::check_operation;
 use crate::operation::mcp_files::{

@@ -29,9 +29,9 @@
 //! producers do omit.
 
 use super::{from_exchanges, Imported, Note};
+use crate::author::record::{parse_body, Call, Exchange, HttpCall};
 use crate::config::{ProfileKind, Scrub};
 use crate::contract::template::parse_query;
-use crate::record::{parse_body, Call, Exchange, HttpCall};
 use base64::Engine as _;
 use serde::Deserialize;
 use std::collections::BTreeMap;
