@@ -94,7 +94,7 @@ impl CallInfo {
     /// [`CallInfo::new`] of a call without a buffered request (a refused `CONNECT`).
     pub fn received_at(received: Instant, integration: &str, arguments: Value) -> CallInfo {
         CallInfo {
-            execution_attempt_id: attempt::new_uuid(),
+            execution_attempt_id: crate::util::ids::new_uuid(),
             integration: integration.to_string(),
             operation_id: None,
             is_write: false,

@@ -410,7 +410,7 @@ impl Postgres {
         };
         let shared = Arc::new(Shared {
             pool,
-            writer: crate::app::attempt::random_hex(8),
+            writer: crate::util::ids::random_hex(8),
             held: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
             commits: AtomicU64::new(0),

@@ -25,7 +25,7 @@ impl Proc {
     fn start(p: &Project, store: &str) -> Proc {
         let log = std::fs::File::create(p.path().join(format!(
             "serve-{}.log",
-            understudy::app::attempt::random_hex(4)
+            understudy::util::ids::random_hex(4)
         )))
         .unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
