@@ -382,7 +382,7 @@ struct CreateAttempt {
     contracts: Vec<String>,
     /// Seeded chaos per operation (`crate::operation::fault`).
     #[serde(default)]
-    faults: crate::operation::fault::ChaosFaults,
+    faults: crate::records::ChaosFaults,
     /// When its calls are durable; the project's `durability` when absent.
     #[serde(default)]
     durability: Option<crate::records::Durability>,
@@ -506,10 +506,7 @@ fn contract_pins(rec: &crate::records::AttemptRecord) -> Value {
 
 /// `faults` of `POST /attempts`: 422 `unknown_operation` naming the keys this server does
 /// not have, else 422 `invalid_fault` listing every problem (`faults/<key>/<field>: …`).
-fn fault_problems(
-    app: &App,
-    faults: &crate::operation::fault::ChaosFaults,
-) -> Result<(), ApiError> {
+fn fault_problems(app: &App, faults: &crate::records::ChaosFaults) -> Result<(), ApiError> {
     let mut unknown = Vec::new();
     let mut problems = Vec::new();
     for (key, spec) in faults {

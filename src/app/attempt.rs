@@ -575,7 +575,7 @@ pub struct NewAttempt<'a> {
     /// The tool-call contracts it pins (SPEC 14).
     pub contracts: BTreeMap<String, crate::records::PinnedContract>,
     /// Seeded chaos per operation (validated by the caller: [`crate::operation::fault::chaos_problems`]).
-    pub faults: crate::operation::fault::ChaosFaults,
+    pub faults: crate::records::ChaosFaults,
     /// When its calls are durable (the project's `durability` unless the body names one).
     pub durability: crate::records::Durability,
 }
