@@ -5,6 +5,7 @@
 //! command line are relative to the current directory. Every error names the file, the JSON
 //! path and what was expected.
 
+use crate::contract::ProfileKind;
 use crate::error::Problem;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -57,9 +58,6 @@ impl fmt::Display for Mode {
 }
 
 pub use crate::records::Durability;
-
-/// The wire dialect of an integration, as the project file names it (`crate::profile::ProfileKind`).
-pub use crate::profile::ProfileKind;
 
 /// What `dry-run` does with a write that matches no mocked operation (SPEC 5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

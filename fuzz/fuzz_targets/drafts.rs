@@ -3,7 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use understudy::config::{ProfileKind, Scrub};
+use understudy::config::Scrub;
+use understudy::contract::ProfileKind;
 use understudy::author::record::{drafts, Exchange};
 
 fuzz_target!(|data: &[u8]| {

@@ -66,7 +66,7 @@ use serde_json::{json, Map, Value};
 
 use crate::app::{App, Integration};
 use crate::author::record;
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use crate::operation::call::{execute_with, validate_input};
 use crate::operation::check::{envelope_problem, schema_errors};

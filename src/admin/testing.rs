@@ -38,8 +38,8 @@ use super::{
 };
 use crate::app::{App, Integration};
 use crate::author::generate::generate;
-use crate::config::ProfileKind;
 use crate::contract::OperationFile;
+use crate::contract::ProfileKind;
 use crate::error::Problem;
 use crate::http::Request;
 use crate::operation::check::{check_integration, check_operation};

@@ -11,7 +11,8 @@ use crate::author::discover::{
     REQUEST_TIMEOUT,
 };
 use crate::cli::DiscoverArgs;
-use crate::config::{Config, ProfileKind, PROJECT_FILE};
+use crate::config::{Config, PROJECT_FILE};
+use crate::contract::ProfileKind;
 use crate::upstream::Upstream;
 
 /// What to discover and where to write it.

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use super::Exit;
 use crate::author::import::{self, Imported, Report};
 use crate::cli::{ImportArgs, ImportFrom, OutputFormat};
-use crate::config::{Config, ProfileKind, Scrub, PROJECT_FILE};
+use crate::config::{Config, Scrub, PROJECT_FILE};
+use crate::contract::ProfileKind;
 
 /// `understudy import`.
 pub fn import(args: &ImportArgs) -> Exit {

@@ -290,8 +290,8 @@ pub fn execute_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ProfileKind;
     use crate::contract::OperationFile;
+    use crate::contract::ProfileKind;
     use crate::operation::LoadedOperation;
 
     fn base(mock: Value) -> OperationFile {

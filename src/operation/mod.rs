@@ -24,7 +24,9 @@ pub mod mcp_files;
 
 pub use load::LoadedOperation;
 
-use crate::config::{IntegrationConfig, ProfileKind};
+use crate::config::IntegrationConfig;
+
+use crate::contract::ProfileKind;
 use crate::contract::{compile_schema_shared, hash, CompiledMatch, OperationFile};
 use crate::error::{CallError, Problem};
 use crate::mock::eval::Engine;

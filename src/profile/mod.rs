@@ -32,7 +32,7 @@ pub mod rest;
 pub mod salesforce;
 mod wire;
 
-pub use wire::{ProfileKind, Wire};
+pub use wire::Wire;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -411,7 +411,7 @@ pub fn header_problem(name: &str, value: &str) -> Option<String> {
 /// `output_schema_violation`.
 pub fn render_envelope(result: &Value) -> Result<NativeResponse, HarnessError> {
     if let Some(p) =
-        crate::operation::check::envelope_problem(crate::config::ProfileKind::Rest, None, result)
+        crate::operation::check::envelope_problem(crate::contract::ProfileKind::Rest, None, result)
     {
         return Err(HarnessError::new(
             HarnessCode::OutputSchemaViolation,

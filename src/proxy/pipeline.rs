@@ -1257,7 +1257,7 @@ mod tests {
             "rest",
         )
         .unwrap();
-        let op = Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap();
+        let op = Operation::compile("crm", crate::contract::ProfileKind::Rest, loaded).unwrap();
         Prepared {
             engine: op.engine().unwrap().unwrap(),
             op: Arc::new(op),

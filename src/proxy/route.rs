@@ -305,7 +305,7 @@ mod tests {
             "rest",
         )
         .unwrap();
-        Arc::new(Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap())
+        Arc::new(Operation::compile("crm", crate::contract::ProfileKind::Rest, loaded).unwrap())
     }
 
     /// The index names every operation `may_match` accepts, in file order, and leaves out

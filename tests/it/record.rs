@@ -29,8 +29,9 @@ use understudy::author::record::{
     self, drafts, exchange_input, write_drafts, Call, DraftSet, Exchange, HttpCall, ToolCall,
     ToolOutcome,
 };
-use understudy::config::{ProfileKind, Scrub};
+use understudy::config::Scrub;
 use understudy::contract::template::parse_query;
+use understudy::contract::ProfileKind;
 use understudy::error::HarnessCode;
 use understudy::operation::call::execute;
 use understudy::operation::check::check_operation;

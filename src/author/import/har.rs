@@ -30,8 +30,9 @@
 
 use super::{from_exchanges, Imported, Note};
 use crate::author::record::{parse_body, Call, Exchange, HttpCall};
-use crate::config::{ProfileKind, Scrub};
+use crate::config::Scrub;
 use crate::contract::template::parse_query;
+use crate::contract::ProfileKind;
 use base64::Engine as _;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -23,7 +23,8 @@ pub mod postman;
 pub mod wiremock;
 
 use crate::author::record::Exchange;
-use crate::config::{ProfileKind, Scrub};
+use crate::config::Scrub;
+use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};
 use crate::operation::load::load_dir;
 use crate::operation::{check_loaded, LoadedOperation};

@@ -37,7 +37,7 @@
 //!   base).
 
 use super::{capture_name, normalise_id, rehash, Draft, Imported, Note};
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::{MatchSpec, OperationFile};
 use crate::mock::path::pointer_push;
 use serde_json::{json, Map, Value};

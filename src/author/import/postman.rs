@@ -27,7 +27,8 @@
 
 use super::{from_exchanges, Imported, Note};
 use crate::author::record::{parse_body, Call, Exchange, HttpCall};
-use crate::config::{ProfileKind, Scrub};
+use crate::config::Scrub;
+use crate::contract::ProfileKind;
 use serde_json::{Map, Value};
 use std::path::Path;
 

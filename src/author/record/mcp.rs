@@ -699,7 +699,7 @@ mod tests {
     fn ex(at: u64, call: Call) -> Exchange {
         Exchange {
             integration: "t".into(),
-            profile: crate::config::ProfileKind::Mcp,
+            profile: crate::contract::ProfileKind::Mcp,
             matched_operation: None,
             at_ms: at,
             call,
@@ -796,7 +796,7 @@ mod tests {
         let set = super::super::drafts(
             &list,
             &[],
-            crate::config::ProfileKind::Mcp,
+            crate::contract::ProfileKind::Mcp,
             &Default::default(),
         );
         for f in &set.files {
@@ -889,7 +889,7 @@ mod tests {
         let set = super::super::drafts(
             &[no_answer, twice, mrtr],
             &[],
-            crate::config::ProfileKind::Mcp,
+            crate::contract::ProfileKind::Mcp,
             &Default::default(),
         );
         assert!(
@@ -920,7 +920,7 @@ mod tests {
         let set = super::super::drafts(
             &[call],
             &[],
-            crate::config::ProfileKind::Mcp,
+            crate::contract::ProfileKind::Mcp,
             &Default::default(),
         );
         let text: String = set.files.iter().map(DraftFile::to_json_pretty).collect();

@@ -411,7 +411,7 @@ fn embedded_json(s: &str) -> Option<Value> {
 mod tests {
     use super::*;
     use crate::author::record::HttpCall;
-    use crate::config::ProfileKind;
+    use crate::contract::ProfileKind;
     use serde_json::json;
 
     #[test]

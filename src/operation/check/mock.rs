@@ -7,7 +7,7 @@ use super::output::{
     envelope_problem, schema_errors, status_problem, type_name, CALL_TOOL_RESULT_EXPECTED,
     ENVELOPE_EXPECTED,
 };
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use crate::error::CallError;
 use crate::mock::eval::{compile_problems, json_equal, Engine};

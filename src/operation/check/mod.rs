@@ -18,7 +18,7 @@ mod output;
 pub use integration::{check_cross, check_integration, CrossItem};
 pub use output::{envelope_problem, schema_errors, type_name};
 
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::{
     compile_schema_shared, json_stem, valid_operation_id, CompiledMatch, OperationFile,
 };

@@ -2,7 +2,7 @@
 //! the output schema ([`schema_errors`]) and the profile's native envelope
 //! ([`envelope_problem`]).
 
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use serde_json::Value;
 

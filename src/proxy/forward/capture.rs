@@ -19,7 +19,7 @@ pub const EVIDENCE_BODY_LIMIT: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct Capture {
     pub integration: String,
-    pub profile: crate::config::ProfileKind,
+    pub profile: crate::contract::ProfileKind,
     pub matched_operation: Option<String>,
     pub order: u64,
     /// The raw path after the integration prefix (no query).
