@@ -194,10 +194,7 @@ use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
 use keys::{check_attempt_id, check_key};
 use postgres::Postgres;
-pub use postgres::{
-    is_postgres_url, redact_url, Changes, Fresh, LOCK_TIMEOUT_MS, SCHEMA_VERSION,
-    STATEMENT_TIMEOUT_MS,
-};
+pub use postgres::{Changes, Fresh, LOCK_TIMEOUT_MS, SCHEMA_VERSION, STATEMENT_TIMEOUT_MS};
 
 /// A store failure. Messages name the data dir where it helps.
 #[derive(Debug, thiserror::Error)]
@@ -364,10 +361,10 @@ impl Store {
     pub fn open_configured(url: Option<&str>, data_dir: &Path) -> Result<Store, StoreError> {
         match url {
             None => Store::open(data_dir),
-            Some(u) if is_postgres_url(u) => Store::open_postgres(u, data_dir),
+            Some(u) if crate::config::is_postgres_url(u) => Store::open_postgres(u, data_dir),
             Some(u) => Err(StoreError::Invalid(format!(
                 "store {:?}: expected a postgres:// or postgresql:// URL (or no `store` for the embedded store in data_dir)",
-                redact_url(u)
+                crate::config::redact_url(u)
             ))),
         }
     }

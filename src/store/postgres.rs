@@ -286,25 +286,6 @@ impl Drop for Postgres {
     }
 }
 
-/// The URL without its password, for messages.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
-/// Whether `url` names the PostgreSQL backend.
-pub fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
 fn pg_err(e: tokio_postgres::Error) -> StoreError {
     if let Some(db) = e.as_db_error() {
         if *db.code() == SqlState::LOCK_NOT_AVAILABLE {
@@ -365,7 +346,7 @@ fn text(bytes: Vec<u8>) -> String {
 impl Postgres {
     /// Connects, creates or migrates the schema, starts the listener.
     pub(super) fn open(url: &str, data_dir: &Path) -> Result<Postgres, StoreError> {
-        let shown = redact_url(url);
+        let shown = crate::config::redact_url(url);
         let open_err = |message: String| StoreError::Open {
             path: PathBuf::from(&shown),
             message,
@@ -1414,18 +1395,6 @@ async fn poll(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_are_shown_without_their_password() {
-        assert_eq!(
-            redact_url("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
-        assert!(is_postgres_url("postgresql://h/db"));
-        assert!(!is_postgres_url("sqlite://x"));
-    }
 
     #[test]
     fn keys_split_into_integration_and_operation() {
