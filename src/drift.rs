@@ -30,8 +30,9 @@
 use crate::contract::template::{parse_query, path_segments};
 use crate::contract::{MatchSpec, RequestView};
 use crate::operation::call::execute;
-use crate::operation::check::{envelope_problem, schema_errors};
+use crate::operation::check::schema_errors;
 use crate::operation::Operation;
+use crate::profile::envelope::envelope_problem;
 use crate::profile::Profile;
 use crate::upstream::Upstream;
 use serde_json::{json, Value};

@@ -73,6 +73,18 @@ pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
     }
 }
 
+/// What kind of JSON value `v` is, for messages ("a string"; never the value itself).
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,16 +3,17 @@
 //! schema and native envelope of every static result, fixture literals, the stale contract
 //! hash.
 
-use super::output::{
-    envelope_problem, schema_errors, status_problem, type_name, CALL_TOOL_RESULT_EXPECTED,
-    ENVELOPE_EXPECTED,
-};
+use super::output::schema_errors;
 use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use crate::error::CallError;
 use crate::mock::eval::{compile_problems, json_equal, Engine};
 use crate::mock::model::{limits, Definition};
 use crate::mock::path::pointer_push;
+use crate::profile::envelope::{
+    envelope_problem, status_problem, CALL_TOOL_RESULT_EXPECTED, ENVELOPE_EXPECTED,
+};
+use crate::util::json::type_name;
 use serde_json::Value;
 
 pub(super) struct MockCtx<'a> {
