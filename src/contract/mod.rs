@@ -1,11 +1,12 @@
-//! Operation files (SPEC 2.2): the file model ([`OperationFile`]) and the [`ProfileKind`] it is
-//! written for, match templates
-//! ([`template`]), the contract hash ([`hash`]) and the JSON Schema compiler every layer uses
+//! Operation files (SPEC 2.2): the file model ([`OperationFile`]) and the [`ProfileKind`] it
+//! is written for, match templates ([`template`]), RFC 6570 URI templates ([`uri_template`]),
+//! the contract hash ([`hash`]) and the JSON Schema compiler every layer uses
 //! ([`compile_schema`]). Nothing here knows the mock engine: loading a directory, the checks
 //! and the compiled runtime form (`Operation`) are [`crate::operation`].
 
 pub mod hash;
 pub mod template;
+pub mod uri_template;
 
 pub use template::{CompiledMatch, Mismatch, RequestView};
 
