@@ -558,7 +558,7 @@ async fn http_call(
         crate::contract::template::parse_query(rest.split_once('?').map(|x| x.1).unwrap_or(""));
     for (k, v) in &mut shown_query {
         if record::is_secret_field(k, &app.config.scrub.fields) {
-            *v = record::SCRUBBED.into();
+            *v = crate::util::scrub::SCRUBBED.into();
         }
     }
     Ok(Called {
@@ -629,7 +629,7 @@ fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
     let mut m = Map::new();
     for (k, v) in h {
         let v = if record::is_secret_header(k.as_str(), extra) {
-            record::SCRUBBED.to_string()
+            crate::util::scrub::SCRUBBED.to_string()
         } else {
             v.to_str().unwrap_or("").to_string()
         };

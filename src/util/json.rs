@@ -49,7 +49,7 @@ pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
         let mut changed = false;
         for sec in secrets {
             if out.contains(sec.as_str()) {
-                out = out.replace(sec.as_str(), crate::author::record::SCRUBBED);
+                out = out.replace(sec.as_str(), super::scrub::SCRUBBED);
                 changed = true;
             }
         }

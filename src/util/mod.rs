@@ -6,4 +6,5 @@
 pub mod fs;
 pub mod ids;
 pub mod json;
+pub mod scrub;
 pub mod time;

@@ -75,7 +75,7 @@ use super::infer::{
 };
 use super::limits::shrink;
 use super::mcp::Listing;
-use super::scrub::{scrub_exchange, SCRUBBED};
+use super::scrub::scrub_exchange;
 use super::variants::build_definition;
 use super::{Call, DraftFile, DraftSet, Exchange};
 use crate::config::Scrub;
@@ -86,6 +86,7 @@ use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::check::{check_integration, check_operation};
 use crate::operation::LoadedOperation;
 use crate::profile::Profile;
+use crate::util::scrub::SCRUBBED;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

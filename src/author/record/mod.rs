@@ -40,7 +40,7 @@ mod templates;
 mod variants;
 
 pub use drafts::{drafts, exchange_input};
-pub use scrub::{is_secret_field, is_secret_header, scrub_exchange, scrub_json, SCRUBBED};
+pub use scrub::{is_secret_field, is_secret_header, scrub_exchange, scrub_json};
 
 use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};

@@ -31,10 +31,8 @@
 
 use crate::author::record::{Call, Exchange, ToolOutcome};
 use crate::config::Scrub;
+use crate::util::scrub::SCRUBBED;
 use serde_json::Value;
-
-/// What a scrubbed value becomes.
-pub const SCRUBBED: &str = "[scrubbed]";
 
 /// Secret values shorter than this are not searched for in other strings (too likely to
 /// match innocent text).
