@@ -3,9 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use understudy::author::record::{drafts, Exchange};
 use understudy::config::Scrub;
 use understudy::contract::ProfileKind;
-use understudy::author::record::{drafts, Exchange};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(exchanges) = serde_json::from_slice::<Vec<Exchange>>(data) else {
