@@ -7,7 +7,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::hint::black_box;
 use understudy::contract::hash::contract_hash;
-use understudy::operation::{check_loaded, load::load_dir};
+use understudy::operation::{check_loaded, load_dir};
 
 /// Writes 100 Salesforce-shaped operations (distinct paths, two variants, a rule, references
 /// and examples each) into `dir`.

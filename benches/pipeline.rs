@@ -21,7 +21,7 @@ use understudy::app::attempt::AttemptState;
 use understudy::contract::template::{path_segments, RequestView};
 use understudy::contract::ProfileKind;
 use understudy::http::to_http;
-use understudy::operation::{load::load_dir, Operation};
+use understudy::operation::{load_dir, Operation};
 use understudy::profile::Profile;
 use understudy::proxy::pipeline::{evaluate, Prepared, Wire};
 use understudy::proxy::route::{may_match, RouteIndex};

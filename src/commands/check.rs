@@ -14,7 +14,8 @@ use crate::app::contracts::{load_checked, SchemaCatalog};
 use crate::cli::{CheckArgs, OutputFormat};
 use crate::config::{Config, PROJECT_FILE};
 use crate::error::Problem;
-use crate::operation::load::{load_dir, load_file};
+use crate::operation::load::load_file;
+use crate::operation::load_dir;
 use crate::operation::{check_loaded, LoadedOperation};
 
 /// `understudy check`.

@@ -1,5 +1,6 @@
 //! Loading operation files: one file ([`load_file`]), an inline JSON value ([`parse_operation`],
-//! for the admin API) or a whole operations directory ([`load_dir`]). Loading only parses;
+//! for the admin API) or the files of a directory ([`list_dir`]; a whole operations directory,
+//! MCP resources and prompts included, is [`super::load_dir`]). Loading only parses;
 //! the checks of SPEC 3.4 are [`crate::operation::check`]. Problems carry the file and the
 //! JSON path.
 
@@ -157,44 +158,6 @@ pub fn load_file_cached(
         None => loaded(op, file, profile),
     };
     Ok((loaded, sig, passed))
-}
-
-/// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,
-/// parsed; the files that cannot be parsed become problems. A missing directory is a problem
-/// (whose message suggests `understudy record` for a first recording).
-pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem>) {
-    let (ops, problems) = load_dir_signed(dir, profile);
-    (ops.into_iter().map(|(o, _)| o).collect(), problems)
-}
-
-/// [`load_dir`] with the [`FileSig`] of each file read (`None` for MCP resources and
-/// prompts, which live in sub-directories).
-pub fn load_dir_signed(
-    dir: &Path,
-    profile: &str,
-) -> (Vec<(LoadedOperation, Option<FileSig>)>, Vec<Problem>) {
-    let mut ops = Vec::new();
-    let mut problems = Vec::new();
-    let files = match list_dir(dir) {
-        Ok(f) => f,
-        Err(p) => {
-            problems.push(p);
-            return (ops, problems);
-        }
-    };
-    for r in par_map(files, |f| load_file_signed(&f, profile)) {
-        match r {
-            Ok((op, sig)) => ops.push((op, Some(sig))),
-            Err(p) => problems.push(p),
-        }
-    }
-    if profile == "mcp" {
-        // SPEC 18: `resources/` and `prompts/` beside the tools.
-        let (o, p) = super::mcp_files::load_extras(dir);
-        ops.extend(o.into_iter().map(|o| (o, None)));
-        problems.extend(p);
-    }
-    (ops, problems)
 }
 
 /// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order. A
@@ -400,27 +363,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn load_dir_reads_json_files_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("b.json"), r#"{"operation_id":"b"}"#).unwrap();
-        std::fs::write(dir.path().join("a.json"), r#"{"operation_id":"a"}"#).unwrap();
-        std::fs::write(dir.path().join("c.json"), r#"{"operation_id":"#).unwrap();
-        std::fs::write(dir.path().join(".hidden.json"), "x").unwrap();
-        std::fs::write(dir.path().join("README.md"), "x").unwrap();
-        let (ops, problems) = load_dir(dir.path(), "rest");
-        let ids: Vec<_> = ops.iter().map(|o| o.op.operation_id.as_str()).collect();
-        assert_eq!(ids, ["a", "b"]);
-        assert_eq!(problems.len(), 1);
-        assert!(problems[0].message.starts_with("not valid JSON"));
-        let (_, problems) = load_dir(&dir.path().join("missing"), "rest");
-        assert_eq!(problems.len(), 1);
-        assert!(
-            problems[0].message.contains("understudy record"),
-            "{}",
-            problems[0]
-        );
     }
 }

@@ -4,7 +4,8 @@
 //! - [`Operation`]: matcher, validators, the compiled idempotency path and the file's engine
 //!   ([`Operation::compile`]); [`load_integration`] loads, checks and compiles a whole
 //!   integration, as `serve` and hot reload do;
-//! - [`load`]: reading operation files and directories (parse only);
+//! - [`load`]: reading operation files (parse only); [`load_dir`]: a whole operations directory,
+//!   MCP resources and prompts ([`mcp_files`]) included;
 //! - [`lazy`]: the file's mock engine, compiled on first use;
 //! - [`check`]: every SPEC 3.4 check of one file and the cross-file checks ([`check_loaded`]);
 //! - [`call`]: THE call core — validate the input, decide (engine), validate the output,
@@ -32,7 +33,7 @@ use crate::error::{CallError, Problem};
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;
 use crate::mock::path::DotPath;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Where the idempotency key of a write comes from (SPEC 5.4), compiled from the file's
@@ -440,6 +441,44 @@ impl Operation {
     }
 }
 
+/// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,
+/// parsed; the files that cannot be parsed become problems. A missing directory is a problem
+/// (whose message suggests `understudy record` for a first recording).
+pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem>) {
+    let (ops, problems) = load_dir_signed(dir, profile);
+    (ops.into_iter().map(|(o, _)| o).collect(), problems)
+}
+
+/// [`load_dir`] with the [`load::FileSig`] of each file read (`None` for MCP resources and
+/// prompts, which live in sub-directories).
+pub fn load_dir_signed(
+    dir: &Path,
+    profile: &str,
+) -> (Vec<(LoadedOperation, Option<load::FileSig>)>, Vec<Problem>) {
+    let mut ops = Vec::new();
+    let mut problems = Vec::new();
+    let files = match load::list_dir(dir) {
+        Ok(f) => f,
+        Err(p) => {
+            problems.push(p);
+            return (ops, problems);
+        }
+    };
+    for r in load::par_map(files, |f| load::load_file_signed(&f, profile)) {
+        match r {
+            Ok((op, sig)) => ops.push((op, Some(sig))),
+            Err(p) => problems.push(p),
+        }
+    }
+    if profile == "mcp" {
+        // SPEC 18: `resources/` and `prompts/` beside the tools.
+        let (o, p) = mcp_files::load_extras(dir);
+        ops.extend(o.into_iter().map(|o| (o, None)));
+        problems.extend(p);
+    }
+    (ops, problems)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,5 +601,27 @@ mod tests {
         assert!(Operation::compile("crm", ProfileKind::Rest, l)
             .unwrap()
             .engine_is_compiled());
+    }
+
+    #[test]
+    fn load_dir_reads_json_files_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("b.json"), r#"{"operation_id":"b"}"#).unwrap();
+        std::fs::write(dir.path().join("a.json"), r#"{"operation_id":"a"}"#).unwrap();
+        std::fs::write(dir.path().join("c.json"), r#"{"operation_id":"#).unwrap();
+        std::fs::write(dir.path().join(".hidden.json"), "x").unwrap();
+        std::fs::write(dir.path().join("README.md"), "x").unwrap();
+        let (ops, problems) = load_dir(dir.path(), "rest");
+        let ids: Vec<_> = ops.iter().map(|o| o.op.operation_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].message.starts_with("not valid JSON"));
+        let (_, problems) = load_dir(&dir.path().join("missing"), "rest");
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].message.contains("understudy record"),
+            "{}",
+            problems[0]
+        );
     }
 }

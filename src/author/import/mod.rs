@@ -26,7 +26,7 @@ use crate::author::record::Exchange;
 use crate::config::Scrub;
 use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};
-use crate::operation::load::load_dir;
+use crate::operation::load_dir;
 use crate::operation::{check_loaded, LoadedOperation};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
