@@ -2,7 +2,7 @@
 //! (`status`, `data`, the headers worth keeping) or a tool call's result in the operation's
 //! result form, and when two answers count as the same.
 
-use super::drafts::Ctx;
+use super::ctx::Ctx;
 use super::scrub::is_secret_header;
 use super::{HttpCall, ToolCall, ToolOutcome};
 use crate::contract::ResultForm;

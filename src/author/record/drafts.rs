@@ -67,14 +67,14 @@
 //!   written: it is a draft, and `check` will say the same).
 
 use super::answers::envelope;
+use super::ctx::{problem_text, salesforce_profile, Ctx, Listing, Sample, MAX_ARRAY_ITEMS};
 use super::group::http_input;
-use super::group::{salesforce_profile, tool_input, Group, Req, Target};
+use super::group::{tool_input, Group, Req, Target};
 use super::infer::{
     disambiguate, http_variant_name, infer_schema, is_empty_body, operation_name, shape_key,
     trim_arrays,
 };
 use super::limits::shrink;
-use super::mcp::Listing;
 use super::scrub::scrub_exchange;
 use super::variants::build_definition;
 use super::{Call, DraftFile, DraftSet, Exchange};
@@ -85,15 +85,10 @@ use crate::contract::{OperationFile, ResultForm};
 use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::check::{check_integration, check_operation};
 use crate::operation::LoadedOperation;
-use crate::profile::Profile;
 use crate::util::scrub::SCRUBBED;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Arc;
-
-/// Arrays in recorded answers are cut to this many elements.
-pub const MAX_ARRAY_ITEMS: usize = 50;
 
 /// Build the drafts of one integration from its captured exchanges (see the module doc).
 ///
@@ -190,14 +185,6 @@ fn draft_path(id: &str) -> PathBuf {
     PathBuf::from(format!("{id}.json"))
 }
 
-pub(super) fn problem_text(path: &str, message: &str) -> String {
-    if path.is_empty() {
-        message.to_string()
-    } else {
-        format!("{path}: {message}")
-    }
-}
-
 /// The input `serve` builds for this exchange under `op` (captures, then the JSON body; MCP:
 /// the arguments). `Err` when the operation's `match` does not hold for the request.
 pub fn exchange_input(
@@ -224,45 +211,7 @@ pub fn exchange_input(
     }
 }
 
-pub(super) struct Ctx<'a> {
-    pub(super) integration: &'a str,
-    pub(super) profile: ProfileKind,
-    pub(super) scrub: &'a Scrub,
-    pub(super) sf: Option<Arc<Profile>>,
-    /// What an MCP server listed while recording (tools, resources, templates, prompts).
-    pub(super) listing: Listing,
-}
-
-/// One recorded call reduced to what a mock needs.
-pub(super) struct Sample {
-    pub(super) input: Value,
-    pub(super) answer: Value,
-    /// Outcome class key.
-    pub(super) class: String,
-    /// The variant name its class would get.
-    pub(super) class_name: String,
-    /// MCP: the log and progress notifications sent before the answer, in mock form.
-    pub(super) notifications: Option<Vec<Value>>,
-    /// MCP: the `ask_client` of the call (the server asked the client something; the answer
-    /// is the input's `$response`).
-    pub(super) ask: Option<Value>,
-}
-
-impl<'a> Ctx<'a> {
-    pub(super) fn new(integration: &'a str, profile: ProfileKind, scrub: &'a Scrub) -> Ctx<'a> {
-        Ctx {
-            integration,
-            profile,
-            scrub,
-            sf: salesforce_profile(profile),
-            listing: Listing::default(),
-        }
-    }
-
-    pub(super) fn note(&self, notes: &mut Vec<String>, op: &str, msg: impl AsRef<str>) {
-        notes.push(format!("{}/{op}: {}", self.integration, msg.as_ref()));
-    }
-
+impl Ctx<'_> {
     /// One group → one draft file (or `None`, noted, when nothing of it can be drafted).
     fn draft_group(
         &self,

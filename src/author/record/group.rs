@@ -3,22 +3,14 @@
 //! operation keyed by method + path template (MCP: the operation named like the tool) — and
 //! the input `serve` would build for it.
 
-use super::drafts::Ctx;
+use super::ctx::Ctx;
 use super::{Call, Exchange, HttpCall, ToolCall};
 use crate::contract::template::{path_segments, CompiledMatch, RequestView};
-use crate::contract::ProfileKind;
 use crate::operation::LoadedOperation;
 use crate::profile::Profile;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
-
-pub(super) fn salesforce_profile(profile: ProfileKind) -> Option<Arc<Profile>> {
-    (profile == ProfileKind::Salesforce)
-        .then(|| Profile::builtin("salesforce"))
-        .flatten()
-}
 
 /// An HTTP request normalized as the matcher sees it.
 pub(super) struct Req {

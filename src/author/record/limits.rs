@@ -2,7 +2,7 @@
 //! kept first) and 100 KB — examples beyond one per variant dropped, then class variants,
 //! then arrays cut to 10, 3, then 1 element — each drop noted.
 
-use super::drafts::Ctx;
+use super::ctx::Ctx;
 use super::infer::trim_arrays;
 use crate::mock::model::{limits, Definition, Example};
 use std::collections::BTreeSet;

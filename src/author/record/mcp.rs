@@ -39,7 +39,7 @@
 //!   id and unique among the integration's tools, resources and prompts; anything else is
 //!   noted and skipped.
 
-use super::drafts::{problem_text, Ctx, Sample};
+use super::ctx::{problem_text, Ctx, Sample, MAX_ARRAY_ITEMS};
 use super::infer::{is_empty_body, shape_key, trim_arrays};
 use super::limits::shrink;
 use super::variants::build_definition;
@@ -55,60 +55,6 @@ use crate::operation::LoadedOperation;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
-
-/// What the server listed while recording, every page, first listing first.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Listing {
-    tools: Vec<Value>,
-    resources: Vec<Value>,
-    templates: Vec<Value>,
-    prompts: Vec<Value>,
-}
-
-impl Listing {
-    /// The union of every listing among `mcp` (each item once, by its name or URI).
-    pub(super) fn of(mcp: &[Exchange]) -> Listing {
-        let mut l = Listing::default();
-        for ex in mcp {
-            let Call::Mcp(McpCall {
-                method,
-                outcome: ToolOutcome::Result(r),
-                ..
-            }) = &ex.call
-            else {
-                continue;
-            };
-            let (into, member, key) = match method.as_str() {
-                "tools/list" => (&mut l.tools, "tools", "name"),
-                "resources/list" => (&mut l.resources, "resources", "uri"),
-                "resources/templates/list" => {
-                    (&mut l.templates, "resourceTemplates", "uriTemplate")
-                }
-                "prompts/list" => (&mut l.prompts, "prompts", "name"),
-                _ => continue,
-            };
-            for item in r
-                .get(member)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let k = item.get(key);
-                if k.is_some() && !into.iter().any(|x| x.get(key) == k) {
-                    into.push(item.clone());
-                }
-            }
-        }
-        l
-    }
-
-    /// The listed tool named `name`.
-    pub(super) fn tool(&self, name: &str) -> Option<&Value> {
-        self.tools
-            .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some(name))
-    }
-}
 
 /// What a tool call's stream carried, in mock form.
 pub(super) struct StreamExtras {
@@ -345,7 +291,7 @@ impl Ctx<'_> {
         };
         let e = &mut extras[i];
         let mut answer = contents;
-        e.trimmed += trim_arrays(&mut answer, super::drafts::MAX_ARRAY_ITEMS);
+        e.trimmed += trim_arrays(&mut answer, MAX_ARRAY_ITEMS);
         e.samples.push(plain_sample(input, answer));
     }
 
@@ -394,7 +340,7 @@ impl Ctx<'_> {
             add_prompt_arguments(&mut e.file, &input);
         }
         let mut answer = result;
-        e.trimmed += trim_arrays(&mut answer, super::drafts::MAX_ARRAY_ITEMS);
+        e.trimmed += trim_arrays(&mut answer, MAX_ARRAY_ITEMS);
         e.samples.push(plain_sample(input, answer));
     }
 
@@ -499,8 +445,7 @@ impl Ctx<'_> {
                 &name,
                 format!(
                     "{} array(s) in recorded answers were cut to {} items",
-                    e.trimmed,
-                    super::drafts::MAX_ARRAY_ITEMS
+                    e.trimmed, MAX_ARRAY_ITEMS
                 ),
             );
         }

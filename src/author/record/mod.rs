@@ -30,6 +30,7 @@
 //!   dropped, and every `check` problem left) when there are notes.
 
 mod answers;
+mod ctx;
 pub mod drafts;
 mod group;
 pub mod infer;

@@ -3,7 +3,7 @@
 //! constraints (a constant value literal, a varying one a template with one capture between
 //! its constant prefix and suffix), each verified against every recorded request.
 
-use super::drafts::Ctx;
+use super::ctx::Ctx;
 use super::group::{Group, Req};
 use super::infer::{capture_ident, is_id_segment};
 use super::scrub::is_secret_field;

@@ -3,7 +3,7 @@
 //! the same input answered differently over time as a state sequence, and the examples.
 
 use super::answers::same_answer;
-use super::drafts::{Ctx, Sample};
+use super::ctx::{Ctx, Sample};
 use super::limits::cap_examples;
 use crate::contract::hash::canonical_json;
 use crate::mock::model::{
