@@ -55,13 +55,13 @@ pub fn abort_of(r: &HttpResponse) -> Option<Abort> {
 /// A `malformed_body` fault's body: [`crate::operation::fault::truncated_body`] of the decided one
 /// (sent with its own, matching, `Content-Length`).
 pub fn truncated(body: Bytes) -> HttpBody {
-    full(crate::operation::fault::truncated_body(&body))
+    full(truncated_body(&body))
 }
 
 /// A `slow_body` fault's body: the decided body whole (`Content-Length` is its length), in
 /// `chunks` pieces, the pauses before them summing to `ms` ([`crate::operation::fault::slow_chunks`]).
 pub fn slow(body: Bytes, chunks: u64, ms: u64) -> HttpBody {
-    let plan: VecDeque<_> = crate::operation::fault::slow_chunks(&body, chunks, ms).into();
+    let plan: VecDeque<_> = slow_chunks(&body, chunks, ms).into();
     SlowBody {
         remaining: body.len() as u64,
         body,
@@ -117,6 +117,38 @@ impl Body for SlowBody {
     }
 }
 
+/// The body a `malformed_body` fault sends: the first half of `body`, so it is never valid
+/// JSON for a JSON object or array (an empty body becomes `{`).
+pub fn truncated_body(body: &[u8]) -> Vec<u8> {
+    if body.len() < 2 {
+        return b"{".to_vec();
+    }
+    body[..body.len() / 2].to_vec()
+}
+
+/// When each of a `slow_body`'s chunks goes out: `chunks` slices of `body` (the last takes
+/// the remainder; fewer when the body is shorter) and the pause before each (ms), the
+/// pauses summing to `ms`.
+pub fn slow_chunks(body: &[u8], chunks: u64, ms: u64) -> Vec<(u64, std::ops::Range<usize>)> {
+    let n = (chunks.max(1) as usize).min(body.len().max(1));
+    let size = body.len().div_ceil(n).max(1);
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0;
+    let mut waited = 0;
+    for i in 0..n {
+        let end = if i + 1 == n {
+            body.len()
+        } else {
+            (start + size).min(body.len())
+        };
+        let at = ms * (i as u64 + 1) / n as u64;
+        out.push((at - waited, start..end));
+        waited = at;
+        start = end;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +176,28 @@ mod tests {
 
     fn full_response() -> HttpResponse {
         Response::new(full(Bytes::new()))
+    }
+
+    #[test]
+    fn bodies_are_cut_and_dribbled() {
+        let body = br#"{"id":"a1","success":true}"#;
+        let t = truncated_body(body);
+        assert!(t.len() < body.len() && body.starts_with(&t));
+        assert!(serde_json::from_slice::<serde_json::Value>(&t).is_err());
+        assert_eq!(truncated_body(b""), b"{");
+        let plan = slow_chunks(body, 4, 1000);
+        assert_eq!(plan.len(), 4);
+        assert_eq!(plan.iter().map(|(ms, _)| ms).sum::<u64>(), 1000);
+        let joined: Vec<u8> = plan
+            .iter()
+            .flat_map(|(_, r)| body[r.clone()].to_vec())
+            .collect();
+        assert_eq!(joined, body);
+        assert_eq!(
+            slow_chunks(b"ab", 10, 100).len(),
+            2,
+            "never more chunks than bytes"
+        );
+        assert_eq!(slow_chunks(b"", 10, 100), vec![(100, 0..0)]);
     }
 }

@@ -21,7 +21,7 @@
 //! | `close` | — | the connection closes with no response |
 //! | `timeout` | `ms` 1–30000, default 30000 | nothing is sent for `ms`, then as `close` |
 //! | `slow_body` | `ms` 1–30000 (required), `chunks` 2–1000, default 10 | the decided answer, its body in `chunks` pieces spread over `ms` |
-//! | `malformed_body` | — | the decided status and content type, the body cut short ([`truncated_body`]) |
+//! | `malformed_body` | — | the decided status and content type, the body cut short ([`crate::http::fault::truncated_body`]) |
 //! | `status` | `status` 400–599 (required), `headers` (e.g. `Retry-After`) | a bare status in the profile's native error shape |
 //! | `jsonrpc_error` (mcp) | `code` (required, a 32-bit integer), `message` (default `fault injected`) | a JSON-RPC error response instead of the result |
 //! | `stream_cut` (mcp) | — | the SSE stream (or JSON body) ends before the result |
@@ -368,7 +368,7 @@ pub enum FaultAnswer {
     Hold { ms: u64 },
     /// The decided answer with its body in `chunks` pieces, one every `ms / chunks`.
     SlowBody { chunks: u64, ms: u64 },
-    /// The decided status and headers, the body cut by [`truncated_body`] (with a matching
+    /// The decided status and headers, the body cut by [`crate::http::fault::truncated_body`] (with a matching
     /// `Content-Length`).
     Truncated,
     /// A bare status in the profile's native error shape, with these extra headers.
@@ -462,38 +462,6 @@ impl FaultPlan {
             wire_status: self.wire_status(decided_status),
         }
     }
-}
-
-/// The body a `malformed_body` fault sends: the first half of `body`, so it is never valid
-/// JSON for a JSON object or array (an empty body becomes `{`).
-pub fn truncated_body(body: &[u8]) -> Vec<u8> {
-    if body.len() < 2 {
-        return b"{".to_vec();
-    }
-    body[..body.len() / 2].to_vec()
-}
-
-/// When each of a `slow_body`'s chunks goes out: `chunks` slices of `body` (the last takes
-/// the remainder; fewer when the body is shorter) and the pause before each (ms), the
-/// pauses summing to `ms`.
-pub fn slow_chunks(body: &[u8], chunks: u64, ms: u64) -> Vec<(u64, std::ops::Range<usize>)> {
-    let n = (chunks.max(1) as usize).min(body.len().max(1));
-    let size = body.len().div_ceil(n).max(1);
-    let mut out = Vec::with_capacity(n);
-    let mut start = 0;
-    let mut waited = 0;
-    for i in 0..n {
-        let end = if i + 1 == n {
-            body.len()
-        } else {
-            (start + size).min(body.len())
-        };
-        let at = ms * (i as u64 + 1) / n as u64;
-        out.push((at - waited, start..end));
-        waited = at;
-        start = end;
-    }
-    out
 }
 
 /// The contracts adapter's `Call.fault_after_effect` of an event: the call took effect but

@@ -32,7 +32,7 @@
 //!   rate-limit and deprecation headers, never a secret one), or for MCP the tool's structured
 //!   output (operations with `result_form` structured) or the CallToolResult (`content`,
 //!   `structuredContent`, `isError`; a new tool is drafted as `call_tool_result`).
-//!   Arrays longer than [`MAX_ARRAY_ITEMS`] are cut (noted).
+//!   Arrays longer than `MAX_ARRAY_ITEMS` (50, `ctx.rs`) are cut (noted).
 //! - Inputs are told apart by their top-level members that vary between calls (members
 //!   holding a scrubbed secret and names with a `.` are left out): `eq` on each, `exists: false`
 //!   for one a call did not send.

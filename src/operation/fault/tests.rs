@@ -164,29 +164,6 @@ fn plans_status_and_record() {
 }
 
 #[test]
-fn bodies_are_cut_and_dribbled() {
-    let body = br#"{"id":"a1","success":true}"#;
-    let t = truncated_body(body);
-    assert!(t.len() < body.len() && body.starts_with(&t));
-    assert!(serde_json::from_slice::<Value>(&t).is_err());
-    assert_eq!(truncated_body(b""), b"{");
-    let plan = slow_chunks(body, 4, 1000);
-    assert_eq!(plan.len(), 4);
-    assert_eq!(plan.iter().map(|(ms, _)| ms).sum::<u64>(), 1000);
-    let joined: Vec<u8> = plan
-        .iter()
-        .flat_map(|(_, r)| body[r.clone()].to_vec())
-        .collect();
-    assert_eq!(joined, body);
-    assert_eq!(
-        slow_chunks(b"ab", 10, 100).len(),
-        2,
-        "never more chunks than bytes"
-    );
-    assert_eq!(slow_chunks(b"", 10, 100), vec![(100, 0..0)]);
-}
-
-#[test]
 fn chaos_specs_are_checked_and_round_trip() {
     let spec = chaos(
         json!({"kind": "timeout", "after_effect": true, "probability": 0.5, "seed": 42, "times": 1}),
