@@ -1,6 +1,6 @@
 //! What admin and proxy share of HTTP: the buffered [`Request`] every stage takes
 //! ([`request`]), the response body and response types of every handler, the conversion of
-//! a profile's [`NativeResponse`] into HTTP, understudy's own JSON responses, the
+//! a profile's answer ([`NativeResponse`]) into HTTP, understudy's own JSON responses, the
 //! connection and body [`Limits`] (enforced by `crate::server`, read by handlers too), and
 //! what a fault puts on the wire instead of an answer ([`fault`]).
 
@@ -15,7 +15,39 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::http::{HeaderValue, Response, StatusCode};
 
-use crate::profile::NativeResponse;
+use serde_json::{json, Map, Value};
+
+/// A response in the integration's wire format, before it becomes an HTTP response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NativeResponse {
+    pub status: u16,
+    /// Extra headers (the envelope's `headers`, `Understudy-Error`…). `Content-Type:
+    /// application/json` is added by the server when there is a body and none is given.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body; `None` sends no body.
+    pub body: Option<Value>,
+}
+
+impl NativeResponse {
+    /// The envelope the agent saw, as recorded in evidence: `{"status","data"?,"headers"?}`.
+    pub fn to_envelope(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("status".into(), json!(self.status));
+        if let Some(b) = &self.body {
+            m.insert("data".into(), b.clone());
+        }
+        let extra: Map<String, Value> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("understudy-error"))
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        if !extra.is_empty() {
+            m.insert("headers".into(), Value::Object(extra));
+        }
+        Value::Object(m)
+    }
+}
 
 /// Connection and body limits.
 #[derive(Debug, Clone, Copy)]

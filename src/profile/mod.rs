@@ -39,10 +39,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::contract::MatchSpec;
 use crate::error::{HarnessCode, HarnessError, InputError};
+use crate::http::NativeResponse;
 
 /// The names of the HTTP profiles this build embeds.
 pub const BUILTIN: &[&str] = &["rest", "salesforce"];
@@ -132,38 +133,6 @@ pub struct Simulate {
 #[derive(Debug)]
 pub struct Profile {
     pub file: ProfileFile,
-}
-
-/// A response in the integration's wire format, before it becomes an HTTP response.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NativeResponse {
-    pub status: u16,
-    /// Extra headers (the envelope's `headers`, `Understudy-Error`…). `Content-Type:
-    /// application/json` is added by the server when there is a body and none is given.
-    pub headers: Vec<(String, String)>,
-    /// The JSON body; `None` sends no body.
-    pub body: Option<Value>,
-}
-
-impl NativeResponse {
-    /// The envelope the agent saw, as recorded in evidence: `{"status","data"?,"headers"?}`.
-    pub fn to_envelope(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("status".into(), json!(self.status));
-        if let Some(b) = &self.body {
-            m.insert("data".into(), b.clone());
-        }
-        let extra: Map<String, Value> = self
-            .headers
-            .iter()
-            .filter(|(k, _)| !k.eq_ignore_ascii_case("understudy-error"))
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        if !extra.is_empty() {
-            m.insert("headers".into(), Value::Object(extra));
-        }
-        Value::Object(m)
-    }
 }
 
 impl Profile {

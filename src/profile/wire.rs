@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{NativeResponse, Profile};
+use super::Profile;
 use crate::contract::ProfileKind;
 use crate::error::HarnessError;
+use crate::http::NativeResponse;
 
 /// The dialect a running integration serves with (built once per integration from its
 /// [`ProfileKind`]): an HTTP profile's native envelope, or MCP tool results (rendered by the

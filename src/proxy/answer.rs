@@ -17,8 +17,8 @@ use bytes::Bytes;
 use hyper::http::Response;
 use serde_json::Value;
 
+use crate::http::NativeResponse;
 use crate::http::{self, HttpResponse};
-use crate::profile::NativeResponse;
 use crate::store::EncodedResult;
 
 /// A static result's answer, settled for one contract and wire.

@@ -23,8 +23,9 @@ use serde_json::{Map, Value};
 use super::answer::StaticAnswer;
 use crate::app::attempt::IdempotentEntry;
 use crate::error::{CallError, HarnessError, InputError};
+use crate::http::NativeResponse;
 use crate::mock::model::Fault;
-use crate::profile::{self, NativeResponse, Profile, Wire};
+use crate::profile::{self, Profile, Wire};
 use crate::records::{EventSource, FaultRecord, ResultStatus};
 
 /// What happens to one identified call (SPEC 4; the table of `super::forward`).

@@ -71,6 +71,7 @@ use crate::app::{App, Integration};
 use crate::config::Mode;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
+use crate::http::NativeResponse;
 use crate::http::{full, to_http, HttpResponse, Request};
 use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::fault::{FaultAnswer, FaultPlan};
@@ -81,7 +82,6 @@ use crate::profile::mcp::{
     harness_reply, tool_is_write, McpBackend, McpBody, McpEndpoint, McpResponse, ToolCallOutcome,
     ToolInfo,
 };
-use crate::profile::NativeResponse;
 use crate::profile::Wire;
 use crate::records::AttemptRecord;
 

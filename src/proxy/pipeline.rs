@@ -51,6 +51,7 @@ use crate::config::Mode;
 use crate::contract::template::RequestView;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
+use crate::http::NativeResponse;
 use crate::http::{to_http, to_http_with, HttpResponse, Request};
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
@@ -58,8 +59,8 @@ use crate::mock::Engine;
 use crate::operation::call::{validate_input, validate_output};
 use crate::operation::fault::{self, FaultAnswer, FaultPlan};
 use crate::operation::{IdempotencySource, Operation};
+use crate::profile::Profile;
 pub use crate::profile::Wire;
-use crate::profile::{NativeResponse, Profile};
 use crate::records::{AttemptRecord, EventSource, ResultStatus, ToolEvent};
 use crate::store::{CallRecord, StoreError};
 

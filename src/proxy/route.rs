@@ -21,9 +21,9 @@ use crate::app::attempt::Attempt;
 pub use crate::app::routes::RouteIndex;
 use crate::app::{App, BuiltinOp, Integration};
 use crate::contract::template::{CompiledMatch, Mismatch, RequestView};
+use crate::http::NativeResponse;
 use crate::http::Request;
 use crate::operation::Operation;
-use crate::profile::NativeResponse;
 
 /// The header that carries a capability token.
 pub const ATTEMPT_HEADER: &str = "understudy-attempt";

@@ -52,6 +52,7 @@ use crate::app::{App, Integration};
 use crate::author::record::{self, Ask, Call, Exchange, McpCall, ToolCall, ToolOutcome};
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
+use crate::http::NativeResponse;
 use crate::http::{full, is_sse, to_http, HttpResponse, Request};
 use crate::operation::Operation;
 use crate::profile::mcp::jsonrpc::{self, INVALID_REQUEST};
@@ -60,7 +61,6 @@ use crate::profile::mcp::{
     blocked_result, harness_reply, simulated_result, sse, tool_is_write, McpBody, McpResponse,
     ToolCallOutcome, META_SERVER_INFO,
 };
-use crate::profile::NativeResponse;
 use crate::proxy::decision::{Decision, Plan};
 use crate::proxy::mcp::{for_mcp, mcp_response, outcome_of, write_flag};
 use crate::proxy::pipeline::{self, CallInfo, StoreFailed};
