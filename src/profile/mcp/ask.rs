@@ -285,7 +285,7 @@ impl<'e> StreamAsker<'e> {
             if self.framing.priming {
                 let _ = tx.send(sse::priming(&format!("{stream}-0")));
             }
-            let mut headers = super::session_header(self.framing.session_id.as_deref());
+            let mut headers = super::reply::session_header(self.framing.session_id.as_deref());
             headers.extend(sse::headers());
             let head = McpResponse {
                 status: 200,

@@ -48,7 +48,7 @@ impl Listeners {
         }
         self.lock()
             .insert(session.to_string(), Listener { tx, stream, n: 0 });
-        let mut headers = super::session_header(Some(session));
+        let mut headers = super::reply::session_header(Some(session));
         headers.extend(sse::headers());
         McpResponse {
             status: 200,

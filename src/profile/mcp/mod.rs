@@ -138,6 +138,7 @@ pub mod sse;
 mod stateless;
 pub mod tools;
 
+mod reply;
 #[cfg(test)]
 mod tests;
 
@@ -156,6 +157,7 @@ use self::jsonrpc::{
     TRANSPORT_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use self::profile::profile;
+use self::reply::{accepted, json_response, method_not_allowed, refuse, Answer, Framing};
 use self::session::Sessions;
 use self::tools::{render_outcome, CallAnswer};
 use crate::contract::ResultForm;
@@ -365,87 +367,6 @@ impl<'a> Req<'a> {
             params,
         }
     }
-}
-
-/// One JSON-RPC answer and the HTTP status it calls for.
-#[derive(Debug)]
-struct Answer {
-    message: Value,
-    status: u16,
-    harness: Option<HarnessCode>,
-    /// Notifications sent before `message` on an SSE answer ([`notify`]).
-    before: Vec<Value>,
-}
-
-impl Answer {
-    fn ok(id: &Value, result: Value) -> Answer {
-        Answer {
-            message: jsonrpc::result(id, result),
-            status: 200,
-            harness: None,
-            before: Vec::new(),
-        }
-    }
-    fn err(id: &Value, code: i64, message: &str, data: Option<Value>, status: u16) -> Answer {
-        Answer {
-            message: jsonrpc::error(id, code, message, data),
-            status,
-            harness: None,
-            before: Vec::new(),
-        }
-    }
-}
-
-/// How a POST's answers are framed.
-#[derive(Clone)]
-struct Framing {
-    accepts: Accepts,
-    session_id: Option<String>,
-    /// Start an SSE answer with the priming event (2025-11-25).
-    priming: bool,
-    /// Give SSE events ids (session era).
-    event_ids: bool,
-}
-
-fn json_response(status: u16, mut headers: Vec<(String, String)>, body: &Value) -> McpResponse {
-    headers.push(("Content-Type".into(), "application/json".into()));
-    McpResponse {
-        status,
-        headers,
-        body: McpBody::Json(body.to_string().into_bytes()),
-    }
-}
-
-/// A transport-level refusal: the status and a JSON-RPC error body.
-fn refuse(status: u16, code: i64, message: &str, id: &Value) -> McpResponse {
-    json_response(status, Vec::new(), &jsonrpc::error(id, code, message, None))
-}
-
-fn accepted(session_id: Option<&str>) -> McpResponse {
-    McpResponse {
-        status: 202,
-        headers: session_header(session_id),
-        body: McpBody::Empty,
-    }
-}
-
-fn session_header(session_id: Option<&str>) -> Vec<(String, String)> {
-    session_id
-        .map(|s| vec![("Mcp-Session-Id".to_string(), s.to_string())])
-        .unwrap_or_default()
-}
-
-fn method_not_allowed(allow: &str) -> McpResponse {
-    json_response(
-        405,
-        vec![("Allow".into(), allow.into())],
-        &jsonrpc::error(
-            &Value::Null,
-            TRANSPORT_ERROR,
-            "Method Not Allowed: this MCP endpoint accepts POST, and GET (the session's stream) and DELETE (ending a session) in the session era",
-            None,
-        ),
-    )
 }
 
 fn unsupported_header_version(v: &str) -> String {
@@ -814,53 +735,6 @@ impl McpEndpoint {
                 None,
                 if stateless { 404 } else { 200 },
             ),
-        }
-    }
-
-    /// Frame answers: JSON (one object, or an array for a batch) or SSE (one event each).
-    fn reply(&self, answers: Vec<Answer>, framing: Framing, batch: bool) -> McpResponse {
-        let status = if batch {
-            200
-        } else {
-            answers.first().map(|a| a.status).unwrap_or(200)
-        };
-        let mut headers = session_header(framing.session_id.as_deref());
-        if let Some(code) = answers.iter().find_map(|a| a.harness) {
-            headers.push((HEADER_UNDERSTUDY_ERROR.into(), code.as_str().into()));
-        }
-        let a = framing.accepts;
-        let notifies = answers.iter().any(|a| !a.before.is_empty());
-        let use_sse = status == 200 && a.sse && (!a.json || self.sse || notifies);
-        if !use_sse {
-            let body = if batch {
-                Value::Array(answers.into_iter().map(|a| a.message).collect())
-            } else {
-                answers
-                    .into_iter()
-                    .next()
-                    .map(|a| a.message)
-                    .unwrap_or(Value::Null)
-            };
-            return json_response(status, headers, &body);
-        }
-        headers.extend(sse::headers());
-        let stream = self.streams.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut events = Vec::with_capacity(answers.len() + 1);
-        if framing.priming {
-            events.push(sse::priming(&format!("{stream}-0")));
-        }
-        let mut n = 0;
-        for a in &answers {
-            for m in a.before.iter().chain(std::iter::once(&a.message)) {
-                n += 1;
-                let event_id = framing.event_ids.then(|| format!("{stream}-{n}"));
-                events.push(sse::event(event_id.as_deref(), m));
-            }
-        }
-        McpResponse {
-            status,
-            headers,
-            body: McpBody::Sse(events),
         }
     }
 }
