@@ -2,9 +2,13 @@
 //!
 //! An agent's base URL points at understudy. Each request is matched to a named operation,
 //! answered from a pinned, versioned mock definition in the integration's native wire format,
-//! and written to an evidence log that a CI gate can judge. `shared/SPEC.md` is the contract.
+//! and written to an evidence log that a CI gate can judge.
 //!
 //! # Layout
+//!
+//! Floors, top down; an import runs only down a floor (or within a room):
+//! commands → server → {admin, proxy} → app → {author, evidence} → {operation, upstream} →
+//! {profile, store} → {config, http, records, tls} → {contract, mock} → {error, util}.
 //!
 //! | module | owns |
 //! |---|---|
@@ -13,28 +17,21 @@
 //! | [`server`] | the listener, TLS, CONNECT, the hot-reload task, dispatch to admin or proxy — the only module naming both |
 //! | [`admin`] | the `/_understudy/api` routes (one router, one error shape) and the `/_understudy/ui` pages; never imports proxy or server |
 //! | [`proxy`] | one proxied call from routing to commit: identify → plan → prepare_mock → run_mocked → commit; MCP; forwarding |
-//! | [`app`] | the state of a running server, importing no handler: start-up, integrations and their generations, engines, contracts, recorder, host table, counters |
-//! | [`operation`] | contract + engine compiled together: `Operation`, loading, every `check`, `generate`, and the one call core ([`operation::call`]) |
-//! | [`contract`] | the operation-file model, match templates, contract hash (imports no mock) |
-//! | [`mock`] | the version-1 engine: model, references and expressions, evaluation — pure, imports no contract |
-//! | [`verify`] | tool-call contracts (SPEC 14): model, static checks, the pure evaluator over evidence |
-//! | [`fault`] | faults on purpose: their checks, seeded chaos, the plan the pipeline follows, the evidence member (pure) |
-//! | [`profile`] | wire dialects: request → (operation, input), result → response; [`profile::Wire`]; [`profile::mcp`] with its one era rule and one client |
-//! | [`attempt`] | tokens, leases, pins, the per-attempt state lock; the lease and pin rules |
-//! | [`evidence`] | the exported envelope, verdict and its reasons, contract results, redaction (pure) |
-//! | [`report`] | JUnit XML and the self-contained HTML report of an envelope (pure) |
-//! | [`store`] | the only module that touches the data dir: the facade, sled, per-attempt evidence files, the journal and its group commit |
-//! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events |
-//! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
-//! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |
-//! | [`drift`] | `understudy drift`'s pure shape/value diff of a real answer against a mock's |
-//! | [`discover`] | a live MCP server's tools/list → operation files |
-//! | [`upstream`] | the upstream HTTP(S) client of record/dry-run/passthrough: rustls, header hygiene, streaming |
-//! | [`http`] | the buffered request every stage takes (body parsed once), response helpers, connection limits |
-//! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags |
-//! | [`error`] | the error vocabulary shared by every layer: who is at fault, harness codes, `Problem` |
+//! | [`app`] | the state of a running server, importing no handler: start-up, integrations and their generations, engines, contracts, recorder, host table, counters, [`app::attempt`] (tokens, leases, pins, the per-attempt state lock) |
+//! | [`author`] | offline writers and checkers of operation files: [`author::record`] (captured exchanges → drafts, scrubbing), [`author::import`] (HAR, Postman, WireMock, OpenAPI), [`author::discover`], [`author::generate`], `drift` |
+//! | `evidence` | after the calls: the exported envelope and its verdict, `verify/` (tool-call contracts), `report/` (JUnit, HTML) — today [`evidence`], [`verify`], [`report`] |
+//! | [`operation`] | contract + engine compiled together: `Operation`, loading, every `check`, the one call core ([`operation::call`]), faults on purpose ([`operation::fault`]) |
+//! | `upstream` | the real system: the upstream HTTP(S) client, the MCP client, a real answer → envelope, mock-vs-real diff — today [`upstream`] |
+//! | [`profile`] | the wire as data, no I/O: the envelope rule ([`profile::envelope`]), rest, salesforce, [`profile::Wire`], [`profile::mcp`] (server side) |
+//! | [`store`] | the only module that touches the data dir or PostgreSQL: the facade, sled, the journal and its group commit, `store/postgres/` |
+//! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags; store URLs |
+//! | [`http`] | the buffered request every stage takes (body parsed once), a profile's answer ([`http::NativeResponse`]) as HTTP, what a fault puts on the wire, connection limits |
+//! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events, seeded chaos |
 //! | [`tls`] | the local test CA, leaf certificates, rustls configs, forward-proxy parsing |
-//! | [`util`] | JSON depth bounds, the RFC 3339 clock format, atomic file writes |
+//! | [`contract`] | the operation-file model and [`contract::ProfileKind`], match templates, URI templates, the contract hash (imports no mock) |
+//! | [`mock`] | the version-1 engine: model, references and expressions, evaluation — pure, imports no contract |
+//! | [`error`] | the error vocabulary shared by every layer: who is at fault, harness codes, `Problem` |
+//! | [`util`] | JSON depth bounds and type names, the RFC 3339 clock format, atomic file writes, random ids, the scrubbed marker |
 //!
 //! The arrows run one way; `scripts/check-layout.sh` lists the imports that must never exist.
 //! One deliberate circle remains inside [`server`]: a CONNECT tunnel serves HTTP inside the
