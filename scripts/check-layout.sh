@@ -35,4 +35,12 @@ check "exactly one write_call( outside the store (the one commit)" \
     "n=\$(grep -rn 'write_call(' src | grep -v '^src/store' | wc -l); [ \"\$n\" -eq 1 ] || { echo \"write_call( outside src/store: \$n (expected 1)\"; grep -rn 'write_call(' src | grep -v '^src/store'; }"
 check "one dot-path walker" \
     "grep -rnF \"split('.')\" src | grep -v '^src/mock/path.rs'"
+check "proxy/call and proxy/decision never name forward, mcp or pipeline" \
+    "grep -rnE '(super|proxy)::(forward|mcp|pipeline)\\b' src/proxy/call.rs src/proxy/call src/proxy/decision.rs | grep -v '//'"
+check "proxy/forward and proxy/mcp never name pipeline" \
+    "grep -rnE '(super|proxy)::pipeline\\b|\\bpipeline::' src/proxy/forward src/proxy/mcp | grep -v '//'"
+check "the MCP endpoint parses a request body once (jsonrpc::Posted, made by proxy/mcp/mod.rs)" \
+    "grep -rnE 'from_slice\\(&?req\\.body|req\\.json\\(|req\\.json_body\\(|harness_reply\\(|handle_streaming\\(' src/proxy/mcp | grep -v '//'; grep -rn 'Posted::parse' src/proxy | grep -v '^src/proxy/mcp/mod.rs' | grep -v '//'"
+check "one finish_stateless" \
+    "n=\$(grep -rn 'fn finish_stateless' src | wc -l); [ \"\$n\" -eq 1 ] || grep -rn 'fn finish_stateless' src"
 exit $failed
