@@ -71,9 +71,9 @@ use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::http::{HttpResponse, Request};
 use crate::mock::Engine;
 use crate::operation::call::{execute_with, ExecResult};
-use crate::operation::check::type_name;
 use crate::operation::Operation;
 use crate::records::Pin;
+use crate::util::json::a_type_name as type_name;
 
 /// The longest variant delay: the delay limit of SPEC 3.4 (a mock never takes longer).
 pub const MAX_DELAY_S: f64 = 30.0;

@@ -4,7 +4,8 @@
 //! [`MAX_STORED_DEPTH`] bounds what the store accepts (it refuses deeper values, so an
 //! acknowledged call can never make an attempt's evidence unreadable). And
 //! [`cut_secrets`]: known secret values cut out of every string of a value (the proxy's
-//! evidence and the tool-testing API's answers).
+//! evidence and the tool-testing API's answers). And the one name of a JSON value's type
+//! ([`type_name`], and [`a_type_name`] for messages).
 
 use serde_json::Value;
 
@@ -70,6 +71,32 @@ pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
             }
         }
         _ => {}
+    }
+}
+
+/// The JSON type of `v` by its JSON Schema name (`number` for every number): the one
+/// mapping from a value to its type's name.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// [`type_name`] as a message says it ("a string", "an object"; `null` as it is) — never
+/// the value itself.
+pub fn a_type_name(v: &Value) -> &'static str {
+    match type_name(v) {
+        "boolean" => "a boolean",
+        "number" => "a number",
+        "string" => "a string",
+        "array" => "an array",
+        "object" => "an object",
+        _ => "null",
     }
 }
 

@@ -4,8 +4,7 @@
 //! hash.
 
 use super::output::{
-    envelope_problem, schema_errors, status_problem, type_name, CALL_TOOL_RESULT_EXPECTED,
-    ENVELOPE_EXPECTED,
+    envelope_problem, schema_errors, status_problem, CALL_TOOL_RESULT_EXPECTED, ENVELOPE_EXPECTED,
 };
 use crate::config::ProfileKind;
 use crate::contract::ResultForm;
@@ -13,6 +12,7 @@ use crate::error::CallError;
 use crate::mock::eval::{compile_problems, json_equal, Engine};
 use crate::mock::model::{limits, Definition};
 use crate::mock::path::pointer_push;
+use crate::util::json::a_type_name;
 use serde_json::Value;
 
 pub(super) struct MockCtx<'a> {
@@ -357,7 +357,7 @@ fn static_result_problem(result: &Value, ctx: &MockCtx<'_>) -> Option<String> {
     match (ctx.kind.is_http(), ctx.result_form.unwrap_or(ResultForm::Structured)) {
         (true, _) => {
             let Some(m) = result.as_object() else {
-                return Some(format!("is {}, {ENVELOPE_EXPECTED}", type_name(result)));
+                return Some(format!("is {}, {ENVELOPE_EXPECTED}", a_type_name(result)));
             };
             if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "status" | "data" | "headers")) {
                 return Some(format!("has the member `{k}`, {ENVELOPE_EXPECTED}"));
@@ -373,11 +373,11 @@ fn static_result_problem(result: &Value, ctx: &MockCtx<'_>) -> Option<String> {
             }
             match m.get("headers") {
                 Some(h) if !is_expression(h) => match h.as_object() {
-                    None => Some(format!("has `headers` {}, expected an object of strings", type_name(h))),
+                    None => Some(format!("has `headers` {}, expected an object of strings", a_type_name(h))),
                     Some(hm) => hm
                         .iter()
                         .find(|(_, v)| !v.is_string() && !is_expression(v))
-                        .map(|(k, v)| format!("has header `{k}` {}, expected a string", type_name(v))),
+                        .map(|(k, v)| format!("has header `{k}` {}, expected a string", a_type_name(v))),
                 },
                 _ => None,
             }
@@ -385,11 +385,11 @@ fn static_result_problem(result: &Value, ctx: &MockCtx<'_>) -> Option<String> {
         (false, ResultForm::Structured) => (!result.is_object()).then(|| {
             format!(
                 "is {}, expected an object (MCP structured content is a JSON object; use \"result_form\": \"call_tool_result\" for other results)",
-                type_name(result)
+                a_type_name(result)
             )
         }),
         (false, ResultForm::CallToolResult) => match result.as_object() {
-            None => Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", type_name(result))),
+            None => Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", a_type_name(result))),
             Some(m) if !m.contains_key("content") => Some(format!("has no `content`, {CALL_TOOL_RESULT_EXPECTED}")),
             _ => None,
         },

@@ -16,7 +16,7 @@ mod mock;
 mod output;
 
 pub use integration::{check_cross, check_integration, CrossItem};
-pub use output::{envelope_problem, schema_errors, type_name};
+pub use output::{envelope_problem, schema_errors};
 
 use crate::config::ProfileKind;
 use crate::contract::{

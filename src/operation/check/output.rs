@@ -4,6 +4,7 @@
 
 use crate::config::ProfileKind;
 use crate::contract::ResultForm;
+use crate::util::json::a_type_name;
 use serde_json::Value;
 
 pub(super) const ENVELOPE_EXPECTED: &str =
@@ -17,18 +18,6 @@ pub(super) fn status_problem(s: &Value) -> Option<String> {
         _ => Some(format!(
             "has `status` {s}, expected an integer from 100 to 599"
         )),
-    }
-}
-
-/// What kind of JSON value `v` is, for messages ("a string"; never the value itself).
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -46,7 +35,7 @@ pub fn envelope_problem(
     match (profile.is_http(), result_form.unwrap_or(ResultForm::Structured)) {
         (true, _) => {
             let Some(m) = result.as_object() else {
-                return Some(format!("is {}, {ENVELOPE_EXPECTED}", type_name(result)));
+                return Some(format!("is {}, {ENVELOPE_EXPECTED}", a_type_name(result)));
             };
             if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "status" | "data" | "headers")) {
                 return Some(format!("has the member `{k}`, {ENVELOPE_EXPECTED} (a bare response body is not an envelope)"));
@@ -64,19 +53,19 @@ pub fn envelope_problem(
                 Some(Value::Object(h)) => h
                     .iter()
                     .find(|(_, v)| !v.is_string())
-                    .map(|(k, v)| format!("has header `{k}` {}, expected a string", type_name(v))),
-                Some(h) => Some(format!("has `headers` {}, expected an object of strings", type_name(h))),
+                    .map(|(k, v)| format!("has header `{k}` {}, expected a string", a_type_name(v))),
+                Some(h) => Some(format!("has `headers` {}, expected an object of strings", a_type_name(h))),
             }
         }
         (false, ResultForm::Structured) => (!result.is_object()).then(|| {
             format!(
                 "is {}, expected an object (MCP structured content is a JSON object; use \"result_form\": \"call_tool_result\" for other results)",
-                type_name(result)
+                a_type_name(result)
             )
         }),
         (false, ResultForm::CallToolResult) => {
             let Some(m) = result.as_object() else {
-                return Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", type_name(result)));
+                return Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", a_type_name(result)));
             };
             if let Some(k) = m
                 .keys()

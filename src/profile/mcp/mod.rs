@@ -125,7 +125,6 @@
 
 pub mod ask;
 pub mod catalog;
-pub mod client;
 pub mod http;
 pub mod jsonrpc;
 pub mod listen;

@@ -232,7 +232,7 @@ pub fn render_outcome(
                         format!(
                             "tool `{name}` has result_form call_tool_result but its mock \
                              rendered a {}, not a CallToolResult object",
-                            kind_of(&v)
+                            crate::util::json::type_name(&v)
                         ),
                     ))
                 }
@@ -250,17 +250,6 @@ pub fn render_outcome(
                 harness: Some(HarnessCode::UnknownTool),
             }
         }
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
