@@ -27,8 +27,7 @@
 //! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
 //! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |
-//! | [`author`] | offline writers and checkers of operation files: `drift` (a real answer against a mock's, through [`upstream`]) |
-//! | [`discover`] | a live MCP server's tools/list → operation files |
+//! | [`author`] | offline writers and checkers of operation files: record, import, discover, generate, drift (a real answer against a mock's, through [`upstream`]) |
 //! | [`upstream`] | the only code that reaches the real system: the HTTP(S) client (rustls, header hygiene, streaming), the MCP client, the request built from an input, the real answer as an envelope, the mock-vs-real diff |
 //! | [`http`] | the buffered request every stage takes (body parsed once), response helpers, connection limits |
 //! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags |
@@ -43,23 +42,18 @@
 
 pub mod admin;
 pub mod app;
-pub mod attempt;
 pub mod author;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod contract;
-pub mod discover;
 pub mod error;
 pub mod evidence;
-pub mod fault;
 pub mod http;
-pub mod import;
 pub mod mock;
 pub mod operation;
 pub mod profile;
 pub mod proxy;
-pub mod record;
 pub mod records;
 pub mod report;
 pub mod server;

@@ -63,13 +63,14 @@ use hyper::http::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::app::{App, Integration};
-use crate::config::ProfileKind;
+use crate::author::record;
+use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use crate::operation::call::{execute_with, validate_input};
-use crate::operation::check::{envelope_problem, schema_errors};
+use crate::operation::check::schema_errors;
 use crate::operation::Operation;
+use crate::profile::envelope::envelope_problem;
 use crate::profile::Wire;
-use crate::record;
 use crate::records::Pin;
 use crate::upstream::call::{http_call, mcp_call, Reach};
 use crate::upstream::diff::{diff, diff_value, Difference};
@@ -265,7 +266,7 @@ async fn run(
                 .as_str()
                 .is_some_and(|k| record::is_secret_field(k, &app.config.scrub.fields));
             if secret {
-                pair[1] = json!(record::SCRUBBED);
+                pair[1] = json!(crate::util::scrub::SCRUBBED);
             }
         }
     }
@@ -403,7 +404,7 @@ fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
     let mut m = Map::new();
     for (k, v) in h {
         let v = if record::is_secret_header(k.as_str(), extra) {
-            record::SCRUBBED.to_string()
+            crate::util::scrub::SCRUBBED.to_string()
         } else {
             v.to_str().unwrap_or("").to_string()
         };

@@ -25,8 +25,9 @@
 use crate::contract::template::{parse_query, path_segments};
 use crate::contract::RequestView;
 use crate::operation::call::execute;
-use crate::operation::check::{envelope_problem, schema_errors};
+use crate::operation::check::schema_errors;
 use crate::operation::Operation;
+use crate::profile::envelope::envelope_problem;
 use crate::profile::Profile;
 use crate::upstream::answer::envelope;
 use crate::upstream::diff::{diff, Difference};

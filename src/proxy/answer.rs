@@ -19,8 +19,8 @@ use hyper::http::Response;
 use serde_json::{json, Value};
 
 use crate::error::InputError;
-use crate::fault::{FaultAnswer, FaultPlan};
 use crate::http::{self, to_http, to_http_with, HttpResponse};
+use crate::operation::fault::{FaultAnswer, FaultPlan};
 use crate::profile::{NativeResponse, Profile};
 use crate::store::EncodedResult;
 

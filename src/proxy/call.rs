@@ -29,15 +29,15 @@ use serde_json::Value;
 
 use super::decision::{plan_for, Decision, Plan, StoreFailed};
 use super::route::{self, Matched, Target};
+use crate::app::attempt::{self, Attempt, AttemptState, RecordRef};
 use crate::app::{App, Integration};
-use crate::attempt::{self, Attempt, AttemptState, RecordRef};
 use crate::config::Mode;
 use crate::contract::template::RequestView;
 use crate::error::{HarnessCode, HarnessError, InputError};
-use crate::fault::{self, FaultPlan};
 use crate::http::Request;
 use crate::mock::Engine;
 use crate::operation::call::validate_input;
+use crate::operation::fault::{self, FaultPlan};
 use crate::operation::{IdempotencySource, Operation};
 use crate::profile::{NativeResponse, Profile, Wire};
 use crate::records::{AttemptRecord, ResultStatus};
@@ -73,7 +73,7 @@ impl CallInfo {
     /// [`CallInfo::new`] of a call without a buffered request (a refused `CONNECT`).
     pub fn received_at(received: Instant, integration: &str, arguments: Value) -> CallInfo {
         CallInfo {
-            execution_attempt_id: attempt::new_uuid(),
+            execution_attempt_id: crate::util::ids::new_uuid(),
             integration: integration.to_string(),
             operation_id: None,
             is_write: false,
@@ -492,7 +492,7 @@ pub async fn run_mocked_with_faults<T>(
     Ok((committed.response, plan, seen))
 }
 
-/// Stage 4b — the call's fault ([`crate::fault::decide`]), under the state lock, after
+/// Stage 4b — the call's fault ([`crate::operation::fault::decide`]), under the state lock, after
 /// evaluation and the output check, before the commit. Only a call that evaluated to an
 /// answer (`ok`) can fault: input and harness errors and idempotent replays (`replayed`:
 /// never faulted, no chaos index consumed) are answered as they are. The attempt's chaos

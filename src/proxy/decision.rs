@@ -22,8 +22,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::answer::StaticAnswer;
+use crate::app::attempt::IdempotentEntry;
 use crate::app::{App, Integration};
-use crate::attempt::IdempotentEntry;
 use crate::config::{Mode, UnmatchedWrites};
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
 use crate::mock::model::Fault;
@@ -68,7 +68,7 @@ pub struct Decision {
     /// The first response of an idempotent call, to remember once recorded.
     pub remember: Option<((String, String), IdempotentEntry)>,
     /// The definition's fault for this answer (the matched rule's, else the variant's), as
-    /// the engine selected it: an input to `crate::fault::decide`, not yet a decision.
+    /// the engine selected it: an input to `crate::operation::fault::decide`, not yet a decision.
     pub fault: Option<Fault>,
     /// The event's `fault` member: the call's answer fails on purpose
     /// (`super::call::run_mocked` sets it with the fault plan).

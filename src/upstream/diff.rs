@@ -22,7 +22,7 @@
 
 use serde_json::{json, Value};
 
-use crate::util::json::type_name;
+use crate::util::json::bare_type_name as type_name;
 
 /// One difference.
 #[derive(Debug, Clone, PartialEq)]

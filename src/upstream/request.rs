@@ -29,9 +29,9 @@ use hyper::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::Value;
 
 use super::client::{strip_response_headers, Upstream, UpstreamErrorKind};
-use crate::config::ProfileKind;
 use crate::contract::MatchSpec;
-use crate::util::json::a_type_name;
+use crate::contract::ProfileKind;
+use crate::util::json::type_name;
 
 pub use super::mcp_client::Limits;
 
@@ -92,7 +92,7 @@ pub fn capture_text(input: &Value, name: &str) -> Result<String, String> {
         Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(v.to_string()),
         Some(v) => Err(format!(
             "capture `{{{name}}}`: the input holds {} there, not text",
-            a_type_name(v)
+            type_name(v)
         )),
         None => Err(format!("capture `{{{name}}}`: the input has no `{name}`")),
     }

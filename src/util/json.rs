@@ -4,8 +4,7 @@
 //! [`MAX_STORED_DEPTH`] bounds what the store accepts (it refuses deeper values, so an
 //! acknowledged call can never make an attempt's evidence unreadable). And
 //! [`cut_secrets`]: known secret values cut out of every string of a value (the proxy's
-//! evidence and the tool-testing API's answers). And the one name of a JSON value's type
-//! ([`type_name`], and [`a_type_name`] for messages).
+//! evidence and the tool-testing API's answers).
 
 use serde_json::Value;
 
@@ -50,7 +49,7 @@ pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
         let mut changed = false;
         for sec in secrets {
             if out.contains(sec.as_str()) {
-                out = out.replace(sec.as_str(), crate::record::SCRUBBED);
+                out = out.replace(sec.as_str(), super::scrub::SCRUBBED);
                 changed = true;
             }
         }
@@ -74,30 +73,25 @@ pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
     }
 }
 
-/// The JSON type of `v` by its JSON Schema name (`number` for every number): the one
-/// mapping from a value to its type's name.
+/// What kind of JSON value `v` is, for messages ("a string"; never the value itself).
 pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
-/// [`type_name`] as a message says it ("a string", "an object"; `null` as it is) — never
-/// the value itself.
-pub fn a_type_name(v: &Value) -> &'static str {
-    match type_name(v) {
-        "boolean" => "a boolean",
-        "number" => "a number",
-        "string" => "a string",
-        "array" => "an array",
-        "object" => "an object",
-        _ => "null",
-    }
+/// [`type_name`] without its article, as JSON Schema names the type ("boolean", "number";
+/// every number is `number`): derived from the one mapping, never a second one.
+pub fn bare_type_name(v: &Value) -> &'static str {
+    let t = type_name(v);
+    t.strip_prefix("an ")
+        .or_else(|| t.strip_prefix("a "))
+        .unwrap_or(t)
 }
 
 #[cfg(test)]

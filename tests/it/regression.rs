@@ -261,7 +261,7 @@ async fn recording_mcp_server(seen: Arc<Mutex<Vec<(String, String)>>>) -> std::n
 // One client now (`upstream::mcp_client`), used by both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_and_execute_upstream_negotiate_the_same_mcp_version() {
-    use understudy::discover::{discover_tools, EraChoice};
+    use understudy::author::discover::{discover_tools, EraChoice};
     let seen = Arc::new(Mutex::new(Vec::new()));
     let addr = recording_mcp_server(seen.clone()).await;
     let url = format!("http://{addr}/mcp");
@@ -361,8 +361,8 @@ async fn the_attempt_token_never_reaches_an_error_message_or_the_evidence() {
 // profile's `*` cannot be built, and says which segment.
 #[test]
 fn a_star_segment_is_the_salesforce_api_version_and_nothing_else() {
-    use understudy::config::ProfileKind;
     use understudy::contract::MatchSpec;
+    use understudy::contract::ProfileKind;
     use understudy::upstream::request::{build, SALESFORCE_API_VERSION};
     let spec: MatchSpec = serde_json::from_value(
         json!({"method": "GET", "path": "/services/data/*/query", "query": {"q": "{q}"}}),

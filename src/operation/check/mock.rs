@@ -3,16 +3,17 @@
 //! schema and native envelope of every static result, fixture literals, the stale contract
 //! hash.
 
-use super::output::{
-    envelope_problem, schema_errors, status_problem, CALL_TOOL_RESULT_EXPECTED, ENVELOPE_EXPECTED,
-};
-use crate::config::ProfileKind;
+use super::output::schema_errors;
+use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use crate::error::CallError;
 use crate::mock::eval::{compile_problems, json_equal, Engine};
 use crate::mock::model::{limits, Definition};
 use crate::mock::path::pointer_push;
-use crate::util::json::a_type_name;
+use crate::profile::envelope::{
+    envelope_problem, status_problem, CALL_TOOL_RESULT_EXPECTED, ENVELOPE_EXPECTED,
+};
+use crate::util::json::type_name;
 use serde_json::Value;
 
 pub(super) struct MockCtx<'a> {
@@ -331,14 +332,14 @@ fn is_expression(v: &Value) -> bool {
     }
 }
 
-/// A variant's or rule's `fault` ([`crate::fault::fault_problems`]) at `at`.
+/// A variant's or rule's `fault` ([`crate::operation::fault::fault_problems`]) at `at`.
 fn push_fault_problems(
     f: &crate::mock::model::Fault,
     at: &str,
     ctx: &MockCtx<'_>,
     push: &mut impl FnMut(&str, String),
 ) {
-    for (sub, msg) in crate::fault::fault_problems(f, !ctx.kind.is_http()) {
+    for (sub, msg) in crate::operation::fault::fault_problems(f, !ctx.kind.is_http()) {
         let path = if sub.is_empty() {
             at.to_string()
         } else {
@@ -357,7 +358,7 @@ fn static_result_problem(result: &Value, ctx: &MockCtx<'_>) -> Option<String> {
     match (ctx.kind.is_http(), ctx.result_form.unwrap_or(ResultForm::Structured)) {
         (true, _) => {
             let Some(m) = result.as_object() else {
-                return Some(format!("is {}, {ENVELOPE_EXPECTED}", a_type_name(result)));
+                return Some(format!("is {}, {ENVELOPE_EXPECTED}", type_name(result)));
             };
             if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "status" | "data" | "headers")) {
                 return Some(format!("has the member `{k}`, {ENVELOPE_EXPECTED}"));
@@ -373,11 +374,11 @@ fn static_result_problem(result: &Value, ctx: &MockCtx<'_>) -> Option<String> {
             }
             match m.get("headers") {
                 Some(h) if !is_expression(h) => match h.as_object() {
-                    None => Some(format!("has `headers` {}, expected an object of strings", a_type_name(h))),
+                    None => Some(format!("has `headers` {}, expected an object of strings", type_name(h))),
                     Some(hm) => hm
                         .iter()
                         .find(|(_, v)| !v.is_string() && !is_expression(v))
-                        .map(|(k, v)| format!("has header `{k}` {}, expected a string", a_type_name(v))),
+                        .map(|(k, v)| format!("has header `{k}` {}, expected a string", type_name(v))),
                 },
                 _ => None,
             }
@@ -385,11 +386,11 @@ fn static_result_problem(result: &Value, ctx: &MockCtx<'_>) -> Option<String> {
         (false, ResultForm::Structured) => (!result.is_object()).then(|| {
             format!(
                 "is {}, expected an object (MCP structured content is a JSON object; use \"result_form\": \"call_tool_result\" for other results)",
-                a_type_name(result)
+                type_name(result)
             )
         }),
         (false, ResultForm::CallToolResult) => match result.as_object() {
-            None => Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", a_type_name(result))),
+            None => Some(format!("is {}, {CALL_TOOL_RESULT_EXPECTED}", type_name(result))),
             Some(m) if !m.contains_key("content") => Some(format!("has no `content`, {CALL_TOOL_RESULT_EXPECTED}")),
             _ => None,
         },

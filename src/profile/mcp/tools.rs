@@ -232,7 +232,7 @@ pub fn render_outcome(
                         format!(
                             "tool `{name}` has result_form call_tool_result but its mock \
                              rendered a {}, not a CallToolResult object",
-                            crate::util::json::type_name(&v)
+                            crate::util::json::bare_type_name(&v)
                         ),
                     ))
                 }

@@ -10,8 +10,8 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use super::{scrub, CallInfo};
+use crate::app::attempt::{self, Attempt, AttemptState};
 use crate::app::App;
-use crate::attempt::{self, Attempt, AttemptState};
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::profile::NativeResponse;
 use crate::proxy::decision::{Committed, Decision, StoreFailed};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::Prepared;
-use crate::attempt::{AttemptState, IdempotentEntry};
+use crate::app::attempt::{AttemptState, IdempotentEntry};
 use crate::contract::ResultForm;
 use crate::error::InputError;
 use crate::mock::eval::{Rendered, StaticResult};
@@ -237,7 +237,7 @@ mod tests {
             "rest",
         )
         .unwrap();
-        let op = Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap();
+        let op = Operation::compile("crm", crate::contract::ProfileKind::Rest, loaded).unwrap();
         Prepared {
             engine: op.engine().unwrap().unwrap(),
             op: Arc::new(op),

@@ -5,13 +5,13 @@
 use serde_json::Value;
 
 use crate::app::App;
+use crate::author::record;
 use crate::http::Request;
-use crate::record;
 use crate::util::json::cut_secrets;
 
 /// The secret values a request carries, at least 8 characters long: secret headers (whole,
 /// and the credential after a scheme such as `Bearer `; each cookie value), secret query
-/// parameters and secret fields of a JSON body (the denylist of [`crate::record::scrub`] plus
+/// parameters and secret fields of a JSON body (the denylist of [`crate::author::record::scrub`] plus
 /// the project's `scrub`). `body`: the request's JSON body, parsed once by the caller.
 pub fn secret_values(app: &App, req: &Request, body: Option<&Value>) -> Vec<String> {
     let mut out = Vec::new();

@@ -8,8 +8,8 @@ use serde_json::{json, Map, Value};
 
 use super::relay::BodyEnd;
 use crate::app::App;
+use crate::author::record::{self, Call, Exchange, HttpCall};
 use crate::http::{is_sse, Request};
-use crate::record::{self, Call, Exchange, HttpCall};
 
 /// Bodies up to this size are kept in evidence; larger ones are summarized.
 pub const EVIDENCE_BODY_LIMIT: usize = 256 * 1024;
@@ -18,7 +18,7 @@ pub const EVIDENCE_BODY_LIMIT: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct Capture {
     pub integration: String,
-    pub profile: crate::config::ProfileKind,
+    pub profile: crate::contract::ProfileKind,
     pub matched_operation: Option<String>,
     pub order: u64,
     /// The raw path after the integration prefix (no query).

@@ -7,7 +7,6 @@
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
-use crate::attempt;
 use crate::config::Mode;
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::profile::{NativeResponse, Profile};
@@ -56,7 +55,7 @@ pub fn fake_id(
     b.copy_from_slice(&h[..16]);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let x = attempt::hex(&b);
+    let x = crate::util::ids::hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &x[..8],
@@ -115,6 +114,7 @@ pub async fn refuse_unknown_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::attempt;
 
     #[test]
     fn fake_ids_are_deterministic_and_well_formed() {

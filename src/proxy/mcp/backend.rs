@@ -8,13 +8,13 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use crate::app::attempt::Attempt;
 use crate::app::{App, Integration};
-use crate::attempt::Attempt;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
-use crate::fault::FaultPlan;
 use crate::http::Request;
 use crate::mock::model::RESPONSE_MEMBER;
+use crate::operation::fault::FaultPlan;
 use crate::operation::Operation;
 use crate::profile::mcp::ask::{Asked, Asker};
 use crate::profile::mcp::{tool_is_write, McpBackend, ToolCallOutcome, ToolInfo};

@@ -13,8 +13,8 @@ use hyper::body::{Body, Frame};
 use hyper::http::{HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::fault::{FaultAnswer, FaultPlan};
 use crate::http::{full, HttpResponse};
+use crate::operation::fault::{FaultAnswer, FaultPlan};
 use crate::profile::mcp::{McpBody, McpResponse};
 
 /// The dialect's answer as an HTTP response: its status and headers as given; a JSON body

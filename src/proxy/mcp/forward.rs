@@ -44,8 +44,9 @@ use hyper::http::{HeaderMap, HeaderValue, Response};
 use serde_json::{json, Value};
 
 use super::body::mcp_response;
+use crate::app::attempt::Attempt;
 use crate::app::{App, Integration};
-use crate::attempt::Attempt;
+use crate::author::record::{Call, Exchange, McpCall, ToolOutcome};
 use crate::error::{HarnessCode, HarnessError};
 use crate::http::{full, is_sse, to_http, HttpResponse, Request};
 use crate::profile::mcp::jsonrpc::Posted;
@@ -56,7 +57,6 @@ use crate::proxy::forward::capture::{keep_exchange, Capture};
 use crate::proxy::forward::relay::{relay, BodyEnd, Finisher};
 use crate::proxy::forward::send::{buffer, send_upstream, Buffered};
 use crate::proxy::forward::SOURCE_HEADER;
-use crate::record::{Call, Exchange, McpCall, ToolOutcome};
 use crate::records::EventSource;
 use crate::util::json::{json_depth, MAX_BODY_DEPTH};
 

@@ -80,8 +80,9 @@ use self::tool_call::tools_call;
 use super::call::{self, CallInfo};
 use super::decision::{self as decision, Decision};
 use super::route;
+use crate::app::attempt::Attempt;
 use crate::app::{App, Integration};
-use crate::attempt::Attempt;
+use crate::author::record::{self, ToolOutcome};
 use crate::config::Mode;
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::http::{full, to_http, HttpResponse, Request};
@@ -90,7 +91,6 @@ use crate::profile::mcp::{harness_reply_to, tool_is_write, McpEndpoint};
 use crate::profile::Wire;
 use crate::proxy::forward::capture::Capture;
 use crate::proxy::forward::send::rest_of;
-use crate::record::{self, ToolOutcome};
 
 /// Whether `req` addresses the endpoint of an `mcp` integration: its path, after an optional
 /// `~<token>` segment, is exactly the integration's name.
@@ -231,7 +231,7 @@ async fn outside_replay(
                 // The client's answer to a request of the server (elicitation, sampling): kept
                 // for the capture of the tool call that asked, before the server can see it.
                 if let (true, Some(mut answer)) = (capturing, ToolOutcome::of_response(m)) {
-                    crate::record::scrub_json(answer.value_mut(), &app.config.scrub.fields);
+                    crate::author::record::scrub_json(answer.value_mut(), &app.config.scrub.fields);
                     app.forwarding.recorder.keep_answer(
                         integ.name(),
                         &session_of(&req),

@@ -14,8 +14,9 @@ use serde_json::{json, Map, Value};
 use super::backend::{outcome_of, write_flag};
 use super::body::mcp_response;
 use super::forward::{call_info, forward_plain, messages, session_of, Keep, Sent};
+use crate::app::attempt::Attempt;
 use crate::app::{App, Integration};
-use crate::attempt::Attempt;
+use crate::author::record::{self, Ask, Call, Exchange, ToolCall, ToolOutcome};
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
 use crate::http::{full, is_sse, to_http, HttpResponse, Request};
@@ -30,7 +31,6 @@ use crate::proxy::forward::capture::{http_result, keep_exchange, Capture};
 use crate::proxy::forward::relay::{relay, BodyEnd, Finisher};
 use crate::proxy::forward::send::{buffer, send_upstream, Buffered};
 use crate::proxy::forward::{policy, MCP_TAG_KEY, SOURCE_HEADER};
-use crate::record::{self, Ask, Call, Exchange, ToolCall, ToolOutcome};
 use crate::records::{EventSource, ResultStatus};
 
 /// One `tools/call` (module doc).
