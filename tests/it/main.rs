@@ -9,6 +9,7 @@ mod clients;
 mod conformance;
 mod contracts;
 mod drift;
+mod docs;
 mod dryrun;
 mod durability;
 mod faults;
