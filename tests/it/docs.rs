@@ -82,11 +82,26 @@ fn anchor(path: &str) -> String {
     path.to_lowercase().replace(' ', "-")
 }
 
+/// Help text as one table-safe line: whitespace collapsed, `|` escaped, and `<`, `>`, `&`
+/// outside code spans written as entities (`<report dir>` is not an HTML tag).
 fn one_line(s: &str) -> String {
-    s.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
+    let joined = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::with_capacity(joined.len());
+    let mut in_code = false;
+    for c in joined.chars() {
+        match c {
+            '`' => {
+                in_code = !in_code;
+                out.push(c);
+            }
+            '|' => out.push_str("\\|"),
+            '<' if !in_code => out.push_str("&lt;"),
+            '>' if !in_code => out.push_str("&gt;"),
+            '&' if !in_code => out.push_str("&amp;"),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 fn render_command(out: &mut String, path: &str, cmd: &clap::Command) {
@@ -112,7 +127,13 @@ fn render_command(out: &mut String, path: &str, cmd: &clap::Command) {
         if cmd.has_subcommands() {
             out.push_str("Subcommands:");
             for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-                let _ = write!(out, " [`{0} {1}`](#{2})", path, sub.get_name(), anchor(&format!("{path} {}", sub.get_name())));
+                let _ = write!(
+                    out,
+                    " [`{0} {1}`](#{2})",
+                    path,
+                    sub.get_name(),
+                    anchor(&format!("{path} {}", sub.get_name()))
+                );
             }
             out.push_str("\n\n");
         }
@@ -125,10 +146,20 @@ fn render_command(out: &mut String, path: &str, cmd: &clap::Command) {
     out.push('\n');
 }
 
+/// The argument as typed, in a code span; `|` escaped so the table cell stays one cell.
 fn arg_spelling(a: &clap::Arg) -> String {
+    arg_spelling_raw(a).replace('|', "\\|")
+}
+
+fn arg_spelling_raw(a: &clap::Arg) -> String {
     let value = a
         .get_value_names()
-        .map(|v| v.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" "))
+        .map(|v| {
+            v.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .unwrap_or_else(|| a.get_id().as_str().to_uppercase());
     let takes_value = a.get_action().takes_values();
     let mut s = match (a.get_long(), a.get_short()) {
@@ -171,7 +202,9 @@ fn arg_meaning(a: &clap::Arg) -> String {
         .map(|h| one_line(&h.to_string()))
         .unwrap_or_default();
     if !help.is_empty() {
-        parts.push(help);
+        // clap drops the final period of a one-line help; the cell goes on with more sentences
+        let ends = help.ends_with(['.', ')', ':', '!', '?']) || help.ends_with(".)");
+        parts.push(if ends { help } else { format!("{help}.") });
     }
     if a.is_required_set() {
         parts.push("Required.".to_owned());
@@ -181,14 +214,15 @@ fn arg_meaning(a: &clap::Arg) -> String {
         .iter()
         .map(|d| d.to_string_lossy().into_owned())
         .collect();
-    if !defaults.is_empty() {
+    let is_flag = matches!(
+        a.get_action(),
+        clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
+    );
+    if !defaults.is_empty() && !is_flag {
         parts.push(format!("Default: `{}`.", defaults.join(" ")));
     }
     if matches!(a.get_action(), clap::ArgAction::Append) {
         parts.push("Repeatable.".to_owned());
-    }
-    if let Some(env) = a.get_env() {
-        parts.push(format!("Environment: `{}`.", env.to_string_lossy()));
     }
     parts.join(" ")
 }
@@ -227,11 +261,19 @@ fn cli_reference_lists_every_subcommand_and_flag() {
         if sub.get_name() == "help" {
             continue;
         }
-        assert!(md.contains(&format!("## `understudy {}`", sub.get_name())), "{}", sub.get_name());
+        assert!(
+            md.contains(&format!("## `understudy {}`", sub.get_name())),
+            "{}",
+            sub.get_name()
+        );
         for a in sub.get_arguments() {
             if let Some(l) = a.get_long() {
                 if l != "help" {
-                    assert!(md.contains(&format!("`--{l}")), "--{l} of {}", sub.get_name());
+                    assert!(
+                        md.contains(&format!("`--{l}")),
+                        "--{l} of {}",
+                        sub.get_name()
+                    );
                     n += 1;
                 }
             }
@@ -466,7 +508,10 @@ fn run_script(dir: &Path, script: &str) -> (i32, String) {
             break child.wait_with_output().unwrap();
         }
         if Instant::now() > deadline {
-            let _ = Command::new("kill").arg("-KILL").arg(format!("-{pgid}")).status();
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(format!("-{pgid}"))
+                .status();
             let out = child.wait_with_output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout).into_owned()
                 + &String::from_utf8_lossy(&out.stderr);
@@ -511,7 +556,8 @@ fn tool_missing(tool: &str) -> bool {
         .unwrap_or(true)
 }
 
-fn run_page(page: &str, min_blocks: usize, needs: &[&str]) {
+/// What a page's blocks need that is not installed (besides the binary).
+fn missing_tools(needs: &[&str]) -> Vec<String> {
     let mut missing = Vec::new();
     for tool in ["curl", "python3"] {
         if tool_missing(tool) {
@@ -531,42 +577,61 @@ fn run_page(page: &str, min_blocks: usize, needs: &[&str]) {
             }
         }
     }
+    missing
+}
+
+/// Runs the runnable blocks of `pages`, in order, as one shell session in one scratch
+/// directory (a later page may use what an earlier one made, as a reader following them
+/// does). Skips (fails under CI=true) when a tool they need is missing.
+fn run_pages(pages: &[(&str, usize, &[&str])]) {
+    let names: Vec<&str> = pages.iter().map(|(p, _, _)| *p).collect();
+    let needs: Vec<&str> = pages
+        .iter()
+        .flat_map(|(_, _, n)| n.iter().copied())
+        .collect();
+    let missing = missing_tools(&needs);
     if !missing.is_empty() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "{page}: its runnable blocks need {missing:?}"
+            "{names:?}: the runnable blocks need {missing:?}"
         );
-        eprintln!("skipped {page}: {missing:?} not installed");
+        eprintln!("skipped {names:?}: {missing:?} not installed");
         return;
     }
-    let blocks = page_blocks(page);
-    assert!(
-        blocks.len() >= min_blocks,
-        "{page}: {} runnable blocks, expected at least {min_blocks} (a lost `sh,runnable` marker?)",
-        blocks.len()
-    );
+    let mut blocks = Vec::new();
+    for (page, min_blocks, _) in pages {
+        let b = page_blocks(page);
+        assert!(
+            b.len() >= *min_blocks,
+            "{page}: {} runnable blocks, expected at least {min_blocks} (a lost `sh,runnable` marker?)",
+            b.len()
+        );
+        blocks.extend(b);
+    }
     let dir = scratch();
     let (code, out) = run_script(dir.path(), &script_for(&blocks));
-    assert_eq!(code, 0, "the runnable blocks of docs/src/{page} failed:\n{out}");
+    assert_eq!(code, 0, "the runnable blocks of {names:?} failed:\n{out}");
 }
 
 #[test]
 fn runnable_blocks_getting_started() {
-    for (page, n, needs) in RUNNABLE_PAGES
+    // Getting started is one path a new user follows from top to bottom: one session.
+    let pages: Vec<_> = RUNNABLE_PAGES
         .iter()
+        .copied()
         .filter(|(p, _, _)| p.starts_with("getting-started/"))
-    {
-        run_page(page, *n, needs);
-    }
+        .collect();
+    run_pages(&pages);
 }
 
 #[test]
 fn runnable_blocks_guides() {
-    for (page, n, needs) in RUNNABLE_PAGES
+    // Each guide stands alone: its own session and scratch directory.
+    for page in RUNNABLE_PAGES
         .iter()
         .filter(|(p, _, _)| p.starts_with("guides/"))
     {
-        run_page(page, *n, needs);
+        run_pages(&[*page]);
     }
 }
 
@@ -581,7 +646,11 @@ fn every_runnable_block_is_on_a_page_that_is_run() {
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "md") {
-                let rel = p.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+                let rel = p
+                    .strip_prefix(&src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
                 let n = runnable_blocks(&rel, &std::fs::read_to_string(&p).unwrap()).len();
                 if n > 0 {
                     assert!(
@@ -604,7 +673,8 @@ fn a_runnable_block_whose_command_fails_fails() {
     assert_ne!(code, 0);
     assert!(out.contains("p.md:3: false"), "{out}");
 
-    let page = "```sh,runnable\nsh -c 'exit 1'   # exit 1: expected\nsh -c 'exit 0'   # exit 1\n```\n";
+    let page =
+        "```sh,runnable\nsh -c 'exit 1'   # exit 1: expected\nsh -c 'exit 0'   # exit 1\n```\n";
     let (code, out) = run_script(dir.path(), &script_for(&runnable_blocks("p.md", page)));
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("expected 1"), "{out}");
@@ -612,6 +682,15 @@ fn a_runnable_block_whose_command_fails_fails() {
     let page = "```sh,runnable\nsh -c \\\n  'exit 3'\n```\n";
     let (code, _) = run_script(dir.path(), &script_for(&runnable_blocks("p.md", page)));
     assert_ne!(code, 0);
+
+    // a here-document is part of its command, and a quoted argument may span lines
+    let page = "```sh,runnable\ncat > f.json <<'JSON'\n{\"a\":\n 1}\nJSON\ngrep -q '\"a\"' f.json\ntest \"$(cat f.json | tr -d ' \\n')\" = '{\"a\":1}'\necho 'two\nlines' | grep -q lines\ngrep -q nothing f.json   # exit 1\n```\n";
+    let (code, out) = run_script(dir.path(), &script_for(&runnable_blocks("p.md", page)));
+    assert_eq!(code, 0, "{out}");
+    let page = "```sh,runnable\ncat > g.json <<'JSON'\n{}\nJSON\ngrep -q missing g.json\n```\n";
+    let (code, out) = run_script(dir.path(), &script_for(&runnable_blocks("p.md", page)));
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("p.md:5: grep -q missing g.json"), "{out}");
 
     // and passes a block that works, ignoring blocks not marked runnable
     let page = "```sh\nfalse\n```\n```sh,runnable\nunderstudy --version\necho 7777\n```\n";
