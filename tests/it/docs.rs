@@ -510,6 +510,7 @@ fn run_script(dir: &Path, script: &str) -> (i32, String) {
         if Instant::now() > deadline {
             let _ = Command::new("kill")
                 .arg("-KILL")
+                .arg("--")
                 .arg(format!("-{pgid}"))
                 .status();
             let out = child.wait_with_output().unwrap();
@@ -520,7 +521,11 @@ fn run_script(dir: &Path, script: &str) -> (i32, String) {
         std::thread::sleep(Duration::from_millis(50));
     };
     // Background jobs a page started (a server) end with it.
-    let _ = Command::new("kill").arg(format!("-{pgid}")).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg("--")
+        .arg(format!("-{pgid}"))
+        .status();
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)
