@@ -4,12 +4,12 @@
 #   bash scripts/book.sh
 #
 # mdBook is not packaged by Debian, so it is installed from crates.io with cargo, pinned and
-# --locked, into target/mdbook/ (kept between runs: a second run does not rebuild it).
+# --locked, into cargo's own bin directory (kept between clones: a second run does not rebuild it).
 # MDBOOK=/path/to/mdbook uses another binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MDBOOK_VERSION=0.5.4
-ROOT="$PWD/target/mdbook"
+ROOT="${CARGO_HOME:-$HOME/.cargo}"   # persists across clones on one machine: a second CI run does not rebuild it
 if [ -z "${MDBOOK:-}" ] && command -v mdbook >/dev/null 2>&1 \
    && mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
   MDBOOK="$(command -v mdbook)"          # the pinned version is already installed
