@@ -18,10 +18,10 @@
 //! | [`admin`] | the `/_understudy/api` routes (one router, one error shape) and the `/_understudy/ui` pages; never imports proxy or server |
 //! | [`proxy`] | one proxied call from routing to commit: identify → plan → prepare_mock → run_mocked → commit; MCP; forwarding |
 //! | [`app`] | the state of a running server, importing no handler: start-up, integrations and their generations, engines, contracts, recorder, host table, counters, [`app::attempt`] (tokens, leases, pins, the per-attempt state lock) |
-//! | [`author`] | offline writers and checkers of operation files: [`author::record`] (captured exchanges → drafts, scrubbing), [`author::import`] (HAR, Postman, WireMock, OpenAPI), [`author::discover`], [`author::generate`], `drift` |
+//! | [`author`] | offline writers and checkers of operation files: [`author::record`] (captured exchanges → drafts, scrubbing), [`author::import`] (HAR, Postman, WireMock, OpenAPI), [`author::discover`], [`author::generate`], [`author::drift`] (a real answer against a mock's, through [`upstream`]) |
 //! | `evidence` | after the calls: the exported envelope and its verdict, `verify/` (tool-call contracts), `report/` (JUnit, HTML) — today [`evidence`], [`verify`], [`report`] |
 //! | [`operation`] | contract + engine compiled together: `Operation`, loading, every `check`, the one call core ([`operation::call`]), faults on purpose ([`operation::fault`]) |
-//! | `upstream` | the real system: the upstream HTTP(S) client, the MCP client, a real answer → envelope, mock-vs-real diff — today [`upstream`] |
+//! | [`upstream`] | the only code that reaches the real system: the HTTP(S) client (rustls, header hygiene, streaming), the MCP client, the request built from an input, the real answer as an envelope, the mock-vs-real diff |
 //! | [`profile`] | the wire as data, no I/O: the envelope rule ([`profile::envelope`]), rest, salesforce, [`profile::Wire`], [`profile::mcp`] (server side) |
 //! | [`store`] | the only module that touches the data dir or PostgreSQL: the facade, sled, the journal and its group commit, `store/postgres/` |
 //! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags; store URLs |
@@ -45,7 +45,6 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod contract;
-pub mod drift;
 pub mod error;
 pub mod evidence;
 pub mod http;
