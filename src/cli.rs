@@ -293,7 +293,7 @@ pub struct ReportArgs {
     pub attempt: String,
     /// Required unless --report-dir is given.
     #[arg(long, value_enum)]
-    pub format: Option<crate::report::Format>,
+    pub format: Option<crate::evidence::report::Format>,
     /// Write to FILE instead of stdout.
     #[arg(long, value_name = "FILE", conflicts_with = "report_dir")]
     pub out: Option<PathBuf>,

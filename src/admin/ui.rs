@@ -4,8 +4,8 @@
 //! | method and path | answers |
 //! |---|---|
 //! | `GET /_understudy/ui/` | the attempts, newest first (at most [`LIST_MAX`]): verdict, calls, events, started/ended |
-//! | `GET /_understudy/ui/attempts/{id}` | the HTML report of `crate::report::html` for the live evidence |
-//! | `GET /_understudy/ui/attempts/{id}/junit.xml` | its JUnit XML (`crate::report::junit`) |
+//! | `GET /_understudy/ui/attempts/{id}` | the HTML report of `crate::evidence::report::html` for the live evidence |
+//! | `GET /_understudy/ui/attempts/{id}/junit.xml` | its JUnit XML (`crate::evidence::report::junit`) |
 //!
 //! The envelope is the one of `GET /_understudy/api/attempts/{id}/evidence` (same lock, same
 //! redaction, `store_failures`), with `verdict_reasons` filled when the envelope has none.
@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::{ApiError, Reply};
 use crate::app::App;
+use crate::evidence::report::html::esc;
 use crate::http::{full, HttpResponse, Request};
-use crate::report::html::esc;
 
 /// The prefix of the pages.
 pub const UI_PREFIX: &str = "/_understudy/ui";
@@ -38,14 +38,14 @@ pub(crate) async fn handle(app: &App, req: &Request) -> Result<Reply, ApiError> 
         (true, ["attempts", id]) => {
             let env = envelope(app, id).await?;
             Ok(page(
-                crate::report::html::render(&env).into_bytes(),
+                crate::evidence::report::html::render(&env).into_bytes(),
                 "text/html; charset=utf-8",
             ))
         }
         (true, ["attempts", id, "junit.xml"]) => {
             let env = envelope(app, id).await?;
             Ok(page(
-                crate::report::junit::render(&env).into_bytes(),
+                crate::evidence::report::junit::render(&env).into_bytes(),
                 "application/xml; charset=utf-8",
             ))
         }
@@ -81,7 +81,7 @@ async fn envelope(app: &App, id: &str) -> Result<Value, ApiError> {
     let rec = app.store.attempt(&id).map_err(super::store_err)?;
     let events = app.store.evidence(&id).map_err(super::store_err)?;
     Ok(match rec {
-        Some(rec) => crate::report::with_verdict_reasons(env, &rec, &events),
+        Some(rec) => crate::evidence::report::with_verdict_reasons(env, &rec, &events),
         None => env,
     })
 }

@@ -1,7 +1,7 @@
 //! `understudy report ATTEMPT --format json|junit|html [--out FILE] [--report-dir D]
 //! [--data-dir D] [--config F]` (SPEC 16): the attempt's envelope from the store (as
 //! `understudy evidence` reads it, with the project's redactions), rendered by
-//! [`crate::report`]. `--report-dir D` writes all three formats into D.
+//! [`crate::evidence::report`]. `--report-dir D` writes all three formats into D.
 //!
 //! Exit codes: 0 written and the verdict is `pass`; 1 written and the verdict is `fail` (as
 //! `understudy evidence`, so CI can gate on it); 2 usage (no format, an unknown attempt, a
@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::evidence::load_envelope;
 use super::Exit;
 use crate::cli::ReportArgs;
-use crate::report::{self, Format};
+use crate::evidence::report::{self, Format};
 use crate::store::Store;
 
 /// `understudy report` (module doc).

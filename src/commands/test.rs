@@ -39,7 +39,7 @@ use super::Exit;
 use crate::app::{App, AppOptions};
 use crate::cli::TestArgs;
 use crate::config::{Config, Mode};
-use crate::report::TestRun;
+use crate::evidence::report::TestRun;
 use crate::server::{self, Transport};
 
 const SIGINT: i32 = 2;
@@ -316,7 +316,7 @@ async fn run(
             let rec = app.store.attempt(&attempt_id).ok().flatten();
             let events = app.store.evidence(&attempt_id).unwrap_or_default();
             match rec {
-                Some(rec) => crate::report::with_verdict_reasons(env, &rec, &events),
+                Some(rec) => crate::evidence::report::with_verdict_reasons(env, &rec, &events),
                 None => env,
             }
         }
@@ -332,7 +332,7 @@ async fn run(
     drop(app);
     stop_server(server_task).await;
 
-    let verdict = crate::report::str_at(&envelope, "verdict").to_string();
+    let verdict = crate::evidence::report::str_at(&envelope, "verdict").to_string();
     let exit = if let Some(c) = run.understudy_code() {
         Exit::Code(c)
     } else if verdict != "pass" {
@@ -349,7 +349,7 @@ async fn run(
         );
     }
     let written = crate::commands::report::write_all(&report_dir, &envelope);
-    let reasons = crate::report::reasons(&envelope);
+    let reasons = crate::evidence::report::reasons(&envelope);
     let calls = envelope["tool_events"].as_array().map_or(0, Vec::len);
     eprintln!(
         "understudy test: {}; verdict {}{} ({calls} tool calls); exit {}",
@@ -370,9 +370,9 @@ async fn run(
         Ok(()) => eprintln!(
             "understudy test: reports in {} ({}, {}, {})",
             report_dir.display(),
-            crate::report::HTML_FILE,
-            crate::report::JUNIT_FILE,
-            crate::report::JSON_FILE
+            crate::evidence::report::HTML_FILE,
+            crate::evidence::report::JUNIT_FILE,
+            crate::evidence::report::JSON_FILE
         ),
         Err(e) => {
             eprintln!("understudy test: {e}");

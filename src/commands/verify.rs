@@ -17,8 +17,8 @@
 use super::evidence::resolve_store;
 use super::Exit;
 use crate::cli::{OutputFormat, VerifyArgs};
+use crate::evidence::verify::{self, ContractResult};
 use crate::store::Store;
-use crate::verify::{self, ContractResult};
 
 /// `understudy verify`.
 pub fn verify(args: &VerifyArgs) -> Exit {

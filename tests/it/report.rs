@@ -648,7 +648,11 @@ fn html_report_file_in_headless_chromium() {
     let Some(chromium) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.html");
-    std::fs::write(&file, understudy::report::html::render(&rich_envelope())).unwrap();
+    std::fs::write(
+        &file,
+        understudy::evidence::report::html::render(&rich_envelope()),
+    )
+    .unwrap();
     let url = format!("file://{}", file.display());
     let (dom, _) = dump_dom(chromium, &url);
     assert_rich_dom(&dom);
@@ -771,7 +775,7 @@ fn ten_thousand_events_stay_small_and_load_fast_in_chromium() {
     env["tool_events"] = json!(calls);
     env["events"] = json!(events);
     let t = Instant::now();
-    let html = understudy::report::html::render(&env);
+    let html = understudy::evidence::report::html::render(&env);
     let render_ms = t.elapsed().as_millis();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("big.html");

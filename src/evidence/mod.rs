@@ -57,7 +57,10 @@ use serde_json::{json, Map, Value};
 use crate::records::{
     AgentEvent, AttemptEvidence, AttemptRecord, EventSource, ResultStatus, ToolEvent,
 };
-use crate::verify::{self, ContractResult};
+pub mod report;
+pub mod verify;
+
+use verify::ContractResult;
 
 /// The `schema_version` of the exported envelope.
 pub const SCHEMA_VERSION: &str = "understudy.evidence.v1";

@@ -18,10 +18,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::evidence::verify::input::{AgentEvent, Call, Evidence, Item};
+use crate::evidence::verify::model::{OrderMode, Risk, Source, ToolCallContract, ValueRule};
+use crate::evidence::verify::path::VPath;
 use crate::mock::path::json_equal;
-use crate::verify::input::{AgentEvent, Call, Evidence, Item};
-use crate::verify::model::{OrderMode, Risk, Source, ToolCallContract, ValueRule};
-use crate::verify::path::VPath;
 
 mod arguments;
 mod calls;
