@@ -686,6 +686,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         faults,
         durability,
         interrupted: false,
+        ..AttemptRecord::default()
     }
 }
 

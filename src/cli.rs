@@ -279,6 +279,9 @@ pub struct TestArgs {
     /// Log to stderr instead of <report dir>/understudy.log.
     #[arg(long)]
     pub log_stderr: bool,
+    /// A run with no tool call and no agent-side event may pass (else it fails `no_calls`).
+    #[arg(long)]
+    pub allow_no_calls: bool,
     /// The command and its arguments (after `--`).
     #[arg(value_name = "CMD", required = true, last = true, num_args = 1..)]
     pub command: Vec<String>,

@@ -43,6 +43,7 @@ fn attempt(id: &str) -> AttemptRecord {
         faults: BTreeMap::new(),
         durability: Default::default(),
         interrupted: false,
+        ..Default::default()
     }
 }
 
