@@ -34,3 +34,4 @@ mod store;
 mod testing_api;
 mod tls;
 mod tool_test;
+mod verdict;
