@@ -17,11 +17,11 @@
 //! | [`operation`] | contract + engine compiled together: `Operation`, loading, every `check`, `generate`, and the one call core ([`operation::call`]) |
 //! | [`contract`] | the operation-file model, match templates, contract hash (imports no mock) |
 //! | [`mock`] | the version-1 engine: model, references and expressions, evaluation — pure, imports no contract |
-//! //! | [`fault`] | faults on purpose: their checks, seeded chaos, the plan the pipeline follows, the evidence member (pure) |
+//! | [`fault`] | faults on purpose: their checks, seeded chaos, the plan the pipeline follows, the evidence member (pure) |
 //! | [`profile`] | wire dialects: request → (operation, input), result → response; [`profile::Wire`]; [`profile::mcp`] with its one era rule and one client |
 //! | [`attempt`] | tokens, leases, pins, the per-attempt state lock; the lease and pin rules |
 //! | [`evidence`] | the exported envelope, the one verdict and its reasons, redaction (pure); `evidence::verify` (tool-call contracts: model, static checks, the pure evaluator) and `evidence::report` (JUnit XML, the self-contained HTML report) |
-//! //! | [`store`] | the only module that touches the data dir: the facade, sled, per-attempt evidence files, the journal and its group commit |
+//! | [`store`] | the only module that touches the data dir: the facade, sled, per-attempt evidence files, the journal and its group commit |
 //! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
 //! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |

@@ -657,14 +657,28 @@ pub(crate) async fn end_attempt(app: &App, id: &str) -> ApiResult {
             "the default attempt lives as long as the server; end attempts created with POST /attempts",
         ));
     }
-    // Under the state lock: no call is half-way through this attempt.
+    // Under the state lock: no call is half-way through this attempt. On a shared store
+    // (PostgreSQL) also under the attempt's row lock, as a call takes it: a call of another
+    // process commits before the end, or after it (then stamped after `ended_at`, which
+    // fails the attempt as `attempt_ended`).
     let mut g = a.lock.lock().await;
+    // Taken and released at once: every call another process had under way has committed
+    // (the end's own writes below would wait on a lock held here).
+    drop(
+        crate::app::attempt::read_in_store(&app.store, id, &mut g)
+            .await
+            .map_err(store_err)?,
+    );
     let mut rec = a.record();
     if a.lease(app.clock.now()) != Lease::Ended {
         // The end snapshot (SPEC 14): what `final_state` reads once the live state is gone.
         rec.final_state = Some(app.store.state(id).map_err(store_err)?);
         let remaining = app.store.clear_state(id).map_err(store_err)?;
         rec.ended_at = Some(crate::util::time::rfc3339(app.clock.now()));
+        // Store failures this process saw but could not mark end up in the ended record.
+        rec.store_failures = rec
+            .store_failures
+            .max(a.store_failures.load(std::sync::atomic::Ordering::SeqCst));
         rec.cleanup = Some(cleanup_report(remaining));
         app.store.put_attempt(&rec).map_err(store_err)?;
         app.store.flush().await.map_err(store_err)?;

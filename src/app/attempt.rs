@@ -336,6 +336,14 @@ impl Attempt {
                 self.set_record(r);
             }
             Err(e) => {
+                // The record in memory carries it: whatever writes the record next (the
+                // end of the attempt) makes it durable.
+                let mut r = self.record();
+                r.store_failures = r.store_failures.max(
+                    self.store_failures
+                        .load(std::sync::atomic::Ordering::SeqCst),
+                );
+                self.set_record(r);
                 tracing::error!(attempt = %self.id, error = %e, "cannot record the store failure in the attempt's record: the attempt fails in this process, and every open attempt is interrupted at the next start");
                 if let Err(e) = store.store_failure_unrecorded() {
                     tracing::error!(attempt = %self.id, error = %e, "cannot leave the sign of an unrecorded store failure either");

@@ -88,6 +88,10 @@ pub fn verify(args: &VerifyArgs) -> Exit {
     let pinned = crate::evidence::contract_results(&inputs);
     let verdict = crate::evidence::verdict_of(&inputs, &pinned);
     let results = if given.is_empty() {
+        if pinned.is_empty() {
+            eprintln!("understudy verify: {}", no_contract(&args.attempt));
+            return Exit::Usage;
+        }
         pinned
     } else {
         crate::evidence::evaluate_contracts(&inputs, &given)
@@ -113,7 +117,16 @@ fn remote_results(args: &VerifyArgs, url: &str) -> Result<(Vec<ContractResult>, 
             format!("the server at {url} answered an envelope without valid contract_results: {e}")
         })?,
     };
+    if results.is_empty() {
+        return Err(no_contract(&args.attempt));
+    }
     Ok((results, verdict))
+}
+
+fn no_contract(attempt: &str) -> String {
+    format!(
+        "attempt `{attempt}` pinned no tool-call contract: name one with --contract FILE (its verdict alone: `understudy evidence`)"
+    )
 }
 
 /// Prints `results` and the verdict in `--format` and picks the exit code: 0 only when the

@@ -14,7 +14,7 @@
 //! | `harness_error` | a call has `result_status: "harness_error"` (other than the codes below) |
 //! | `store_failure` | a call was answered 500 `store_error` (the attempt's durable `store_failures` counter, or a recorded withdrawal) |
 //! | `lease_expired` | a call arrived after the lease expired (recorded as such, or stamped after `expires_at`) |
-//! | `attempt_ended` | a call arrived with the token of the attempt after it ended (answered 410) |
+//! | `attempt_ended` | a call arrived with the token of the attempt after it ended (answered 410), or is stamped after `ended_at` |
 //! | `duplicate_side_effect` | two writes under one `idempotency_key_ref` both took effect |
 //! | `missing_evidence` | the sequences of calls and agent-side events are not exactly 1..n |
 //! | `unknown_status` | a `result_status` outside the known list |
@@ -232,6 +232,7 @@ impl Verdict {
 pub struct Judge<'a> {
     attempt: &'a AttemptRecord,
     expires: Option<Result<chrono::DateTime<chrono::FixedOffset>, ()>>,
+    ended: Option<chrono::DateTime<chrono::FixedOffset>>,
     reasons: Vec<Reason>,
     /// The next sequence expected (1..n without gaps or repeats).
     next: u64,
@@ -260,6 +261,7 @@ impl<'a> Judge<'a> {
         Judge {
             attempt,
             expires,
+            ended: attempt.ended_at.as_deref().and_then(parse_time),
             reasons,
             next: 1,
             gap_reported: false,
@@ -325,6 +327,15 @@ impl<'a> Judge<'a> {
                     "unknown result_status `{status}` at sequence {seq}: the outcome of that call is unknown"
                 ),
             )),
+            _ if self.after_end(e) => self.reasons.push(Reason::at(
+                &Rule::AttemptEnded,
+                seq,
+                format!(
+                    "call at sequence {seq} ({}) was recorded after the attempt ended at {}",
+                    e.timestamp,
+                    self.attempt.ended_at.as_deref().unwrap_or("")
+                ),
+            )),
             _ => {
                 if let Some(Ok(exp)) = &self.expires {
                     match parse_time(&e.timestamp) {
@@ -364,6 +375,15 @@ impl<'a> Judge<'a> {
                     self.applied.insert(key.to_string(), seq);
                 }
             }
+        }
+    }
+
+    /// A call stamped after the attempt's end (another process of a fleet that had not yet
+    /// seen the end answered it): it counts as a late call, whatever its status.
+    fn after_end(&self, e: &ToolEvent) -> bool {
+        match (&self.ended, parse_time(&e.timestamp)) {
+            (Some(end), Some(t)) => t > *end,
+            _ => false,
         }
     }
 
@@ -655,6 +675,21 @@ mod tests {
             ..base
         };
         assert!(codes(&a, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_call_stamped_after_the_end_fails_whatever_its_status() {
+        let a = AttemptRecord {
+            ended_at: Some("2026-01-01T10:05:00Z".into()),
+            ..AttemptRecord::default()
+        };
+        // At the end instant: inside.
+        assert!(codes(&a, &[call(1, "ok")]).is_empty());
+        let late = ToolEvent {
+            timestamp: "2026-01-01T10:05:00.001Z".into(),
+            ..call(2, "ok")
+        };
+        assert_eq!(codes(&a, &[call(1, "ok"), late]), ["attempt_ended"]);
     }
 
     #[test]

@@ -914,16 +914,7 @@ impl Store {
         }
         match &*self.inner {
             Backend::Embedded(e) => e.mark_store_failure(attempt_id),
-            // Its own transaction, apart from the call's (rolled back). The row lock of the
-            // per-call transaction comes with the PostgreSQL module's split.
-            Backend::Postgres(p) => {
-                let mut a = p
-                    .attempt(attempt_id)?
-                    .ok_or_else(|| StoreError::Invalid(format!("no attempt {attempt_id}")))?;
-                a.store_failures += 1;
-                p.put_attempt(&a)?;
-                Ok(a.store_failures)
-            }
+            Backend::Postgres(p) => p.mark_store_failure(attempt_id),
         }
     }
 

@@ -35,3 +35,4 @@ mod testing_api;
 mod tls;
 mod tool_test;
 mod verdict;
+mod verdict_model;
