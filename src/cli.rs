@@ -281,6 +281,9 @@ pub struct TestArgs {
     /// Log to stderr instead of <report dir>/understudy.log.
     #[arg(long)]
     pub log_stderr: bool,
+    /// A run with no tool call and no agent-side event may pass (else it fails `no_calls`).
+    #[arg(long)]
+    pub allow_no_calls: bool,
     /// The command and its arguments (after `--`).
     #[arg(value_name = "CMD", required = true, last = true, num_args = 1..)]
     pub command: Vec<String>,
@@ -295,7 +298,7 @@ pub struct ReportArgs {
     pub attempt: String,
     /// Required unless --report-dir is given.
     #[arg(long, value_enum)]
-    pub format: Option<crate::report::Format>,
+    pub format: Option<crate::evidence::report::Format>,
     /// Write to FILE instead of stdout.
     #[arg(long, value_name = "FILE", conflicts_with = "report_dir")]
     pub out: Option<PathBuf>,

@@ -17,12 +17,10 @@
 //! | [`operation`] | contract + engine compiled together: `Operation`, loading, every `check`, `generate`, and the one call core ([`operation::call`]) |
 //! | [`contract`] | the operation-file model, match templates, contract hash (imports no mock) |
 //! | [`mock`] | the version-1 engine: model, references and expressions, evaluation — pure, imports no contract |
-//! | [`verify`] | tool-call contracts (SPEC 14): model, static checks, the pure evaluator over evidence |
 //! | [`fault`] | faults on purpose: their checks, seeded chaos, the plan the pipeline follows, the evidence member (pure) |
 //! | [`profile`] | wire dialects: request → (operation, input), result → response; [`profile::Wire`]; [`profile::mcp`] with its one era rule (no I/O) |
 //! | [`attempt`] | tokens, leases, pins, the per-attempt state lock; the lease and pin rules |
-//! | [`evidence`] | the exported envelope, verdict and its reasons, contract results, redaction (pure) |
-//! | [`report`] | JUnit XML and the self-contained HTML report of an envelope (pure) |
+//! | [`evidence`] | the exported envelope, the one verdict and its reasons, redaction (pure); `evidence::verify` (tool-call contracts: model, static checks, the pure evaluator) and `evidence::report` (JUnit XML, the self-contained HTML report) |
 //! | [`store`] | the only module that touches the data dir: the facade, sled, per-attempt evidence files, the journal and its group commit |
 //! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
@@ -55,10 +53,8 @@ pub mod operation;
 pub mod profile;
 pub mod proxy;
 pub mod records;
-pub mod report;
 pub mod server;
 pub mod store;
 pub mod tls;
 pub mod upstream;
 pub mod util;
-pub mod verify;

@@ -35,3 +35,5 @@ mod store;
 mod testing_api;
 mod tls;
 mod tool_test;
+mod verdict;
+mod verdict_model;

@@ -5,7 +5,7 @@ use super::*;
 impl<'a> Cx<'a> {
     pub(super) fn preconditions(
         &self,
-        pre: &crate::verify::model::Preconditions,
+        pre: &crate::evidence::verify::model::Preconditions,
         out: &mut Vec<CheckResult>,
     ) {
         let first = self.effective_of(self.tool).first().copied();

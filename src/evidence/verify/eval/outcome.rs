@@ -5,7 +5,7 @@ use super::*;
 impl<'a> Cx<'a> {
     pub(super) fn side_effects(
         &self,
-        s: &crate::verify::model::SideEffects,
+        s: &crate::evidence::verify::model::SideEffects,
         out: &mut Vec<CheckResult>,
     ) {
         let empty = self.calls.is_empty();
@@ -98,7 +98,11 @@ impl<'a> Cx<'a> {
         }
     }
 
-    pub(super) fn expected(&self, e: &crate::verify::model::Expected, out: &mut Vec<CheckResult>) {
+    pub(super) fn expected(
+        &self,
+        e: &crate::evidence::verify::model::Expected,
+        out: &mut Vec<CheckResult>,
+    ) {
         let all = self.calls_of(self.tool);
         // The last effective call; the last call when none took effect (so `blocked` can be
         // asserted and `ok` fails against it).

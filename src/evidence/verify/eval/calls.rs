@@ -3,7 +3,11 @@
 use super::*;
 
 impl<'a> Cx<'a> {
-    pub(super) fn calls_checks(&self, k: &crate::verify::model::Calls, out: &mut Vec<CheckResult>) {
+    pub(super) fn calls_checks(
+        &self,
+        k: &crate::evidence::verify::model::Calls,
+        out: &mut Vec<CheckResult>,
+    ) {
         let all = self.calls_of(self.tool);
         let eff: Vec<&Call> = all.iter().copied().filter(|c| c.effective()).collect();
         let not_eff: Vec<&Call> = all.iter().copied().filter(|c| !c.effective()).collect();

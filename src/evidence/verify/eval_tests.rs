@@ -4,7 +4,15 @@
 
 use serde_json::{json, Value};
 
-use super::eval::{evaluate, max_matching, verdict_effect, ContractResult, Status};
+use super::eval::{evaluate, max_matching, ContractResult, Status};
+
+/// The verdict's reasons of contract results, as their messages.
+fn verdict_effect(results: &[ContractResult]) -> Vec<String> {
+    crate::evidence::verdict::contract_reasons(results)
+        .into_iter()
+        .map(|r| r.message)
+        .collect()
+}
 use super::input::{AgentEvent, Call, Evidence, Item};
 use super::model::{contract_hash, parse, tests_support::SPEC_YAML, ToolCallContract};
 
@@ -1265,6 +1273,17 @@ fn contract_status_and_verdict_effect() {
     e.items.push(C::new(6, "crm/delete_contact", "ok").item());
     let r = run(&c, &e);
     assert_eq!(r.status, Failed);
+    let codes: Vec<String> = crate::evidence::verdict::contract_reasons(std::slice::from_ref(&r))
+        .into_iter()
+        .map(|r| r.code)
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            "contract:book_appointment_contract:side_effects.forbidden[crm/delete_contact]",
+            "contract:book_appointment_contract:expected.after_success_only[told_caller_booked]",
+        ]
+    );
     let reasons = verdict_effect(std::slice::from_ref(&r));
     assert_eq!(
         reasons,

@@ -5,7 +5,7 @@ use super::*;
 impl<'a> Cx<'a> {
     pub(super) fn arguments(
         &self,
-        a: &crate::verify::model::Arguments,
+        a: &crate::evidence::verify::model::Arguments,
         out: &mut Vec<CheckResult>,
     ) {
         let all = self.calls_of(self.tool);

@@ -18,10 +18,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::evidence::verify::input::{AgentEvent, Call, Evidence, Item};
+use crate::evidence::verify::model::{OrderMode, Risk, Source, ToolCallContract, ValueRule};
+use crate::evidence::verify::path::VPath;
 use crate::mock::path::json_equal;
-use crate::verify::input::{AgentEvent, Call, Evidence, Item};
-use crate::verify::model::{OrderMode, Risk, Source, ToolCallContract, ValueRule};
-use crate::verify::path::VPath;
 
 mod arguments;
 mod calls;
@@ -84,54 +84,6 @@ pub fn all_blocking_passed(results: &[ContractResult]) -> bool {
     results
         .iter()
         .all(|r| r.risk != Risk::Blocking || r.status == Status::Passed)
-}
-
-/// The answer of a verification, `{"attempt_id","contract_results","passed"}`, served by
-/// `POST …/verify` and printed by `understudy verify --format json`; `interrupted`: the reason
-/// an interrupted attempt fails whatever its contracts say (then also `"interrupted": true`
-/// and `"reasons"`). Returns whether it passed, and the answer.
-pub fn verification(
-    attempt_id: &str,
-    results: &[ContractResult],
-    interrupted: Option<&str>,
-) -> (bool, serde_json::Value) {
-    let passed = interrupted.is_none() && all_blocking_passed(results);
-    let mut answer = serde_json::json!({
-        "attempt_id": attempt_id,
-        "contract_results": results,
-        "passed": passed,
-    });
-    if let Some(reason) = interrupted {
-        answer["interrupted"] = serde_json::json!(true);
-        answer["reasons"] = serde_json::json!([reason]);
-    }
-    (passed, answer)
-}
-
-/// The verdict reasons of SPEC 14: one line per check that did not pass, for every blocking
-/// contract that is not `passed`. Advisory contracts contribute nothing.
-pub fn verdict_effect(results: &[ContractResult]) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in results {
-        if r.risk != Risk::Blocking || r.status == Status::Passed {
-            continue;
-        }
-        let mut any = false;
-        for c in r.checks.iter().filter(|c| c.status != Status::Passed) {
-            any = true;
-            out.push(format!(
-                "contract {}: {} — {}: {} ({})",
-                r.contract_id, r.status, c.id, c.evidence, c.status
-            ));
-        }
-        if !any {
-            out.push(format!(
-                "contract {}: {} — no check ran",
-                r.contract_id, r.status
-            ));
-        }
-    }
-    out
 }
 
 /// Evaluates `contract` (whose pinned hash is `hash`) over `evidence`.

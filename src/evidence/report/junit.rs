@@ -14,9 +14,9 @@
 //! </testsuites>
 //! ```
 //!
-//! - One test case per verdict rule of SPEC 8 ([`super::RULES`]), failing with every reason of
-//!   that rule; reasons of no rule (store failures, contract reasons without a contract result)
-//!   fail a case `verdict.other`, present only then.
+//! - One test case per rule of the attempt ([`Rule::ATTEMPT_RULES`], named by its code),
+//!   failing with every reason of that code; reasons of no rule (a contract reason without a
+//!   contract result, a reason of an older envelope) fail a case `other`, present only then.
 //! - One test case per check of every contract result: `failed` and `inconclusive` checks
 //!   of a blocking contract are `<failure>` (inconclusive never passes); those of an advisory
 //!   contract are `<skipped>` (reported, not gating). A contract that is not `passed` but has
@@ -26,7 +26,8 @@
 
 use serde_json::Value;
 
-use super::{contract_results, reasons, rule_of, str_at, RULES};
+use super::{contract_results, reasons, str_at};
+use crate::evidence::verdict::{Reason, Rule};
 
 /// One test case.
 struct Case {
@@ -117,39 +118,45 @@ pub fn render(env: &Value) -> String {
     x
 }
 
+/// `code: message` per reason, one per line.
+fn lines(reasons: &[&Reason]) -> String {
+    reasons
+        .iter()
+        .map(|r| format!("{}: {}", r.code, r.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn cases(env: &Value) -> Vec<Case> {
     let mut out = Vec::new();
     let all = reasons(env);
     let contracts = contract_results(env);
-    for rule in RULES {
-        let mine: Vec<&String> = all.iter().filter(|r| rule_of(r) == Some(rule.id)).collect();
+    for rule in Rule::ATTEMPT_RULES {
+        let mine: Vec<&Reason> = all.iter().filter(|r| r.is(&rule)).collect();
+        let code = rule.code();
         out.push(Case {
             classname: "understudy.verdict".into(),
-            name: format!("{}: {}", rule.id, rule.title),
+            name: format!("{code}: {}", rule.title()),
             outcome: if mine.is_empty() {
                 Outcome::Pass
             } else {
-                let text = mine
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n");
                 Outcome::Failure {
-                    kind: rule.id.into(),
-                    message: mine[0].clone(),
-                    text,
+                    kind: code,
+                    message: mine[0].message.clone(),
+                    text: lines(&mine),
                 }
             },
         });
     }
-    // Reasons of no rule; a reason naming a contract that has a result is covered by its checks.
-    let other: Vec<&String> = all
+    // Reasons of no attempt rule; a contract reason whose contract has a result is covered
+    // by that result's checks (matched by code, `contract:<id>:<check>`).
+    let other: Vec<&Reason> = all
         .iter()
-        .filter(|r| rule_of(r).is_none())
+        .filter(|r| !Rule::ATTEMPT_RULES.iter().any(|rule| r.is(rule)))
         .filter(|r| {
             !contracts.iter().any(|c| {
                 let id = str_at(c, "contract_id");
-                !id.is_empty() && r.contains(id)
+                !id.is_empty() && r.code.starts_with(&format!("contract:{id}:"))
             })
         })
         .collect();
@@ -158,13 +165,9 @@ fn cases(env: &Value) -> Vec<Case> {
             classname: "understudy.verdict".into(),
             name: "other: no other reason fails the verdict".into(),
             outcome: Outcome::Failure {
-                kind: "verdict".into(),
-                message: other[0].clone(),
-                text: other
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
+                kind: other[0].code.clone(),
+                message: other[0].message.clone(),
+                text: lines(&other),
             },
         });
     }
@@ -381,8 +384,9 @@ mod tests {
         let env = json!({
             "attempt_id": "a1", "verdict": "fail", "started_at": "2026-01-01T00:00:00Z",
             "ended_at": "2026-01-01T00:00:01.5Z",
-            "verdict_reasons": ["harness error at sequence 2: no_mock: boom",
-                                "contract c1 failed: calls.exactly_once"],
+            "verdict_reasons": [
+                {"code": "harness_error", "message": "harness error at sequence 2: no_mock: boom", "sequence": 2},
+                {"code": "contract:c1:calls.exactly_once[crm/book]", "message": "contract c1: failed — calls.exactly_once[crm/book]: 2 effective calls (failed)"}],
             "contract_results": [
                 {"contract_id": "c1", "risk": "blocking", "status": "failed", "policy_version": "p",
                  "checks": [{"id": "calls.exactly_once[crm/book]", "status": "failed", "evidence": "2 effective calls: sequences 3, 4"},
@@ -392,7 +396,8 @@ mod tests {
             ]
         });
         let x = render(&env);
-        assert!(x.contains("tests=\"9\" failures=\"2\""), "{x}");
+        // 11 attempt rules + 2 checks of c1 + 1 of c2.
+        assert!(x.contains("tests=\"14\" failures=\"2\""), "{x}");
         assert!(x.contains("skipped=\"1\""), "{x}");
         assert!(x.contains("time=\"1.500\""), "{x}");
         assert!(x.contains("<failure type=\"harness_error\""), "{x}");
@@ -401,7 +406,13 @@ mod tests {
             !x.contains("name=\"other"),
             "a contract reason is covered by its checks: {x}"
         );
-        assert_eq!(x.matches("<testcase").count(), 9);
+        assert_eq!(x.matches("<testcase").count(), 14);
+        // A contract reason of a contract without a result is not dropped: `other` fails.
+        let mut env = env;
+        env["verdict_reasons"][1]["code"] = json!("contract:gone:tool[crm/book]");
+        let x = render(&env);
+        assert!(x.contains("name=\"other"), "{x}");
+        assert!(x.contains("contract:gone:tool[crm/book]"), "{x}");
     }
 
     #[test]
@@ -409,6 +420,6 @@ mod tests {
         let x = render(&json!({"attempt_id": "a", "verdict": "pass", "verdict_reasons": []}));
         assert!(x.contains("failures=\"0\""));
         assert!(!x.contains("<failure"));
-        assert_eq!(x.matches("<testcase").count(), 6);
+        assert_eq!(x.matches("<testcase").count(), Rule::ATTEMPT_RULES.len());
     }
 }

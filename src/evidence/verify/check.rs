@@ -205,7 +205,7 @@ fn place(walked: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::model::parse;
+    use crate::evidence::verify::model::parse;
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -246,7 +246,7 @@ mod tests {
     fn the_spec_example_checks_clean() {
         let c = parse(
             "book_appointment_contract.yaml",
-            crate::verify::model::tests_support::SPEC_YAML,
+            crate::evidence::verify::model::tests_support::SPEC_YAML,
         )
         .unwrap();
         assert_eq!(
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn unknown_tools_are_named_with_file_and_path() {
-        let text = crate::verify::model::tests_support::SPEC_YAML
+        let text = crate::evidence::verify::model::tests_support::SPEC_YAML
             .replace(
                 "result_of: crm/lookup_contact_by_phone",
                 "result_of: crm/lookup_contact",

@@ -77,8 +77,13 @@ const SCRIPT: &str = r#"
 /// The page.
 pub fn render(env: &Value) -> String {
     let id = str_at(env, "attempt_id");
-    let verdict = str_at(env, "verdict");
-    let pass = verdict == "pass";
+    let judged = crate::evidence::Verdict::from_envelope(env);
+    let pass = judged.as_ref().is_ok_and(|v| v.passed());
+    let verdict = if judged.is_ok() {
+        str_at(env, "verdict")
+    } else {
+        ""
+    };
     let rows = timeline(env);
     let mut h = String::with_capacity(4096 + rows.len() * 700);
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
@@ -110,7 +115,12 @@ pub fn render(env: &Value) -> String {
     if !rs.is_empty() {
         h.push_str("<ul id=\"verdict-reasons\">");
         for r in &rs {
-            h.push_str(&format!("<li>{}</li>", esc(r)));
+            h.push_str(&format!(
+                "<li data-code=\"{}\"><code>{}</code> {}</li>",
+                esc(&r.code),
+                esc(&r.code),
+                esc(&r.message)
+            ));
         }
         h.push_str("</ul>\n");
     }

@@ -1,6 +1,6 @@
-//! Evidence (SPEC section 8): the exported envelope of the [`ToolEvent`]s recorded for every
-//! call (the type lives in [`crate::records`]), the verdict and redaction, and the
-//! `understudy evidence` command.
+//! The exported evidence envelope of one attempt (the [`ToolEvent`]s recorded for every
+//! call, its agent-side events, state and contract results), with the verdict of
+//! [`super::verdict`], and redaction.
 //!
 //! The store keeps exactly one [`ToolEvent`] per call, whatever its outcome. Everything else
 //! in the envelope is derived here, at export time:
@@ -12,36 +12,10 @@
 //! | `harness_errors` | calls with `result_status: "harness_error"`: `{sequence, integration, operation_id, code, message, path}` |
 //! | `blocked_side_effects` | calls with `result_status` `blocked` or `simulated`, or `source: "tool_test"`: `{sequence, integration, operation_id, is_write, arguments, http_status, action}` where `action` is `blocked`, `simulated` or `tagged` |
 //! | `final_state` | integration → state object |
-//! | `verdict` | `pass` or `fail` (below) |
-//!
-//! # Verdict
-//!
-//! The verdict reads no clock: the same evidence always gives the same verdict. It is `fail`
-//! when any of these holds ([`verdict_reasons`] says which), else `pass`:
-//!
-//! 1. **harness error** — any call with `result_status: "harness_error"` (SPEC 5.3). A call
-//!    after the lease expired is recorded by the server as the harness error
-//!    `lease_expired`, so it fails here.
-//! 2. **call after the lease** — defensively, any call whose `timestamp` is later than the
-//!    attempt's `expires_at`, even if it was not recorded as `lease_expired`. An attempt
-//!    merely *ended* (DELETE) after its lease, with every call inside it, passes: ending late
-//!    is the harness's cleanup, not the agent's behaviour. A timestamp that cannot be read
-//!    while a lease is set makes the check inconclusive, which fails.
-//! 3. **cleanup not verified** — the attempt has a `cleanup` record whose `status` is not
-//!    `verified` or whose `remaining_state_keys` is not 0.
-//! 4. **duplicate side effect** — two write calls with the same `idempotency_key_ref` that
-//!    both took effect (`result_status` `ok` or `forwarded`). An idempotent repeat is
-//!    recorded as `replayed` and does not count.
-//! 5. **missing evidence** — the sequences are not exactly 1, 2, … n (a gap, a duplicate or a
-//!    wrong start means an event is missing or was redelivered).
-//! 6. **unknown result status** — a `result_status` outside SPEC 8's list (for example
-//!    `pending`): the outcome of that call is unknown, so the run cannot pass.
-//!
-//! 7. **interrupted** — the attempt has durability `attempt` and was still open when the
-//!    process holding the store died (marked at the next start, `crate::store`): calls
-//!    answered after its last flush may be lost, so whatever is left can never pass.
-//!
-//! Input errors alone never fail the attempt (SPEC 5.2).
+//! | `store_failures` | calls answered 500 `store_error` (the attempt's durable counter) |
+//! | `outside_attempt` | `{"calls": n, "listed": [...]}`: calls that missed an exclusive attempt |
+//! | `verdict_reasons` | `[{"code","message","sequence"?}]` ([`super::verdict`]) |
+//! | `verdict` | `pass` or `fail` |
 //!
 //! # Redaction
 //!
@@ -50,14 +24,15 @@
 //! `result` and `error` of every event (and of the derived lists), and in `final_state`.
 //! Stored evidence is never changed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use super::verdict::{self, Verdict};
+use super::verify::{self, ContractResult};
 use crate::records::{
     AgentEvent, AttemptEvidence, AttemptRecord, EventSource, ResultStatus, ToolEvent,
 };
-use crate::verify::{self, ContractResult};
 
 /// The `schema_version` of the exported envelope.
 pub const SCHEMA_VERSION: &str = "understudy.evidence.v1";
@@ -199,7 +174,7 @@ pub fn envelope_of(inputs: &Inputs<'_>) -> Value {
         .map(|(k, s)| (k.clone(), r(&Value::Object(s.clone()))))
         .collect();
     let results = contract_results(inputs);
-    let reasons = all_reasons(inputs, &results);
+    let verdict = verdict_of(inputs, &results);
 
     json!({
         "schema_version": SCHEMA_VERSION,
@@ -216,9 +191,11 @@ pub fn envelope_of(inputs: &Inputs<'_>) -> Value {
         "blocked_side_effects": blocked,
         "final_state": final_state,
         "cleanup": attempt.cleanup,
+        "store_failures": attempt.store_failures,
+        "outside_attempt": { "calls": attempt.outside_calls, "listed": attempt.outside },
         "contract_results": results,
-        "verdict_reasons": reasons,
-        "verdict": if reasons.is_empty() { "pass" } else { "fail" },
+        "verdict_reasons": verdict.reasons,
+        "verdict": verdict.word(),
     })
 }
 
@@ -235,13 +212,10 @@ fn exported_event(e: &AgentEvent, redact: &[String]) -> Value {
     })
 }
 
-/// Every reason the verdict is `fail`: the attempt's own rules (section 8, with the gap rule
-/// over calls and events together), then every non-passed check of a blocking contract.
-pub fn all_reasons(inputs: &Inputs<'_>, results: &[ContractResult]) -> Vec<String> {
-    let seqs: Vec<u64> = inputs.events.iter().map(|e| e.sequence).collect();
-    let mut reasons = reasons_with_events(inputs.attempt, inputs.calls, &seqs);
-    reasons.extend(verify::verdict_effect(results));
-    reasons
+/// The one verdict of the attempt ([`verdict::judge`]) over its calls, agent-side events,
+/// its record's marks and the contract results.
+pub fn verdict_of(inputs: &Inputs<'_>, results: &[ContractResult]) -> Verdict {
+    verdict::judge(inputs.attempt, inputs.calls, inputs.events, results)
 }
 
 /// The evaluator's view of the attempt ([`verify::Evidence`]): the one adapter from the
@@ -375,152 +349,6 @@ fn side_effect_action(e: &ToolEvent) -> Option<&'static str> {
     }
 }
 
-/// `"pass"` or `"fail"` by the section-8 rules alone (see [`envelope_of`] for the verdict
-/// with contracts).
-pub fn verdict(attempt: &AttemptRecord, events: &[ToolEvent]) -> &'static str {
-    if verdict_reasons(attempt, events).is_empty() {
-        "pass"
-    } else {
-        "fail"
-    }
-}
-
-/// Why the attempt's own rules (section 8) fail it, for an attempt without agent-side events
-/// and contracts; empty when they pass. See [`all_reasons`] for the whole verdict.
-pub fn verdict_reasons(attempt: &AttemptRecord, events: &[ToolEvent]) -> Vec<String> {
-    reasons_with_events(attempt, events, &[])
-}
-
-/// The section-8 rules; `event_seqs` are the sequences of the attempt's agent-side events,
-/// which share the sequence with calls (rule 5 counts both).
-fn reasons_with_events(
-    attempt: &AttemptRecord,
-    events: &[ToolEvent],
-    event_seqs: &[u64],
-) -> Vec<String> {
-    let mut reasons = Vec::new();
-    let mut sorted: Vec<&ToolEvent> = events.iter().collect();
-    sorted.sort_by_key(|e| e.sequence);
-
-    // 1. harness errors, 6. unknown statuses
-    for e in &sorted {
-        if e.result_status == ResultStatus::HarnessError {
-            let field = |k: &str| {
-                e.error
-                    .as_ref()
-                    .and_then(|v| v.get(k))
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string()
-            };
-            reasons.push(format!(
-                "harness error at sequence {}: {}: {}",
-                e.sequence,
-                field("code"),
-                field("message")
-            ));
-        } else if let ResultStatus::Unknown(status) = &e.result_status {
-            reasons.push(format!(
-                "unknown result_status `{status}` at sequence {}: the outcome of that call is unknown",
-                e.sequence
-            ));
-        }
-    }
-
-    // 2. calls after the lease
-    if let Some(expires) = &attempt.expires_at {
-        match parse_time(expires) {
-            None => reasons.push(format!(
-                "lease check inconclusive: expires_at `{expires}` is not an RFC 3339 time"
-            )),
-            Some(exp) => {
-                for e in &sorted {
-                    match parse_time(&e.timestamp) {
-                        Some(t) if t > exp && e.result_status != ResultStatus::HarnessError => {
-                            reasons.push(format!(
-                                "call at sequence {} ({}) arrived after the lease expired at {}",
-                                e.sequence, e.timestamp, expires
-                            ))
-                        }
-                        Some(_) => {}
-                        None => reasons.push(format!(
-                            "lease check inconclusive: timestamp `{}` of sequence {} is not an RFC 3339 time",
-                            e.timestamp, e.sequence
-                        )),
-                    }
-                }
-            }
-        }
-    }
-
-    // 3. cleanup
-    if let Some(cleanup) = &attempt.cleanup {
-        let status = cleanup.get("status").and_then(Value::as_str);
-        let remaining = cleanup.get("remaining_state_keys");
-        let remaining_ok = match remaining {
-            None => true,
-            Some(v) => v.as_u64() == Some(0),
-        };
-        if status != Some("verified") || !remaining_ok {
-            reasons.push(format!(
-                "cleanup not verified: status {}, remaining_state_keys {}",
-                status.map_or_else(|| "missing".to_string(), |s| format!("`{s}`")),
-                remaining.map_or_else(|| "missing".to_string(), Value::to_string)
-            ));
-        }
-    }
-
-    // 4. duplicate side effects
-    let mut applied: HashMap<&str, u64> = HashMap::new();
-    for e in &sorted {
-        let Some(key) = e.idempotency_key_ref.as_deref() else {
-            continue;
-        };
-        if !e.is_write || !matches!(e.result_status, ResultStatus::Ok | ResultStatus::Forwarded) {
-            continue;
-        }
-        if let Some(first) = applied.get(key) {
-            reasons.push(format!(
-                "duplicate side effect: sequences {first} and {} are both applied writes with idempotency_key_ref {key}",
-                e.sequence
-            ));
-        } else {
-            applied.insert(key, e.sequence);
-        }
-    }
-
-    // 5. contiguous sequences, calls and agent-side events together
-    let mut all: Vec<u64> = sorted.iter().map(|e| e.sequence).collect();
-    all.extend_from_slice(event_seqs);
-    all.sort_unstable();
-    for (i, seq) in all.iter().enumerate() {
-        let expected = i as u64 + 1;
-        if *seq != expected {
-            reasons.push(format!(
-                "missing evidence: expected sequence {expected}, found {seq} (sequences must be 1..{} without gaps or repeats)",
-                all.len()
-            ));
-            break;
-        }
-    }
-
-    // 7. interrupted
-    reasons.extend(interrupted_reason(attempt));
-    reasons
-}
-
-/// Rule 7: the reason an `interrupted` attempt fails (durability `attempt`, open when the
-/// process holding the store died: calls answered after the last flush may be lost).
-pub fn interrupted_reason(attempt: &AttemptRecord) -> Option<String> {
-    attempt.interrupted.then(|| {
-        "interrupted: the process serving this attempt (durability `attempt`) died before its evidence was made durable; calls answered after the last flush may be missing, so the attempt cannot pass".to_string()
-    })
-}
-
-fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
-    chrono::DateTime::parse_from_rfc3339(s).ok()
-}
-
 /// A copy of `v` where every object member named in `names` (ASCII case-insensitive, any
 /// depth) is replaced by `"[redacted]"`.
 pub fn redacted(v: &Value, names: &[String]) -> Value {
@@ -579,6 +407,7 @@ mod tests {
             faults: BTreeMap::new(),
             durability: Default::default(),
             interrupted: false,
+            ..Default::default()
         }
     }
 
@@ -623,13 +452,19 @@ mod tests {
         }
     }
 
+    /// The messages of the verdict over `events` alone (no agent-side event, no contract).
     fn reasons(a: &AttemptRecord, events: &[ToolEvent]) -> Vec<String> {
-        let r = verdict_reasons(a, events);
-        assert_eq!(
-            verdict(a, events),
-            if r.is_empty() { "pass" } else { "fail" }
-        );
-        r
+        let v = verdict::judge(a, events, &[], &[]);
+        assert_eq!(v.passed(), v.reasons.is_empty());
+        v.reasons.into_iter().map(|r| r.message).collect()
+    }
+
+    fn all_reasons(i: &Inputs<'_>, results: &[ContractResult]) -> Vec<String> {
+        verdict_of(i, results)
+            .reasons
+            .into_iter()
+            .map(|r| r.message)
+            .collect()
     }
 
     #[test]
@@ -652,10 +487,7 @@ mod tests {
         };
         let env = envelope_of(&Inputs::of(&found, &[]));
         assert_eq!(env["verdict"], "fail");
-        assert!(env["verdict_reasons"][0]
-            .as_str()
-            .unwrap()
-            .starts_with("interrupted"));
+        assert_eq!(env["verdict_reasons"][0]["code"], "interrupted");
     }
 
     #[test]
@@ -670,7 +502,15 @@ mod tests {
             ev(7, "forwarded"),
         ];
         assert_eq!(reasons(&attempt(), &events), Vec::<String>::new());
-        assert_eq!(reasons(&attempt(), &[]), Vec::<String>::new());
+        // Nothing happened is not a pass, unless the attempt said so at creation.
+        let r = reasons(&attempt(), &[]);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].starts_with("no calls"), "{r:?}");
+        let quiet = AttemptRecord {
+            expect_calls: false,
+            ..attempt()
+        };
+        assert_eq!(reasons(&quiet, &[]), Vec::<String>::new());
     }
 
     #[test]
@@ -734,14 +574,18 @@ mod tests {
     #[test]
     fn unverified_cleanup_fails() {
         let mut a = attempt();
+        let one = [ev(1, "ok")];
         a.cleanup = Some(json!({"status": "failed", "remaining_state_keys": 1}));
-        assert!(reasons(&a, &[])[0].contains("cleanup not verified"));
+        assert!(reasons(&a, &one)[0].contains("cleanup not verified"));
         a.cleanup = Some(json!({"status": "verified", "remaining_state_keys": 2}));
-        assert_eq!(reasons(&a, &[]).len(), 1);
+        assert_eq!(reasons(&a, &one).len(), 1);
         a.cleanup = Some(json!({"remaining_state_keys": 0}));
-        assert_eq!(reasons(&a, &[]).len(), 1);
+        assert_eq!(reasons(&a, &one).len(), 1);
+        // What was left is unknown: never a pass.
+        a.cleanup = Some(json!({"status": "verified"}));
+        assert_eq!(reasons(&a, &one).len(), 1);
         a.cleanup = Some(json!({"status": "verified", "remaining_state_keys": 0}));
-        assert!(reasons(&a, &[]).is_empty());
+        assert!(reasons(&a, &one).is_empty());
     }
 
     #[test]
@@ -829,6 +673,8 @@ mod tests {
             "cleanup",
             "contract_results",
             "verdict_reasons",
+            "store_failures",
+            "outside_attempt",
         ];
         want.sort();
         assert_eq!(keys, want);
@@ -1104,12 +950,15 @@ mod tests {
         assert_eq!(env["verdict"], "fail");
         let reasons = env["verdict_reasons"].as_array().unwrap();
         assert_eq!(reasons.len(), 1, "{reasons:?}");
-        assert!(
-            reasons[0].as_str().unwrap().contains("contract blk"),
+        assert_eq!(
+            reasons[0]["code"], "contract:blk:tool[crm/book]",
             "{reasons:?}"
         );
         assert!(
-            reasons[0].as_str().unwrap().contains("tool[crm/book]"),
+            reasons[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("contract blk"),
             "{reasons:?}"
         );
         // A pinned contract this build cannot read is inconclusive, and fails the verdict.
