@@ -259,7 +259,7 @@ pub struct AttemptRecord {
 
 /// When an attempt's calls become durable (`"durability"` of `understudy.json` and of
 /// `POST /attempts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Every call is durable before it is answered (a group commit per batch of calls).

@@ -12,7 +12,18 @@ use super::{NativeResponse, Profile};
 use crate::error::HarnessError;
 
 /// The wire dialect of an integration (SPEC section 1), as the project file names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ProfileKind {
     Rest,
