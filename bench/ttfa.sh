@@ -7,6 +7,7 @@
 #
 #   bash bench/ttfa.sh [REPO [REV]]      # default: this repository, HEAD
 #   TTFA_DIR=/tmp/ttfa bash bench/ttfa.sh /path/to/repo main
+#   TTFA_PORT=17777 …   # listen there instead of the README's 7777 (two runs side by side)
 #
 # Needs: git, cargo, curl, GNU time (/usr/bin/time). The crates are taken from the local cargo
 # registry cache when present (what a user who built anything before has); the figure is the
@@ -29,7 +30,10 @@ cd "$dir"
 # (the compile, which is what is measured, is the same).
 addr=127.0.0.1:7777
 extra=()
-if curl -s -o /dev/null --max-time 1 "http://$addr/"; then
+if [ -n "${TTFA_PORT:-}" ]; then
+    addr=127.0.0.1:$TTFA_PORT
+    extra=(--listen "$addr")
+elif curl -s -o /dev/null --max-time 1 "http://$addr/"; then
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     addr=127.0.0.1:$port
     extra=(--listen "$addr")
