@@ -97,6 +97,14 @@ fn drop_null(v: &mut Value) {
             if m.get("default") == Some(&Value::Null) {
                 m.remove("default");
             }
+            // Doc comments are wrapped at 100 columns: one line per paragraph.
+            if let Some(Value::String(d)) = m.get_mut("description") {
+                *d = d
+                    .split("\n\n")
+                    .map(|p| p.split('\n').collect::<Vec<_>>().join(" "))
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+            }
             if let Some(Value::Array(types)) = m.get_mut("type") {
                 types.retain(|t| t != "null");
                 if types.len() == 1 {

@@ -1,19 +1,72 @@
-//! Operation files (SPEC 2.2): the file model ([`OperationFile`]), match templates
-//! ([`template`]), the contract hash ([`hash`]) and the JSON Schema compiler every layer uses
+//! Operation files (SPEC 2.2): the file model ([`OperationFile`]) and the [`ProfileKind`] it
+//! is written for, match templates ([`template`]), RFC 6570 URI templates ([`uri_template`]),
+//! the contract hash ([`hash`]) and the JSON Schema compiler every layer uses
 //! ([`compile_schema`]). Nothing here knows the mock engine: loading a directory, the checks
 //! and the compiled runtime form (`Operation`) are [`crate::operation`].
 
 pub mod hash;
 pub mod template;
+pub mod uri_template;
 
 pub use template::{CompiledMatch, Mismatch, RequestView};
 
-use crate::config::ProfileKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// The wire dialect of an integration (SPEC section 1), as the project file names it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[schemars(description = "The wire dialect of an integration.")]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileKind {
+    Rest,
+    Salesforce,
+    Mcp,
+}
+
+impl ProfileKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileKind::Rest => "rest",
+            ProfileKind::Salesforce => "salesforce",
+            ProfileKind::Mcp => "mcp",
+        }
+    }
+
+    /// `rest` and `salesforce`: operations have a `match` and results are HTTP envelopes.
+    pub fn is_http(self) -> bool {
+        !matches!(self, ProfileKind::Mcp)
+    }
+
+    pub fn parse(s: &str) -> Option<ProfileKind> {
+        match s {
+            "rest" => Some(ProfileKind::Rest),
+            "salesforce" => Some(ProfileKind::Salesforce),
+            "mcp" => Some(ProfileKind::Mcp),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ProfileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One operation file, `<operations dir>/<operation_id>.json`, as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -42,6 +95,7 @@ pub struct OperationFile {
         serialize_with = "serialize_schema"
     )]
     #[schemars(schema_with = "json_schema_value")]
+    #[schemars(description = "The JSON Schema of the input (default `{}`).")]
     pub input_schema: Arc<Value>,
     /// The JSON Schema every answer's result must satisfy (default `{}`).
     #[serde(
@@ -59,6 +113,9 @@ pub struct OperationFile {
     pub annotations: Option<Value>,
     /// MCP only (SPEC 5.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "MCP only: `structured` (the mock's result is the tool's structured output, the default) or `call_tool_result` (the whole CallToolResult)."
+    )]
     pub result_form: Option<ResultForm>,
     /// The version-1 definition, kept raw here so `check` can report its problems with paths;
     /// parsed by `mock::model::Definition::from_value` when the operation is compiled
@@ -100,6 +157,9 @@ pub struct MatchSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(extend("oneOf" = [{"required": ["header"]}, {"required": ["input"]}]))]
+#[schemars(
+    description = "Where the idempotency key of a write comes from: exactly one of `header` and `input`."
+)]
 pub struct IdempotencySpec {
     /// A request header that carries the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -48,9 +48,11 @@ pub struct Variant {
     pub rules: Vec<Rule>,
     /// A deliberate failure of the answer (see [`Fault`]); rules without one inherit it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "A deliberate failure of the answer; rules without one inherit it.")]
     pub fault: Option<Fault>,
     /// MCP (SPEC 18): log and progress notifications sent before the result, data only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "MCP: log and progress notifications sent before the result.")]
     pub notifications: Option<Vec<Value>>,
     /// MCP (SPEC 18): a request to the client before answering,
     /// `{"method": "elicitation/create" | "sampling/createMessage" | "roots/list", "params": {...},
@@ -58,6 +60,9 @@ pub struct Variant {
     /// `$response`. Or a list of such requests, each with a `key` and an optional `round`
     /// (1, 2, …): `$response` is then an object of the answers by key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "MCP: a request to the client before answering, `{\"method\": \"elicitation/create\" | \"sampling/createMessage\" | \"roots/list\", \"params\": {...}, \"key\"?: \"name\"}` (params may use `$input` and `$state`); the answer is then readable as `$response`. Or a list of such requests, each with a `key` and an optional `round` (1, 2, …): `$response` is then an object of the answers by key."
+    )]
     pub ask_client: Option<Value>,
 }
 
@@ -79,17 +84,21 @@ pub struct Rule {
     pub fault: Option<Fault>,
     /// MCP (SPEC 18): replaces the variant's `notifications` when this rule wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "MCP: replaces the variant's `notifications` when this rule wins.")]
     pub notifications: Option<Vec<Value>>,
 }
 
 /// A deliberate failure of one call's answer (issue 15), written in a variant or a rule:
 /// `{"kind": …, "after_effect": true|false, …kind-specific fields}`. Data only: what each
-/// kind means on the wire, which fields it takes and their limits are [`crate::fault`]'s
+/// kind means on the wire, which fields it takes and their limits are [`crate::operation::fault`]'s
 /// (`check` reports every problem with its path). A rule that omits `fault` falls back to
 /// its variant's, like `result`, `set_state` and `delay_ms` (SPEC 3.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(transform = fault_kind_rules)]
+#[schemars(
+    description = "A deliberate failure of the answer: its `kind`, whether it happened `after_effect`, and the fields the kind takes (`timeout`: `ms`; `slow_body`: `ms`, `chunks`; `status`: `status`, `headers`; `jsonrpc_error`: `code`, `message`). A rule without `fault` inherits its variant's."
+)]
 pub struct Fault {
     pub kind: FaultKind,
     /// `true`: the call took effect (`set_state` committed, idempotency key remembered) and
@@ -165,6 +174,9 @@ fn fault_kind_rules(schema: &mut schemars::Schema) {
     Deserialize,
     schemars::JsonSchema,
 )]
+#[schemars(
+    description = "The kind of fault; `jsonrpc_error` and `stream_cut` exist only on `mcp` integrations."
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
     /// A TCP reset (h2: `RST_STREAM`) instead of an answer.
@@ -230,6 +242,7 @@ pub enum Source {
     State,
     /// MCP (SPEC 18): the client's answer to the variant's `ask_client` request, read from
     /// the input's reserved member [`RESPONSE_MEMBER`].
+    #[schemars(description = "MCP: the client's answer to the variant's `ask_client` request.")]
     Response,
 }
 

@@ -121,6 +121,7 @@ pub struct Preconditions {
     pub forbidden_before: Vec<String>,
     /// Agent-side events (SPEC 15) that must come earlier.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(description = "Agent-side events that must come earlier.")]
     #[schemars(inner(length(min = 1)))]
     pub events_before: Vec<String>,
 }

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use understudy::app::attempt::{Clock, ManualClock, SystemClock};
 use understudy::app::{App, StartError};
-use understudy::attempt::{Clock, ManualClock, SystemClock};
 
 use crate::support::{self, mock, rest_op, standard_project, Project, Server};
 
