@@ -49,6 +49,8 @@ pub enum Command {
     /// Send each read example to the real upstream and report where the answers drifted from
     /// the mocks (SPEC 19); exit 1 when a real answer violates its output schema.
     Drift(DriftArgs),
+    /// Print the JSON Schema of a file you write (for editors), or write them all with --all.
+    Schema(SchemaArgs),
 }
 
 /// `--log-format`.
@@ -357,6 +359,58 @@ pub struct ImportArgs {
     pub force: bool,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+/// The files `understudy schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaName {
+    /// The project file, understudy.json.
+    Project,
+    /// An operation file with its mock definition.
+    Operation,
+    /// An MCP resource file (`resources/<name>.json` in an operations directory).
+    Resource,
+    /// An MCP prompt file (`prompts/<name>.json` in an operations directory).
+    Prompt,
+    /// A tool-call contract (YAML or JSON).
+    Contract,
+}
+
+impl SchemaName {
+    pub const ALL: [SchemaName; 5] = [
+        SchemaName::Project,
+        SchemaName::Operation,
+        SchemaName::Resource,
+        SchemaName::Prompt,
+        SchemaName::Contract,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaName::Project => "project",
+            SchemaName::Operation => "operation",
+            SchemaName::Resource => "resource",
+            SchemaName::Prompt => "prompt",
+            SchemaName::Contract => "contract",
+        }
+    }
+}
+
+/// `understudy schema NAME` | `understudy schema --all --out DIR [--check]`.
+#[derive(Debug, Clone, Args)]
+pub struct SchemaArgs {
+    /// Which file's schema to print.
+    #[arg(value_enum, required_unless_present = "all", conflicts_with = "all")]
+    pub name: Option<SchemaName>,
+    /// Write every schema to DIR/NAME.schema.json.
+    #[arg(long, requires = "out")]
+    pub all: bool,
+    /// With --all: the directory written (the repository keeps them in schemas/).
+    #[arg(long, value_name = "DIR", requires = "all")]
+    pub out: Option<PathBuf>,
+    /// With --all: write nothing; exit 1 when a file in DIR differs from what would be written.
+    #[arg(long, requires = "all")]
+    pub check: bool,
 }
 
 /// `understudy drift --integration NAME [--operation ID…] [--values]`.

@@ -323,7 +323,7 @@ impl Default for AttemptRecord {
 
 /// When an attempt's calls become durable (`"durability"` of `understudy.json` and of
 /// `POST /attempts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Every call is durable before it is answered (a group commit per batch of calls).

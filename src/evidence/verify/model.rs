@@ -20,7 +20,9 @@ pub use crate::error::Problem;
 
 /// `blocking` (the default): a contract that is not `passed` fails the attempt's verdict.
 /// `advisory`: reported only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Risk {
     #[default]
@@ -38,12 +40,18 @@ impl Risk {
 }
 
 /// A tool-call contract file (`<contracts dir>/<id>.yaml|.yml|.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "understudy tool-call contract")]
 pub struct ToolCallContract {
+    /// The file's JSON Schema, for editors (`understudy schema contract`); ignored.
+    #[serde(default, rename = "$schema", skip_serializing)]
+    pub schema: Option<String>,
     /// Always 1.
+    #[schemars(range(min = 1, max = 1))]
     pub version: u32,
     /// `[a-z0-9_.-]{1,128}`, equal to the file stem.
+    #[schemars(regex(pattern = r"^[a-z0-9_.-]{1,128}$"))]
     pub id: String,
     #[serde(default)]
     pub risk: Risk,
@@ -51,6 +59,7 @@ pub struct ToolCallContract {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_version: Option<String>,
     /// `<integration>/<operation_id>` the contract is about.
+    #[schemars(regex(pattern = TOOL_PATTERN))]
     pub tool: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preconditions: Option<Preconditions>,
@@ -70,21 +79,25 @@ pub struct ToolCallContract {
     pub evidence: Option<EvidenceRules>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Preconditions {
     /// Each needs an effective call earlier than the first effective call of `tool`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = TOOL_PATTERN)))]
     pub required_before: Vec<String>,
     /// None of these may have an effective call earlier.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = TOOL_PATTERN)))]
     pub forbidden_before: Vec<String>,
     /// Agent-side events (SPEC 15) that must come earlier.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(description = "Agent-side events that must come earlier.")]
+    #[schemars(inner(length(min = 1)))]
     pub events_before: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Arguments {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -98,34 +111,48 @@ pub struct Arguments {
 }
 
 /// Where an argument's value must have come from: exactly one of `result_of` / `event`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{"required": ["result_of"]}, {"required": ["event"]}]))]
 pub struct Source {
+    /// `<integration>/<operation_id>` whose result the value came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = TOOL_PATTERN))]
     pub result_of: Option<String>,
+    /// An agent-side event whose `data` the value came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub event: Option<String>,
     /// Into the call's result, or the event's `data`; `*` allowed.
     pub path: String,
 }
 
 /// At least one of `pattern`, `equals`, `one_of`; every one given must hold.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1))]
 pub struct ValueRule {
+    /// A regular expression the value (a string) must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub one_of: Option<Vec<Value>>,
 }
 
 /// `exactly_once`, or `min` and/or `max` (effective calls of `tool`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["exactly_once"], "not": {"anyOf": [{"required": ["min"]}, {"required": ["max"]}]}},
+    {"anyOf": [{"required": ["min"]}, {"required": ["max"]}], "not": {"required": ["exactly_once"]}},
+]))]
 pub struct Calls {
+    /// `true`: exactly one effective call (`false` says nothing and is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("const" = true))]
     pub exactly_once: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<u64>,
@@ -133,7 +160,7 @@ pub struct Calls {
     pub max: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderMode {
     Exact,
@@ -155,33 +182,40 @@ impl OrderMode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Order {
     pub mode: OrderMode,
     /// `integration/operation_id`, or `integration/*` for any operation of the integration.
+    #[schemars(length(min = 1), inner(regex(pattern = TOOL_PATTERN)))]
     pub tools: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SideEffects {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_upstream_writes: Option<bool>,
     /// Integration → most effective writes allowed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = {"pattern": "^[^/]+$"}))]
     pub max_writes: BTreeMap<String, u64>,
+    /// Tools that must have no effective call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = TOOL_PATTERN)))]
     pub forbidden: Vec<String>,
 }
 
 /// About the last effective call of `tool` (the last call when none was effective).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expected {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = RESULT_STATUSES))]
     pub result_status: Option<String>,
+    /// The HTTP statuses (100–599) the call may have answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1), inner(range(min = 100, max = 599)))]
     pub http_status: Option<Vec<u16>>,
     /// Dot path into the result → JSON value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -189,24 +223,26 @@ pub struct Expected {
     /// Dot path into the final state (`crm.booked`) → JSON value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub final_state: BTreeMap<String, Value>,
+    /// Agent-side events that may only come after the call succeeded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(length(min = 1)))]
     pub after_success_only: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Cleanup {
     #[serde(default)]
     pub required: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Correlation {
     TestRunId,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceRules {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,6 +250,9 @@ pub struct EvidenceRules {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation: Option<Correlation>,
 }
+
+/// `<integration>/<operation_id>`: both parts non-empty (what [`split_tool`] accepts).
+const TOOL_PATTERN: &str = "^[^/]+/.+$";
 
 /// Every `result_status` of SPEC 8.
 pub const RESULT_STATUSES: [&str; 7] = [
