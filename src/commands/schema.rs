@@ -40,7 +40,7 @@ pub fn schema(name: SchemaName) -> Value {
         SchemaName::Operation => root::<crate::contract::OperationFile>(true),
         SchemaName::Resource => root::<crate::operation::mcp_files::ResourceFile>(true),
         SchemaName::Prompt => root::<crate::operation::mcp_files::PromptFile>(true),
-        SchemaName::Contract => root::<crate::verify::model::ToolCallContract>(false),
+        SchemaName::Contract => root::<crate::evidence::verify::model::ToolCallContract>(false),
     };
     let mut v = root.to_value();
     drop_null(&mut v);

@@ -282,7 +282,7 @@ fn check_problems(kind: Kind, path: &Path) -> Vec<String> {
         }
         Kind::Contract => {
             let text = std::fs::read_to_string(path).unwrap();
-            match understudy::verify::model::parse(&path.to_string_lossy(), &text) {
+            match understudy::evidence::verify::model::parse(&path.to_string_lossy(), &text) {
                 Ok(_) => Vec::new(),
                 Err(p) => p.iter().map(|p| p.to_string()).collect(),
             }
