@@ -25,16 +25,15 @@ check "mock/ and contract/ do not import each other" \
     "grep -rn 'crate::contract' src/mock | grep -v '//' ; grep -rn 'crate::mock' src/contract | grep -v '//'"
 check "mock/ uses no hyper, tokio or sled" \
     "grep -rlnE 'hyper|tokio|sled' src/mock"
-# Below app: author, evidence (evidence.rs, verify/, report/ until they move into
-# evidence/), operation, upstream, drift, profile, store, config, http, records, tls, contract,
-# mock, error, util. Paths that do not exist (yet, or any more) are skipped.
-below_app="src/author src/evidence src/evidence.rs src/verify src/report src/operation src/upstream src/upstream.rs src/drift.rs src/profile src/store src/config.rs src/http src/records.rs src/tls src/contract src/mock src/error.rs src/util"
+# Below app: author, evidence, operation, upstream, profile, store, config, http, records, tls,
+# contract, mock, error, util.
+below_app="src/author src/evidence src/operation src/upstream src/profile src/store src/config.rs src/http src/records.rs src/tls src/contract src/mock src/error.rs src/util"
 # A line of grep -rn output that is not a comment.
 code="grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'"
 check "nothing below app names app, proxy, admin, server or commands" \
     "grep -rnE 'crate::(app|proxy|admin|server|commands)\b' $below_app | $code"
 check "author/ and evidence/ never open the store" \
-    "grep -rnE 'crate::store\b' src/author src/evidence src/evidence.rs src/verify src/report | $code"
+    "grep -rnE 'crate::store\b' src/author src/evidence | $code"
 check "only store/ names sled or tokio_postgres" \
     "grep -rnE '\b(sled|tokio_postgres)::|use (sled|tokio_postgres)\b' src | grep -v '^src/store/' | $code"
 check "util/ and error.rs import only themselves" \
@@ -45,9 +44,8 @@ check "mock/ imports only itself and error" \
     "grep -rnE 'crate::\w+' src/mock | grep -vE 'crate::(mock|error)\b' | $code"
 check "profile/ does no I/O: no tokio::net, no HTTP client, no store, no operation" \
     "grep -rnE 'tokio::net|TcpStream|reqwest|hyper_util::client|hyper::client|crate::(store|operation|upstream)\b' src/profile | $code"
-# evidence.rs is allowed until it moves into evidence/ (issue 29).
 check "no loose .rs at the top of src/ beyond main, lib, cli, config, error, records" \
-    "ls src/*.rs | grep -vE '^src/(main|lib|cli|config|error|records|evidence)\.rs$'"
+    "ls src/*.rs | grep -vE '^src/(main|lib|cli|config|error|records)\.rs$'"
 check "exactly one write_call( outside the store (the one commit)" \
     "n=\$(grep -rn 'write_call(' src | grep -v '^src/store' | wc -l); [ \"\$n\" -eq 1 ] || { echo \"write_call( outside src/store: \$n (expected 1)\"; grep -rn 'write_call(' src | grep -v '^src/store'; }"
 check "one dot-path walker" \

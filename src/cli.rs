@@ -49,6 +49,8 @@ pub enum Command {
     /// Send each read example to the real upstream and report where the answers drifted from
     /// the mocks (SPEC 19); exit 1 when a real answer violates its output schema.
     Drift(DriftArgs),
+    /// Print the JSON Schema of a file you write (for editors), or write them all with --all.
+    Schema(SchemaArgs),
 }
 
 /// `--log-format`.
@@ -281,6 +283,9 @@ pub struct TestArgs {
     /// Log to stderr instead of <report dir>/understudy.log.
     #[arg(long)]
     pub log_stderr: bool,
+    /// A run with no tool call and no agent-side event may pass (else it fails `no_calls`).
+    #[arg(long)]
+    pub allow_no_calls: bool,
     /// The command and its arguments (after `--`).
     #[arg(value_name = "CMD", required = true, last = true, num_args = 1..)]
     pub command: Vec<String>,
@@ -295,7 +300,7 @@ pub struct ReportArgs {
     pub attempt: String,
     /// Required unless --report-dir is given.
     #[arg(long, value_enum)]
-    pub format: Option<crate::report::Format>,
+    pub format: Option<crate::evidence::report::Format>,
     /// Write to FILE instead of stdout.
     #[arg(long, value_name = "FILE", conflicts_with = "report_dir")]
     pub out: Option<PathBuf>,
@@ -354,6 +359,58 @@ pub struct ImportArgs {
     pub force: bool,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+/// The files `understudy schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaName {
+    /// The project file, understudy.json.
+    Project,
+    /// An operation file with its mock definition.
+    Operation,
+    /// An MCP resource file (`resources/<name>.json` in an operations directory).
+    Resource,
+    /// An MCP prompt file (`prompts/<name>.json` in an operations directory).
+    Prompt,
+    /// A tool-call contract (YAML or JSON).
+    Contract,
+}
+
+impl SchemaName {
+    pub const ALL: [SchemaName; 5] = [
+        SchemaName::Project,
+        SchemaName::Operation,
+        SchemaName::Resource,
+        SchemaName::Prompt,
+        SchemaName::Contract,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaName::Project => "project",
+            SchemaName::Operation => "operation",
+            SchemaName::Resource => "resource",
+            SchemaName::Prompt => "prompt",
+            SchemaName::Contract => "contract",
+        }
+    }
+}
+
+/// `understudy schema NAME` | `understudy schema --all --out DIR [--check]`.
+#[derive(Debug, Clone, Args)]
+pub struct SchemaArgs {
+    /// Which file's schema to print.
+    #[arg(value_enum, required_unless_present = "all", conflicts_with = "all")]
+    pub name: Option<SchemaName>,
+    /// Write every schema to DIR/NAME.schema.json.
+    #[arg(long, requires = "out")]
+    pub all: bool,
+    /// With --all: the directory written (the repository keeps them in schemas/).
+    #[arg(long, value_name = "DIR", requires = "all")]
+    pub out: Option<PathBuf>,
+    /// With --all: write nothing; exit 1 when a file in DIR differs from what would be written.
+    #[arg(long, requires = "all")]
+    pub check: bool,
 }
 
 /// `understudy drift --integration NAME [--operation ID…] [--values]`.

@@ -20,8 +20,19 @@ pub const PROJECT_FILE: &str = "understudy.json";
 
 /// Server mode (SPEC section 4).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
 )]
+#[schemars(description = "Server mode (default `replay`).")]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     #[default]
@@ -60,7 +71,10 @@ impl fmt::Display for Mode {
 pub use crate::records::Durability;
 
 /// What `dry-run` does with a write that matches no mocked operation (SPEC 5.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[schemars(description = "What `dry-run` does with a write that matches no mocked operation.")]
 #[serde(rename_all = "lowercase")]
 pub enum UnmatchedWrites {
     #[default]
@@ -71,51 +85,81 @@ pub enum UnmatchedWrites {
 
 /// `scrub` (record mode): extra header names and body/query field names to scrub, on top of
 /// the built-in secret denylist.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scrub {
+    /// Header names scrubbed from recordings, beside the built-in secret denylist.
     #[serde(default)]
+    #[schemars(inner(regex(pattern = crate::util::json::HEADER_NAME_PATTERN)))]
     pub headers: Vec<String>,
+    /// Body and query field names scrubbed from recordings.
     #[serde(default)]
     pub fields: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The project file `understudy.json` as written (its JSON Schema is `understudy schema project`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawConfig {
+#[schemars(title = "understudy.json", rename = "ProjectFile")]
+pub(crate) struct RawConfig {
+    /// Listen address `HOST:PORT` (default `127.0.0.1:7777`); `--listen` overrides it.
     #[serde(default)]
+    #[schemars(regex(
+        pattern = r"^.+:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})$"
+    ))]
     listen: Option<String>,
+    /// Where revisions, attempts and evidence are stored (default `.understudy` beside this file).
     #[serde(default)]
     data_dir: Option<PathBuf>,
+    /// The fleet store, `postgres://USER@HOST:PORT/DB`, instead of the embedded store in `data_dir`.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^(postgres|postgresql)://"))]
     store: Option<String>,
+    /// Server mode (default `replay`).
     #[serde(default)]
     mode: Option<Mode>,
+    /// Directory of the local CA for `serve --tls` and `--forward-proxy` (default `certs` beside this file).
     #[serde(default)]
     ca_dir: Option<PathBuf>,
+    /// Extra CA certificate (PEM) trusted for upstream calls.
     #[serde(default)]
     upstream_ca: Option<PathBuf>,
+    /// Record mode: extra header and field names to scrub.
     #[serde(default)]
     scrub: Scrub,
+    /// Secret values cut out of evidence and reports.
     #[serde(default)]
     redact: Vec<String>,
+    /// The tool-call contracts directory (default `contracts` beside this file, when it exists).
     #[serde(default)]
     contracts: Option<PathBuf>,
+    /// When calls become durable: `call` (before the answer, the default) or `attempt`.
     #[serde(default)]
     durability: Durability,
+    /// Integration name (`[a-z0-9_-]{1,64}`, not starting with `_`) → its definition; at least one.
+    #[schemars(extend("propertyNames" = {"pattern": "^[a-z0-9-][a-z0-9_-]{0,63}$"}, "minProperties" = 1))]
     integrations: BTreeMap<String, RawIntegration>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One integration of the project file.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Integration")]
+#[schemars(extend("if" = {"not": {"properties": {"profile": {"const": "mcp"}}}}, "then" = {"properties": {"mcp_sse": {"const": false}}}))]
 struct RawIntegration {
+    /// The wire dialect.
     profile: ProfileKind,
+    /// The real system's base URL (`http://` or `https://`), used by record, dry-run and passthrough.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^[hH][tT][tT][pP][sS]?://[^/?#\s]+([/?#]\S*)?$"))]
     upstream: Option<String>,
+    /// The operations directory (default `mocks/<name>` beside this file).
     #[serde(default)]
     operations: Option<PathBuf>,
+    /// What `dry-run` does with a write that matches no mocked operation (default `block`).
     #[serde(default)]
     unmatched_writes: UnmatchedWrites,
+    /// `mcp` only: also serve the legacy HTTP+SSE transport.
     #[serde(default)]
     mcp_sse: bool,
 }
@@ -221,7 +265,7 @@ impl Config {
             problem: Problem::new(file, path, message),
             not_found: false,
         };
-        let value: serde_json::Value = serde_json::from_str(text)
+        let mut value: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| err(String::new(), format!("not valid JSON: {e}")))?;
         if !value.is_object() {
             return Err(err(
@@ -229,6 +273,8 @@ impl Config {
                 "expected a JSON object with `integrations` (and optionally listen, data_dir, mode, …)".into(),
             ));
         }
+        crate::util::json::strip_schema_member(&mut value)
+            .map_err(|m| err(crate::util::json::SCHEMA_MEMBER.into(), m))?;
         let raw: RawConfig = serde_path_to_error::deserialize(&value)
             .map_err(|e| err(slash_path(e.path()), e.inner().to_string()))?;
         let base_dir = match file.parent() {

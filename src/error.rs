@@ -21,6 +21,9 @@ pub enum HarnessCode {
     InvalidFixtureLiteral,
     OutputSchemaViolation,
     LeaseExpired,
+    /// A call with the token of an attempt that was ended: answered 410, recorded on that
+    /// attempt, and it fails it.
+    AttemptEnded,
     StaleContract,
     UpstreamUnavailable,
     /// The forward proxy refused a host no integration covers (the test does not cover it).
@@ -41,6 +44,7 @@ impl HarnessCode {
             HarnessCode::InvalidFixtureLiteral => "invalid_fixture_literal",
             HarnessCode::OutputSchemaViolation => "output_schema_violation",
             HarnessCode::LeaseExpired => "lease_expired",
+            HarnessCode::AttemptEnded => "attempt_ended",
             HarnessCode::StaleContract => "stale_contract",
             HarnessCode::UpstreamUnavailable => "upstream_unavailable",
             HarnessCode::UnknownHost => "unknown_host",

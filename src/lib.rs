@@ -19,7 +19,7 @@
 //! | [`proxy`] | one proxied call from routing to commit: identify → plan → prepare_mock → run_mocked → commit; MCP; forwarding |
 //! | [`app`] | the state of a running server, importing no handler: start-up, integrations and their generations, engines, contracts, recorder, host table, counters, [`app::attempt`] (tokens, leases, pins, the per-attempt state lock) |
 //! | [`author`] | offline writers and checkers of operation files: [`author::record`] (captured exchanges → drafts, scrubbing), [`author::import`] (HAR, Postman, WireMock, OpenAPI), [`author::discover`], [`author::generate`], [`author::drift`] (a real answer against a mock's, through [`upstream`]) |
-//! | `evidence` | after the calls: the exported envelope and its verdict, `verify/` (tool-call contracts), `report/` (JUnit, HTML) — today [`evidence`], [`verify`], [`report`] |
+//! | [`evidence`] | after the calls: the exported envelope, the one verdict and its reasons, redaction (pure); `evidence::verify` (tool-call contracts: model, static checks, the pure evaluator) and `evidence::report` (JUnit XML, the self-contained HTML report) |
 //! | [`operation`] | contract + engine compiled together: `Operation`, loading, every `check`, the one call core ([`operation::call`]), faults on purpose ([`operation::fault`]) |
 //! | [`upstream`] | the only code that reaches the real system: the HTTP(S) client (rustls, header hygiene, streaming), the MCP client, the request built from an input, the real answer as an envelope, the mock-vs-real diff |
 //! | [`profile`] | the wire as data, no I/O: the envelope rule ([`profile::envelope`]), rest, salesforce, [`profile::Wire`], [`profile::mcp`] (server side) |
@@ -53,10 +53,8 @@ pub mod operation;
 pub mod profile;
 pub mod proxy;
 pub mod records;
-pub mod report;
 pub mod server;
 pub mod store;
 pub mod tls;
 pub mod upstream;
 pub mod util;
-pub mod verify;

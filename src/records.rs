@@ -212,7 +212,7 @@ impl<'de> Deserialize<'de> for Pins {
 }
 
 /// One attempt (SPEC 6).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRecord {
     /// Must not contain a NUL character.
     pub attempt_id: String,
@@ -257,11 +257,73 @@ pub struct AttemptRecord {
     /// so its verdict is `fail` (`crate::evidence`), never a pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// Calls of this attempt answered 500 `store_error` (their evidence could not be made
+    /// durable): written before the 500 leaves, on a path independent of the failed event
+    /// write, so every reader after any restart fails the attempt (`store_failure`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub store_failures: u64,
+    /// `false` when the attempt was created with `"expect_calls": false`: an attempt with no
+    /// call and no agent-side event then passes (else it fails with `no_calls`). Absent
+    /// (`true`) in older records.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub expect_calls: bool,
+    /// Created with `"exclusive": true` (or by `understudy test`): while it is open, a call
+    /// that reaches the server without its token fails it (`outside_attempt`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
+    /// Calls that reached the server without this (exclusive) attempt's token while it was
+    /// open; [`AttemptRecord::outside`] describes the first ones.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outside_calls: u64,
+    /// The first [`MAX_OUTSIDE_LISTED`] calls outside the attempt, one line each
+    /// (`"<time> <method> <target>: <why>"`, without query strings or credentials).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<String>,
+}
+
+/// How many calls outside an exclusive attempt its record describes (all are counted).
+pub const MAX_OUTSIDE_LISTED: usize = 20;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for AttemptRecord {
+    fn default() -> AttemptRecord {
+        AttemptRecord {
+            attempt_id: String::new(),
+            token_hash: String::new(),
+            secret: String::new(),
+            test_run_id: None,
+            started_at: String::new(),
+            ended_at: None,
+            expires_at: None,
+            pins: Pins::default(),
+            revision_set: None,
+            variants: BTreeMap::new(),
+            is_default: false,
+            cleanup: None,
+            contracts: BTreeMap::new(),
+            final_state: None,
+            faults: BTreeMap::new(),
+            durability: Durability::Call,
+            interrupted: false,
+            store_failures: 0,
+            expect_calls: true,
+            exclusive: false,
+            outside_calls: 0,
+            outside: Vec::new(),
+        }
+    }
 }
 
 /// When an attempt's calls become durable (`"durability"` of `understudy.json` and of
 /// `POST /attempts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Every call is durable before it is answered (a group commit per batch of calls).

@@ -11,7 +11,7 @@
 //! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}` (headers `Request-Timeout`, `Request-Timeout-Millis`) → the object of `understudy exec` plus the tool-test members (`dry_run`, `source`, `is_write`, `blocked_side_effects`, …); `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`], [`execute_request`], [`execute_upstream`] |
 //! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
+//! | `POST /attempts` | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}, "expect_calls"?: true, "exclusive"?: false}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
 //! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
 //! | (`{id}` = `default`) | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
 //! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8 with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
@@ -83,6 +83,18 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub details: Vec<Value>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
+    }
 }
 
 impl ApiError {
@@ -386,6 +398,12 @@ struct CreateAttempt {
     /// When its calls are durable; the project's `durability` when absent.
     #[serde(default)]
     durability: Option<crate::records::Durability>,
+    /// `false`: an attempt with no call and no agent-side event may pass (else `no_calls`).
+    #[serde(default)]
+    expect_calls: Option<bool>,
+    /// `true`: while it is open, a call without its token fails it (`outside_attempt`).
+    #[serde(default)]
+    exclusive: bool,
 }
 
 fn create_attempt(app: &App, req: &Request) -> ApiResult {
@@ -453,7 +471,9 @@ fn create_attempt(app: &App, req: &Request) -> ApiResult {
             faults: body.faults,
             durability: body.durability.unwrap_or(app.config.durability),
         };
-        let rec = attempt::new_record(app.clock.now(), new);
+        let mut rec = attempt::new_record(app.clock.now(), new);
+        rec.expect_calls = body.expect_calls.unwrap_or(true);
+        rec.exclusive = body.exclusive;
         app.create_attempt(rec).map_err(store_err)?
     };
     let rec = a.record();
@@ -603,36 +623,32 @@ pub(crate) async fn verdict_evidence(
             .map_err(store_err)?;
         app.store.attempt_evidence(id).map_err(store_err)?
     };
-    found.ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no attempt `{id}` in the store"),
-        )
-    })
+    found
+        .map(|mut f| {
+            // A store failure whose durable mark could not be written still fails the
+            // attempt in this process (the next start marks it `interrupted`).
+            let live = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);
+            f.attempt.store_failures = f.attempt.store_failures.max(live);
+            f
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no attempt `{id}` in the store"),
+            )
+        })
 }
 
-async fn evidence(app: &App, id: &str) -> ApiResult {
+pub(crate) async fn evidence(app: &App, id: &str) -> ApiResult {
     let a = lookup(app, id)?;
     let found = verdict_evidence(app, &a, id).await?;
-    let mut env =
+    let env =
         crate::evidence::envelope_of(&crate::evidence::Inputs::of(&found, &app.config.redact));
-    // Calls answered `store_error` are missing from (or unconfirmed in) the evidence: the
-    // agent saw a failure, so the attempt cannot pass.
-    let failures = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);
-    if failures > 0 {
-        env["store_failures"] = json!(failures);
-        if let Some(r) = env["verdict_reasons"].as_array_mut() {
-            r.push(json!(format!(
-                "store failures: {failures} call(s) of this run were answered `store_error`"
-            )));
-        }
-        env["verdict"] = json!("fail");
-    }
     Ok((StatusCode::OK, env))
 }
 
-async fn end_attempt(app: &App, id: &str) -> ApiResult {
+pub(crate) async fn end_attempt(app: &App, id: &str) -> ApiResult {
     let a = lookup(app, id)?;
     if a.is_default() {
         return Err(ApiError::new(
@@ -641,14 +657,28 @@ async fn end_attempt(app: &App, id: &str) -> ApiResult {
             "the default attempt lives as long as the server; end attempts created with POST /attempts",
         ));
     }
-    // Under the state lock: no call is half-way through this attempt.
+    // Under the state lock: no call is half-way through this attempt. On a shared store
+    // (PostgreSQL) also under the attempt's row lock, as a call takes it: a call of another
+    // process commits before the end, or after it (then stamped after `ended_at`, which
+    // fails the attempt as `attempt_ended`).
     let mut g = a.lock.lock().await;
+    // Taken and released at once: every call another process had under way has committed
+    // (the end's own writes below would wait on a lock held here).
+    drop(
+        crate::app::attempt::read_in_store(&app.store, id, &mut g)
+            .await
+            .map_err(store_err)?,
+    );
     let mut rec = a.record();
     if a.lease(app.clock.now()) != Lease::Ended {
         // The end snapshot (SPEC 14): what `final_state` reads once the live state is gone.
         rec.final_state = Some(app.store.state(id).map_err(store_err)?);
         let remaining = app.store.clear_state(id).map_err(store_err)?;
         rec.ended_at = Some(crate::util::time::rfc3339(app.clock.now()));
+        // Store failures this process saw but could not mark end up in the ended record.
+        rec.store_failures = rec
+            .store_failures
+            .max(a.store_failures.load(std::sync::atomic::Ordering::SeqCst));
         rec.cleanup = Some(cleanup_report(remaining));
         app.store.put_attempt(&rec).map_err(store_err)?;
         app.store.flush().await.map_err(store_err)?;

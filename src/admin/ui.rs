@@ -4,19 +4,19 @@
 //! | method and path | answers |
 //! |---|---|
 //! | `GET /_understudy/ui/` | the attempts, newest first (at most [`LIST_MAX`]): verdict, calls, events, started/ended |
-//! | `GET /_understudy/ui/attempts/{id}` | the HTML report of `crate::report::html` for the live evidence |
-//! | `GET /_understudy/ui/attempts/{id}/junit.xml` | its JUnit XML (`crate::report::junit`) |
+//! | `GET /_understudy/ui/attempts/{id}` | the HTML report of `crate::evidence::report::html` for the live evidence |
+//! | `GET /_understudy/ui/attempts/{id}/junit.xml` | its JUnit XML (`crate::evidence::report::junit`) |
 //!
 //! The envelope is the one of `GET /_understudy/api/attempts/{id}/evidence` (same lock, same
-//! redaction, `store_failures`), with `verdict_reasons` filled when the envelope has none.
+//! redaction, the one verdict with its reasons).
 
 use hyper::http::StatusCode;
 use serde_json::Value;
 
 use super::{ApiError, Reply};
 use crate::app::App;
+use crate::evidence::report::html::esc;
 use crate::http::{full, HttpResponse, Request};
-use crate::report::html::esc;
 
 /// The prefix of the pages.
 pub const UI_PREFIX: &str = "/_understudy/ui";
@@ -38,14 +38,14 @@ pub(crate) async fn handle(app: &App, req: &Request) -> Result<Reply, ApiError> 
         (true, ["attempts", id]) => {
             let env = envelope(app, id).await?;
             Ok(page(
-                crate::report::html::render(&env).into_bytes(),
+                crate::evidence::report::html::render(&env).into_bytes(),
                 "text/html; charset=utf-8",
             ))
         }
         (true, ["attempts", id, "junit.xml"]) => {
             let env = envelope(app, id).await?;
             Ok(page(
-                crate::report::junit::render(&env).into_bytes(),
+                crate::evidence::report::junit::render(&env).into_bytes(),
                 "application/xml; charset=utf-8",
             ))
         }
@@ -75,15 +75,7 @@ async fn envelope(app: &App, id: &str) -> Result<Value, ApiError> {
         id.to_string()
     };
     let (_, env) = super::evidence(app, &id).await?;
-    if env.get("verdict_reasons").is_some() {
-        return Ok(env);
-    }
-    let rec = app.store.attempt(&id).map_err(super::store_err)?;
-    let events = app.store.evidence(&id).map_err(super::store_err)?;
-    Ok(match rec {
-        Some(rec) => crate::report::with_verdict_reasons(env, &rec, &events),
-        None => env,
-    })
+    Ok(env)
 }
 
 fn list(app: &App) -> Result<Vec<u8>, ApiError> {
@@ -98,7 +90,7 @@ fn list(app: &App) -> Result<Vec<u8>, ApiError> {
          <h1>understudy attempts</h1>\n",
     );
     h.push_str(&format!(
-        "<p>{total} attempt(s){}; newest first.</p>\n<table id=\"attempts\"><tr><th>started</th><th>attempt</th><th>test run</th><th>verdict</th><th>tool calls</th><th>status</th></tr>\n",
+        "<p>{total} attempt(s){}; newest first.</p>\n<table id=\"attempts\"><tr><th>started</th><th>attempt</th><th>test run</th><th>verdict</th><th>reasons</th><th>tool calls</th><th>status</th></tr>\n",
         if total > LIST_MAX {
             format!(", the newest {LIST_MAX} shown")
         } else {
@@ -106,17 +98,31 @@ fn list(app: &App) -> Result<Vec<u8>, ApiError> {
         }
     ));
     for rec in attempts.iter().take(LIST_MAX) {
-        let events = app
+        // The one verdict, as the evidence route computes it (contracts, marks, the
+        // store failures this process saw).
+        let Some(mut found) = app
             .store
-            .evidence(&rec.attempt_id)
-            .map_err(super::store_err)?;
-        let verdict = crate::evidence::verdict(rec, &events);
+            .attempt_evidence(&rec.attempt_id)
+            .map_err(super::store_err)?
+        else {
+            continue;
+        };
+        if let Ok(Some(a)) = app.attempts.get(&app.store, &rec.attempt_id) {
+            let live = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);
+            found.attempt.store_failures = found.attempt.store_failures.max(live);
+        }
+        let inputs = crate::evidence::Inputs::of(&found, &app.config.redact);
+        let results = crate::evidence::contract_results(&inputs);
+        let v = crate::evidence::verdict_of(&inputs, &results);
+        let verdict = v.word();
+        let codes: Vec<String> = v.reasons.iter().map(|r| esc(&r.code)).collect();
         h.push_str(&format!(
-            "<tr class=\"attempt\" data-attempt=\"{id}\"><td>{}</td><td><a href=\"{UI_PREFIX}/attempts/{id}\"><code>{id}</code></a>{}</td><td>{}</td><td class=\"{verdict}\">{verdict}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr class=\"attempt\" data-attempt=\"{id}\"><td>{}</td><td><a href=\"{UI_PREFIX}/attempts/{id}\"><code>{id}</code></a>{}</td><td>{}</td><td class=\"{verdict}\">{verdict}</td><td class=\"reasons\">{}</td><td>{}</td><td>{}</td></tr>\n",
             esc(&rec.started_at),
             if rec.is_default { " (default)" } else { "" },
             esc(rec.test_run_id.as_deref().unwrap_or("—")),
-            events.len(),
+            codes.join(" "),
+            found.calls.len(),
             if rec.ended_at.is_some() { "ended" } else { "open" },
             id = esc(&rec.attempt_id),
         ));

@@ -180,8 +180,9 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
         None => crate::evidence::contract_results(&inputs),
         Some(list) => crate::evidence::evaluate_contracts(&inputs, &list),
     };
-    let blocked = crate::evidence::interrupted_reason(&found.attempt);
-    let (_, answer) = crate::verify::verification(id, &results, blocked.as_deref());
+    let pinned = crate::evidence::contract_results(&inputs);
+    let verdict = crate::evidence::verdict_of(&inputs, &pinned);
+    let (_, answer) = crate::evidence::verdict::verification(id, &results, &verdict);
     Ok((StatusCode::OK, answer))
 }
 
@@ -189,7 +190,7 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
 pub(crate) fn unknown_contracts(
     app: &App,
     ids: &[String],
-) -> Result<Vec<(crate::verify::ToolCallContract, String)>, ApiError> {
+) -> Result<Vec<(crate::evidence::verify::ToolCallContract, String)>, ApiError> {
     match app.contracts.pin(ids) {
         Ok(_) => {
             let set = app.contracts.current();

@@ -302,8 +302,9 @@ pub struct Attempt {
     /// The state lock (see the module doc). Hold it across evaluate → record evidence.
     pub lock: tokio::sync::Mutex<AttemptState>,
     /// Calls of this run answered 500 `store_error` (their evidence could not be made
-    /// durable): the live evidence then reports them and fails the verdict. In memory only —
-    /// the store was failing when they happened.
+    /// durable), counted in memory at once ([`Attempt::note_store_failure`]; the record's
+    /// `store_failures` is the durable count): a verdict read in this process takes the
+    /// larger of the two.
     pub store_failures: std::sync::atomic::AtomicU64,
     /// The record's `durability` (fixed at creation): what a call's answer waits for.
     pub durability: crate::records::Durability,
@@ -318,6 +319,37 @@ impl Attempt {
             lock: tokio::sync::Mutex::new(state),
             store_failures: Default::default(),
         })
+    }
+
+    /// A call of this attempt is about to be answered 500 `store_error`: it fails the
+    /// attempt in memory at once, then durably in its record
+    /// ([`crate::store::Store::mark_store_failure`]); when even that cannot be written, the
+    /// store is told to interrupt every open attempt at its next start
+    /// ([`crate::store::Store::store_failure_unrecorded`]). Call it before the 500 leaves.
+    pub fn note_store_failure(&self, store: &crate::store::Store) {
+        self.store_failures
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match store.mark_store_failure(&self.id) {
+            Ok(n) => {
+                let mut r = self.record();
+                r.store_failures = r.store_failures.max(n);
+                self.set_record(r);
+            }
+            Err(e) => {
+                // The record in memory carries it: whatever writes the record next (the
+                // end of the attempt) makes it durable.
+                let mut r = self.record();
+                r.store_failures = r.store_failures.max(
+                    self.store_failures
+                        .load(std::sync::atomic::Ordering::SeqCst),
+                );
+                self.set_record(r);
+                tracing::error!(attempt = %self.id, error = %e, "cannot record the store failure in the attempt's record: the attempt fails in this process, and every open attempt is interrupted at the next start");
+                if let Err(e) = store.store_failure_unrecorded() {
+                    tracing::error!(attempt = %self.id, error = %e, "cannot leave the sign of an unrecorded store failure either");
+                }
+            }
+        }
     }
 
     /// A copy of the current record.
@@ -395,8 +427,9 @@ pub fn lease_of(r: &AttemptRecord, now: DateTime<Utc>) -> Lease {
     }
 }
 
-/// The lease rule: a call to an attempt whose lease is over (expired or ended) as of `now` is
-/// the harness error `lease_expired`, saying when; `None` while the lease is active.
+/// The lease rule: a call to an attempt whose lease expired as of `now` is the harness error
+/// `lease_expired`, one after the attempt ended `attempt_ended` (answered 410), saying when;
+/// `None` while the lease is active.
 pub fn lease_error(r: &AttemptRecord, lease: Lease) -> Option<HarnessError> {
     let message = match lease {
         Lease::Active => return None,
@@ -405,11 +438,16 @@ pub fn lease_error(r: &AttemptRecord, lease: Lease) -> Option<HarnessError> {
             r.attempt_id,
             r.expires_at.as_deref().unwrap_or("?")
         ),
-        Lease::Ended => format!(
-            "attempt {} was ended at {}",
-            r.attempt_id,
-            r.ended_at.as_deref().unwrap_or("?")
-        ),
+        Lease::Ended => {
+            return Some(HarnessError::new(
+                HarnessCode::AttemptEnded,
+                format!(
+                "attempt {} was ended at {}: a call after the end is refused and fails the attempt",
+                r.attempt_id,
+                r.ended_at.as_deref().unwrap_or("?")
+            ),
+            ))
+        }
     };
     Some(HarnessError::new(HarnessCode::LeaseExpired, message))
 }
@@ -551,6 +589,37 @@ impl Attempts {
         Ok(self.insert(a))
     }
 
+    /// A call reached the server without an attempt's token (it was recorded in the default
+    /// attempt: no token, proxy credentials dropped, an unknown host refused at the forward
+    /// proxy): every open attempt created `exclusive` counts it in its record, durably, and
+    /// fails with `outside_attempt`. `line` describes the call (no query, no credentials).
+    pub async fn note_outside(&self, store: &Store, now: DateTime<Utc>, line: &str) {
+        for a in self.all() {
+            {
+                let r = a.read_record();
+                if r.is_default || !r.exclusive || r.lease(now) != Lease::Active {
+                    continue;
+                }
+            }
+            // Under its state lock: no other write of its record interleaves.
+            let _g = a.lock.lock().await;
+            let mut r = a.record();
+            r.outside_calls += 1;
+            if r.outside.len() < crate::records::MAX_OUTSIDE_LISTED {
+                r.outside.push(line.to_string());
+            }
+            match store.put_attempt(&r) {
+                Ok(()) => a.set_record(r),
+                Err(e) => {
+                    tracing::error!(attempt = %a.id, error = %e, "cannot record a call outside the exclusive attempt: it fails in this process");
+                    a.store_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            tracing::warn!(attempt = %a.id, call = line, "a call reached the server without the token of this exclusive attempt");
+        }
+    }
+
     /// Every attempt in memory.
     pub fn all(&self) -> Vec<Arc<Attempt>> {
         self.by_id
@@ -611,6 +680,7 @@ pub fn new_record(now: DateTime<Utc>, new: NewAttempt<'_>) -> AttemptRecord {
         faults,
         durability,
         interrupted: false,
+        ..AttemptRecord::default()
     }
 }
 

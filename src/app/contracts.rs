@@ -4,8 +4,8 @@
 //!
 //! - **Start** ([`load_checked`], from `App::build`): every `*.yaml`/`*.yml`/`*.json` file of
 //!   `contracts` (`understudy.json`; default `contracts/` beside it when it exists) is parsed
-//!   and validated ([`crate::verify::load_dir`]) and checked against the loaded operations
-//!   ([`crate::verify::check_contract`] over a [`SchemaCatalog`]); any problem refuses the
+//!   and validated ([`crate::evidence::verify::load_dir`]) and checked against the loaded operations
+//!   ([`crate::evidence::verify::check_contract`] over a [`SchemaCatalog`]); any problem refuses the
 //!   start, as for operation files.
 //! - **Hot reload** ([`poll`], called by `crate::server::reload` at every tick): when the
 //!   directory's file set or any file's content changed, the whole set is loaded and checked
@@ -28,8 +28,8 @@ use serde_json::Value;
 use super::generations::IntegrationMap;
 use crate::contract::hash::sha256_hex;
 use crate::error::Problem;
+use crate::evidence::verify::{self, ToolCallContract, ToolCatalog};
 use crate::records::PinnedContract;
-use crate::verify::{self, ToolCallContract, ToolCatalog};
 
 /// One loaded, checked contract.
 #[derive(Debug, Clone)]

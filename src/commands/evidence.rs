@@ -1,7 +1,8 @@
 //! `understudy evidence ATTEMPT`: open the data dir, build the attempt's envelope
 //! ([`crate::evidence`], pure: calls, agent-side events, pinned contracts evaluated) and print
 //! it; exit 0 when the verdict is `pass`, 1 when `fail` (every `verdict_reasons` line on
-//! stderr), 2 when it cannot be read. [`crate::store::Store::attempt_evidence`] is the one reader of an attempt's
+//! stderr), 2 when it cannot be read or holds no verdict (`--url` at something that is not
+//! understudy). [`crate::store::Store::attempt_evidence`] is the one reader of an attempt's
 //! records, shared with the admin routes and `understudy verify`. With `--url` the envelope
 //! comes from a running server's admin API instead ([`crate::admin::client`]), as `verify`'s
 //! and `report`'s do ([`envelope_from`]): `serve` holds the data dir while it runs.
@@ -12,7 +13,7 @@ use serde_json::Value;
 
 use super::Exit;
 use crate::cli::{EvidenceArgs, RemoteArgs};
-use crate::evidence::{envelope_of, Inputs};
+use crate::evidence::{envelope_of, Inputs, Verdict};
 use crate::store::{Store, StoreError};
 
 /// Loads an attempt's envelope from an open store; `Ok(None)` when the attempt is unknown.
@@ -136,8 +137,15 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
 }
 
 /// Prints the envelope as pretty JSON on stdout and its `verdict_reasons` on stderr; the exit
-/// code of [`run`].
+/// code of [`run`]: 0 pass, 1 fail, 2 when the value holds no verdict (not understudy's).
 fn print_envelope(env: &Value) -> Exit {
+    let verdict = match Verdict::from_envelope(env) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("understudy evidence: cannot judge: {e}");
+            return Exit::Usage;
+        }
+    };
     match serde_json::to_string_pretty(env) {
         Ok(s) => println!("{s}"),
         Err(e) => {
@@ -145,15 +153,11 @@ fn print_envelope(env: &Value) -> Exit {
             return Exit::Usage;
         }
     }
-    let reasons: Vec<&str> = env["verdict_reasons"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if reasons.is_empty() {
+    if verdict.passed() {
         Exit::Ok
     } else {
-        for r in &reasons {
-            eprintln!("verdict fail: {r}");
+        for r in &verdict.reasons {
+            eprintln!("verdict fail: {}: {}", r.code, r.message);
         }
         Exit::Problems
     }

@@ -15,6 +15,7 @@
 //! | [`report`] | `report` |
 //! | [`import`] | `import` |
 //! | [`drift`] | `drift` |
+//! | [`schema`] | `schema` |
 
 pub mod ca;
 pub mod check;
@@ -25,6 +26,7 @@ pub mod exec;
 pub mod generate;
 pub mod import;
 pub mod report;
+pub mod schema;
 pub mod serve;
 pub mod test;
 pub mod verify;
@@ -127,6 +129,7 @@ where
         Command::Report(a) => report::report(a),
         Command::Import(a) => import::import(a),
         Command::Drift(a) => drift::drift(a),
+        Command::Schema(a) => schema::schema_command(a),
     }
 }
 

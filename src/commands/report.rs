@@ -1,11 +1,12 @@
 //! `understudy report ATTEMPT --format json|junit|html [--out FILE] [--report-dir D]
 //! [--data-dir D] [--config F]` (SPEC 16): the attempt's envelope from the store (as
 //! `understudy evidence` reads it, with the project's redactions), rendered by
-//! [`crate::report`]. `--report-dir D` writes all three formats into D.
+//! [`crate::evidence::report`]. `--report-dir D` writes all three formats into D.
 //!
 //! Exit codes: 0 written and the verdict is `pass`; 1 written and the verdict is `fail` (as
 //! `understudy evidence`, so CI can gate on it); 2 usage (no format, an unknown attempt, a
-//! data dir that is missing or held by a running server, a file that cannot be written).
+//! data dir that is missing or held by a running server, a file that cannot be written, an
+//! answer without a `verdict` member: whenever understudy could not judge).
 //!
 //! `--url http://HOST:PORT` (and `--admin-token`) reads the envelope from a running server's
 //! admin API instead of the data dir it holds (the same envelope).
@@ -17,7 +18,8 @@ use serde_json::Value;
 use super::evidence::load_envelope;
 use super::Exit;
 use crate::cli::ReportArgs;
-use crate::report::{self, Format};
+use crate::evidence::report::{self, Format};
+use crate::evidence::Verdict;
 use crate::store::Store;
 
 /// `understudy report` (module doc).
@@ -37,6 +39,17 @@ pub fn report(args: &ReportArgs) -> Exit {
         Ok(e) => e,
         Err(e) => {
             eprintln!("understudy report: {e}");
+            return Exit::Usage;
+        }
+    };
+    // Not a verdict of understudy (a foreign server's answer): nothing to report on.
+    let verdict = match Verdict::from_envelope(&env) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!(
+                "understudy report: cannot judge attempt `{}`: {e}",
+                args.attempt
+            );
             return Exit::Usage;
         }
     };
@@ -64,14 +77,14 @@ pub fn report(args: &ReportArgs) -> Exit {
             }
         }
     }
-    if report::str_at(&env, "verdict") == "pass" {
+    if verdict.passed() {
         Exit::Ok
     } else {
         Exit::Problems
     }
 }
 
-/// The envelope of a stored attempt, with `verdict_reasons`.
+/// The envelope of a stored attempt.
 pub fn load(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Result<Value, String> {
     let store = Store::open_existing(data_dir).map_err(|e| e.to_string())?;
     from_store(&store, attempt_id, redact)?.ok_or_else(|| {
@@ -88,15 +101,7 @@ pub fn from_store(
     attempt_id: &str,
     redact: &[String],
 ) -> Result<Option<Value>, String> {
-    let Some(env) = load_envelope(store, attempt_id, redact).map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    let rec = store.attempt(attempt_id).map_err(|e| e.to_string())?;
-    let events = store.evidence(attempt_id).map_err(|e| e.to_string())?;
-    Ok(Some(match rec {
-        Some(rec) => report::with_verdict_reasons(env, &rec, &events),
-        None => env,
-    }))
+    load_envelope(store, attempt_id, redact).map_err(|e| e.to_string())
 }
 
 /// Write evidence.json, junit.xml and report.html into `dir` (created when missing).

@@ -15,7 +15,8 @@
 //!    `REQUESTS_CA_BUNDLE`, `NODE_EXTRA_CA_CERTS` naming the CA certificate.
 //! 4. When CMD exits — or on `--timeout`, SIGINT or SIGTERM, after which its process group
 //!    gets SIGTERM and, 5 s later, SIGKILL — whatever is left in its process group gets
-//!    SIGTERM, the attempt is ended (`DELETE`), its evidence read, the server stopped, and
+//!    SIGTERM, the attempt is ended and its evidence read once, in process (the admin
+//!    route's own functions, no HTTP round trip), the server stopped, and
 //!    `evidence.json`, `junit.xml` and `report.html` written to `--report-dir` (default
 //!    `understudy-report`) with a `test_run` member saying how CMD ended.
 //!    understudy's log goes to `<report dir>/understudy.log` (`--log-stderr` to keep it on
@@ -24,7 +25,12 @@
 //! Exit code: CMD's own code when it failed (124 timed out, 130 interrupted, 128+N killed by
 //! signal N, 127 could not be started), else 1 when the verdict is `fail`, else 0; 2 for usage
 //! errors (a bad `--variant`, unknown contracts or operations, contracts on a build without
-//! them), 1 when the server cannot start.
+//! them) and whenever understudy could not judge (ending the attempt or reading its evidence
+//! failed: `evidence.json` then holds `judge_error`), 1 when the server cannot start.
+//!
+//! The attempt is created `exclusive` (a call of the run that reaches the server without its
+//! token fails it, `outside_attempt`) and expecting calls (a run with no tool call and no
+//! agent-side event fails `no_calls`; `--allow-no-calls` when that is the point).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,7 +45,7 @@ use super::Exit;
 use crate::app::{App, AppOptions};
 use crate::cli::TestArgs;
 use crate::config::{Config, Mode};
-use crate::report::TestRun;
+use crate::evidence::report::TestRun;
 use crate::server::{self, Transport};
 
 const SIGINT: i32 = 2;
@@ -161,7 +167,6 @@ async fn run(
                 return Exit::Problems;
             }
         };
-    let redact = config.redact.clone();
     let app = match tokio::task::block_in_place(|| App::build(AppOptions::new(config))) {
         Ok(a) => Arc::new(a),
         Err(e) => {
@@ -200,7 +205,9 @@ async fn run(
                 .unwrap_or(0)
         )
     });
-    let mut body = json!({ "test_run_id": test_run_id, "variants": variants });
+    // Exclusive: a call of the run that misses the attempt fails it (`outside_attempt`).
+    let mut body = json!({ "test_run_id": test_run_id, "variants": variants,
+        "exclusive": true, "expect_calls": !args.allow_no_calls });
     if !args.contracts.is_empty() {
         body["contracts"] = json!(args.contracts);
     }
@@ -280,62 +287,46 @@ async fn run(
     let mut run = run_command(&args.command, &env, args.timeout).await;
     run.duration_s = started.elapsed().as_secs_f64();
 
-    // End the attempt, then read its evidence (the envelope of the admin API).
-    match call(
-        &client,
-        "DELETE",
-        &format!("{base}/_understudy/api/attempts/{attempt_id}"),
-        None,
-    )
-    .await
-    {
-        Ok((200, _)) => {}
-        Ok((s, v)) => eprintln!("understudy test: ending the attempt answered {s}: {v}"),
-        Err(e) => eprintln!("understudy test: ending the attempt failed: {e}"),
-    }
-    let envelope = match call(
-        &client,
-        "GET",
-        &format!("{base}/_understudy/api/attempts/{attempt_id}/evidence"),
-        None,
-    )
-    .await
-    {
-        Ok((200, v)) => Some(v),
-        Ok((s, v)) => {
-            eprintln!("understudy test: reading the evidence answered {s}: {v}");
-            None
-        }
-        Err(e) => {
-            eprintln!("understudy test: reading the evidence failed: {e}");
-            None
-        }
-    };
-    let envelope = match envelope {
-        Some(env) => {
-            let rec = app.store.attempt(&attempt_id).ok().flatten();
-            let events = app.store.evidence(&attempt_id).unwrap_or_default();
-            match rec {
-                Some(rec) => crate::report::with_verdict_reasons(env, &rec, &events),
-                None => env,
-            }
-        }
-        // The store's own copy, when the API could not answer.
-        None => crate::commands::report::from_store(&app.store, &attempt_id, &redact)
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| {
-                json!({ "attempt_id": attempt_id, "verdict": "fail",
-                "verdict_reasons": ["the evidence of the attempt could not be read"] })
-            }),
+    // End the attempt, then read its evidence once, in process (the evidence route's own
+    // functions: its lock, its durability, the one verdict). Either failing means
+    // understudy could not judge: exit 2.
+    let ended = crate::admin::end_attempt(&app, &attempt_id).await;
+    let read = match ended {
+        Ok(_) => crate::admin::evidence(&app, &attempt_id)
+            .await
+            .map(|(_, env)| env)
+            .map_err(|e| format!("reading the evidence failed: {e}")),
+        Err(e) => Err(format!("ending the attempt failed: {e}")),
     };
     drop(app);
     stop_server(server_task).await;
+    let judged = read.and_then(|env| {
+        crate::evidence::Verdict::from_envelope(&env)
+            .map(|v| (env, v))
+            .map_err(|e| format!("the evidence holds no verdict: {e}"))
+    });
+    let (envelope, verdict) = match judged {
+        Ok(x) => x,
+        Err(why) => {
+            eprintln!("understudy test: {why}; the run cannot be judged (exit 2)");
+            run.understudy_exit_code = Exit::Usage.code();
+            let env = json!({ "attempt_id": attempt_id, "test_run": run,
+                "judge_error": why });
+            if let Err(e) = std::fs::create_dir_all(&report_dir).and_then(|()| {
+                std::fs::write(
+                    report_dir.join(crate::evidence::report::JSON_FILE),
+                    serde_json::to_vec_pretty(&env).unwrap_or_default(),
+                )
+            }) {
+                eprintln!("understudy test: {e}");
+            }
+            return Exit::Usage;
+        }
+    };
 
-    let verdict = crate::report::str_at(&envelope, "verdict").to_string();
     let exit = if let Some(c) = run.understudy_code() {
         Exit::Code(c)
-    } else if verdict != "pass" {
+    } else if !verdict.passed() {
         Exit::Problems
     } else {
         Exit::Ok
@@ -349,16 +340,16 @@ async fn run(
         );
     }
     let written = crate::commands::report::write_all(&report_dir, &envelope);
-    let reasons = crate::report::reasons(&envelope);
+    let reasons: Vec<String> = verdict
+        .reasons
+        .iter()
+        .map(|r| format!("{}: {}", r.code, r.message))
+        .collect();
     let calls = envelope["tool_events"].as_array().map_or(0, Vec::len);
     eprintln!(
         "understudy test: {}; verdict {}{} ({calls} tool calls); exit {}",
         run.reason.as_deref().unwrap_or(""),
-        if verdict.is_empty() {
-            "unknown"
-        } else {
-            &verdict
-        },
+        verdict.word(),
         if reasons.is_empty() {
             String::new()
         } else {
@@ -370,9 +361,9 @@ async fn run(
         Ok(()) => eprintln!(
             "understudy test: reports in {} ({}, {}, {})",
             report_dir.display(),
-            crate::report::HTML_FILE,
-            crate::report::JUNIT_FILE,
-            crate::report::JSON_FILE
+            crate::evidence::report::HTML_FILE,
+            crate::evidence::report::JUNIT_FILE,
+            crate::evidence::report::JSON_FILE
         ),
         Err(e) => {
             eprintln!("understudy test: {e}");

@@ -4,10 +4,12 @@
 //! directory; a broken file is a usage error), else the ones the attempt pinned.
 //!
 //! Text prints, per contract, a header line and one line per check: `STATUS check-id:
-//! evidence`. JSON prints `{"attempt_id","contract_results","passed"}` (plus `interrupted` and
-//! `reasons` for an interrupted attempt, which never passes). Exit 0 when every
-//! blocking contract passed, 1 otherwise, 2 for usage errors (no contract, a broken contract
-//! file, a data dir or attempt that does not exist or cannot be opened).
+//! evidence`, then one line per verdict reason `FAIL code: message` and `verdict pass|fail`.
+//! JSON prints `{"attempt_id","contract_results","passed","verdict","verdict_reasons"}`: the
+//! attempt's one verdict (`crate::evidence::verdict`), with the reasons of the contracts
+//! given. Exit 0 when the verdict passes and every blocking contract passed, 1 otherwise, 2
+//! when understudy could not judge (a broken contract file, a data dir or attempt that does
+//! not exist or cannot be opened, a server that cannot be reached or answers no verdict).
 //!
 //! `--url http://HOST:PORT` (and `--admin-token`) reads the pinned contracts' results from a
 //! running server's evidence envelope instead of the data dir it holds; the results are the
@@ -17,14 +19,15 @@
 use super::evidence::resolve_store;
 use super::Exit;
 use crate::cli::{OutputFormat, VerifyArgs};
+use crate::evidence::verdict::{verification, Verdict};
+use crate::evidence::verify::{self, ContractResult};
 use crate::store::Store;
-use crate::verify::{self, ContractResult};
 
 /// `understudy verify`.
 pub fn verify(args: &VerifyArgs) -> Exit {
     if let Some(url) = &args.remote.url {
         return match remote_results(args, url) {
-            Ok((results, blocked)) => print_results(args, &results, blocked.as_deref()),
+            Ok((results, verdict)) => print_results(args, &results, &verdict),
             Err(e) => {
                 eprintln!("understudy verify: {e}");
                 Exit::Usage
@@ -82,25 +85,23 @@ pub fn verify(args: &VerifyArgs) -> Exit {
         }
     };
     let inputs = crate::evidence::Inputs::of(&found, &redact);
-    let blocked = crate::evidence::interrupted_reason(&found.attempt);
+    let pinned = crate::evidence::contract_results(&inputs);
+    let verdict = crate::evidence::verdict_of(&inputs, &pinned);
     let results = if given.is_empty() {
-        if found.attempt.contracts.is_empty() {
+        if pinned.is_empty() {
             eprintln!("understudy verify: {}", no_contract(&args.attempt));
             return Exit::Usage;
         }
-        crate::evidence::contract_results(&inputs)
+        pinned
     } else {
         crate::evidence::evaluate_contracts(&inputs, &given)
     };
-    print_results(args, &results, blocked.as_deref())
+    print_results(args, &results, &verdict)
 }
 
-/// The pinned contracts' results from the running server at `url` (`--url`), and the
-/// envelope's `interrupted` reason when it has one.
-fn remote_results(
-    args: &VerifyArgs,
-    url: &str,
-) -> Result<(Vec<ContractResult>, Option<String>), String> {
+/// The pinned contracts' results and the verdict from the running server at `url`
+/// (`--url`). An answer without a `verdict` member is not understudy's: `Err`.
+fn remote_results(args: &VerifyArgs, url: &str) -> Result<(Vec<ContractResult>, Verdict), String> {
     if !args.contracts.is_empty() {
         return Err(
             "--contract FILE evaluates the recorded evidence itself, which only the data dir holds: with --url the server's pinned contracts are verified (stop the server to verify other files)"
@@ -108,40 +109,42 @@ fn remote_results(
         );
     }
     let env = super::evidence::envelope_from(url, &args.remote, &args.attempt)?;
-    let results: Vec<ContractResult> = serde_json::from_value(env["contract_results"].clone())
-        .map_err(|e| {
+    let verdict = Verdict::from_envelope(&env)
+        .map_err(|e| format!("the server at {url} answered no verdict: {e}"))?;
+    let results: Vec<ContractResult> = match env.get("contract_results") {
+        None => Vec::new(),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
             format!("the server at {url} answered an envelope without valid contract_results: {e}")
-        })?;
+        })?,
+    };
     if results.is_empty() {
         return Err(no_contract(&args.attempt));
     }
-    let blocked = env["verdict_reasons"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.as_str())
-        .find(|r| r.starts_with("interrupted"))
-        .map(str::to_string);
-    Ok((results, blocked))
+    Ok((results, verdict))
 }
 
 fn no_contract(attempt: &str) -> String {
-    format!("attempt `{attempt}` pinned no tool-call contract: name one with --contract FILE")
+    format!(
+        "attempt `{attempt}` pinned no tool-call contract: name one with --contract FILE (its verdict alone: `understudy evidence`)"
+    )
 }
 
-/// Prints `results` in `--format` and picks the exit code. `blocked`: the reason an
-/// interrupted attempt fails whatever its contracts say (`crate::evidence::interrupted_reason`).
-fn print_results(args: &VerifyArgs, results: &[ContractResult], blocked: Option<&str>) -> Exit {
-    let (passed, out) = verify::verification(&args.attempt, results, blocked);
+/// Prints `results` and the verdict in `--format` and picks the exit code: 0 only when the
+/// verdict passes (whatever the contracts say) and every blocking contract given passed.
+fn print_results(args: &VerifyArgs, results: &[ContractResult], verdict: &Verdict) -> Exit {
+    let (passed, out) = verification(&args.attempt, results, verdict);
     match args.format {
         OutputFormat::Json => {
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         }
         OutputFormat::Text => {
             print!("{}", text_report(results));
-            if let Some(reason) = blocked {
-                println!("FAIL {reason}");
+            let reasons: Vec<crate::evidence::Reason> =
+                serde_json::from_value(out["verdict_reasons"].clone()).unwrap_or_default();
+            for r in &reasons {
+                println!("FAIL {}: {}", r.code, r.message);
             }
+            println!("verdict {}", if passed { "pass" } else { "fail" });
         }
     }
     if passed {

@@ -18,7 +18,19 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The wire dialect of an integration (SPEC section 1), as the project file names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[schemars(description = "The wire dialect of an integration.")]
 #[serde(rename_all = "lowercase")]
 pub enum ProfileKind {
     Rest,
@@ -57,9 +69,12 @@ impl fmt::Display for ProfileKind {
 }
 
 /// One operation file, `<operations dir>/<operation_id>.json`, as written.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "understudy operation file")]
 pub struct OperationFile {
+    /// `[a-z0-9_.-]{1,128}`, equal to the file name without `.json`.
+    #[schemars(regex(pattern = r"^[a-z0-9_.-]{1,128}$"), extend("not" = {"enum": [".", ".."]}))]
     pub operation_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -69,28 +84,38 @@ pub struct OperationFile {
     /// HTTP profiles only.
     #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
     pub match_spec: Option<MatchSpec>,
+    /// Whether a call changes the real system (default: the profile's rule — HTTP: every
+    /// method but GET/HEAD/OPTIONS; MCP: unless `annotations.readOnlyHint` is true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write: Option<bool>,
-    /// Shared between the files that repeat it ([`share_schema`]).
+    /// The JSON Schema of the input (default `{}`). Shared between the files that repeat it ([`share_schema`]).
     #[serde(
         default = "empty_schema",
         deserialize_with = "deserialize_schema",
         serialize_with = "serialize_schema"
     )]
+    #[schemars(schema_with = "json_schema_value")]
+    #[schemars(description = "The JSON Schema of the input (default `{}`).")]
     pub input_schema: Arc<Value>,
+    /// The JSON Schema every answer's result must satisfy (default `{}`).
     #[serde(
         default = "empty_schema",
         deserialize_with = "deserialize_schema",
         serialize_with = "serialize_schema"
     )]
+    #[schemars(schema_with = "json_schema_value")]
     pub output_schema: Arc<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency: Option<IdempotencySpec>,
     /// MCP only: as in `tools/list`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub annotations: Option<Value>,
     /// MCP only (SPEC 5.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "MCP only: `structured` (the mock's result is the tool's structured output, the default) or `call_tool_result` (the whole CallToolResult)."
+    )]
     pub result_form: Option<ResultForm>,
     /// The version-1 definition, kept raw here so `check` can report its problems with paths;
     /// parsed by `mock::model::Definition::from_value` when the operation is compiled
@@ -103,29 +128,49 @@ fn empty_schema() -> Arc<Value> {
     share_schema(Value::Object(Default::default()))
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The schema of a member that holds a JSON Schema: an object or a boolean (what
+/// [`compile_schema`] accepts; the draft is the value's own `$schema`, 2020-12 by default).
+fn json_schema_value(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "A JSON Schema (draft 2020-12 unless its own `$schema` says otherwise); remote `$ref`s are not fetched.",
+        "type": ["object", "boolean"],
+    })
+}
+
+/// HTTP profiles: the request an operation answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MatchSpec {
+    /// The HTTP method (`GET`, `POST`, …), compared case-insensitively.
     pub method: String,
+    /// `/`-separated segments, each a literal, `{name}` (captured into the input) or `*`.
     pub path: String,
+    /// Query parameter → value template (literal text with `{name}` captures).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub query: BTreeMap<String, String>,
+    /// Header name (case-insensitive) → literal value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
 }
 
 /// Where the idempotency key of a write comes from (SPEC 5.4): exactly one of the two.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{"required": ["header"]}, {"required": ["input"]}]))]
+#[schemars(
+    description = "Where the idempotency key of a write comes from: exactly one of `header` and `input`."
+)]
 pub struct IdempotencySpec {
+    /// A request header that carries the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::util::json::HEADER_NAME_PATTERN))]
     pub header: Option<String>,
     /// Dot path inside the input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultForm {
     /// The mock's result is the tool's structured output (default).

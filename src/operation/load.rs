@@ -27,7 +27,9 @@ pub fn parse_operation(
     profile: &str,
 ) -> Result<LoadedOperation, Problem> {
     precheck(value, file)?;
-    let op: OperationFile = serde_path_to_error::deserialize(value)
+    let value = crate::util::json::without_schema_member(value)
+        .map_err(|m| Problem::new(file, crate::util::json::SCHEMA_MEMBER, m))?;
+    let op: OperationFile = serde_path_to_error::deserialize(value.as_ref())
         .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?;
     Ok(loaded(op, file, profile))
 }
@@ -138,9 +140,11 @@ pub fn load_file_cached(
     let op = match parse_direct(text) {
         Some(op) => op,
         None => {
-            let value: Value = serde_json::from_str(text)
+            let mut value: Value = serde_json::from_str(text)
                 .map_err(|e| Problem::new(file, "", format!("not valid JSON: {e}")))?;
             precheck(&value, file)?;
+            crate::util::json::strip_schema_member(&mut value)
+                .map_err(|m| Problem::new(file, crate::util::json::SCHEMA_MEMBER, m))?;
             serde_path_to_error::deserialize(value)
                 .map_err(|e| Problem::new(file, slash_path(e.path()), e.inner().to_string()))?
         }

@@ -33,12 +33,19 @@ pub const RESOURCE_KEY: &str = "x-understudy-mcp-resource";
 pub const PROMPT_KEY: &str = "x-understudy-mcp-prompt";
 
 /// `resources/<name>.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "understudy MCP resource file")]
+#[schemars(extend("oneOf" = [{"required": ["uri"]}, {"required": ["uri_template"]}]))]
 pub struct ResourceFile {
+    /// The resource's name and operation id (`[a-z0-9_.-]{1,128}`), equal to the file name without `.json`.
+    #[schemars(regex(pattern = r"^[a-z0-9_.-]{1,128}$"))]
     pub name: String,
+    /// A fixed resource: an absolute URI (`file:///notes.txt`). Exactly one of `uri` and `uri_template`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1F\x7F]+$"))]
     pub uri: Option<String>,
+    /// A resource template, RFC 6570 level 1 (`{var}` expressions, at least one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uri_template: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,12 +59,13 @@ pub struct ResourceFile {
     /// Template variable → the values `completion/complete` offers.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub completions: BTreeMap<String, Vec<String>>,
+    /// The mock definition (version 1); its results are the `contents` array of `resources/read`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mock: Option<Value>,
 }
 
 /// One argument of a prompt, as in `prompts/list`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromptArgument {
     pub name: String,
@@ -70,9 +78,12 @@ pub struct PromptArgument {
 }
 
 /// `prompts/<name>.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "understudy MCP prompt file")]
 pub struct PromptFile {
+    /// The prompt's name and operation id (`[a-z0-9_.-]{1,128}`), equal to the file name without `.json`.
+    #[schemars(regex(pattern = r"^[a-z0-9_.-]{1,128}$"))]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
@@ -83,6 +94,7 @@ pub struct PromptFile {
     /// Argument name → the values `completion/complete` offers.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub completions: BTreeMap<String, Vec<String>>,
+    /// The mock definition (version 1); its results are `{"description"?, "messages": [...]}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mock: Option<Value>,
 }
@@ -265,7 +277,9 @@ fn json_files(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(value: &Value, file: &Path) -> Result<T, Vec<Problem>> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    let value = crate::util::json::without_schema_member(value)
+        .map_err(|m| vec![Problem::new(file, crate::util::json::SCHEMA_MEMBER, m)])?;
+    serde_path_to_error::deserialize(value.as_ref()).map_err(|e| {
         vec![Problem::new(
             file,
             crate::config::slash_path(e.path()),

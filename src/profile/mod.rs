@@ -417,11 +417,16 @@ pub fn render_envelope(result: &Value) -> Result<NativeResponse, HarnessError> {
     })
 }
 
-/// A harness error on the wire (SPEC 5.3), the same for every HTTP profile: HTTP 500,
-/// `Understudy-Error: <code>`, body `{"understudy_error":{"kind":"harness_error","code","message"}}`.
+/// A harness error on the wire (SPEC 5.3), the same for every HTTP profile: HTTP 500 (410
+/// for `attempt_ended`: the attempt is gone), `Understudy-Error: <code>`, body
+/// `{"understudy_error":{"kind":"harness_error","code","message"}}`.
 pub fn harness_response(e: &HarnessError) -> NativeResponse {
     NativeResponse {
-        status: 500,
+        status: if e.code == crate::error::HarnessCode::AttemptEnded {
+            410
+        } else {
+            500
+        },
         headers: vec![("Understudy-Error".into(), e.code.as_str().into())],
         body: Some(harness_body(e)),
     }

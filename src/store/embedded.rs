@@ -39,6 +39,9 @@ pub(super) const EVENTS_DIR: &str = "events";
 /// died without closing it (`Store::open` then interrupts its open `attempt`-durability
 /// attempts).
 pub(super) const OPEN_MARKER: &str = "open";
+/// The open marker renamed when a store failure's mark could not be written
+/// ([`super::Store::store_failure_unrecorded`]): the next open interrupts every open attempt.
+pub(super) const UNRECORDED_FAILURE_MARKER: &str = "open-store-failure";
 
 /// The open data dir: sled's trees, the journal (which holds the lanes) and its flusher.
 pub(super) struct Embedded {
@@ -54,6 +57,8 @@ pub(super) struct Embedded {
     flusher: Option<JoinHandle<()>>,
     /// [`OPEN_MARKER`] was there at open: the previous holder did not close the store.
     pub(super) unclean: bool,
+    /// [`UNRECORDED_FAILURE_MARKER`] was there at open.
+    pub(super) unrecorded_failure: bool,
 }
 
 impl Drop for Embedded {
@@ -160,6 +165,7 @@ impl Embedded {
                 message,
             },
         )?;
+        let unrecorded_failure = data_dir.join(UNRECORDED_FAILURE_MARKER).exists();
         let unclean = mark_open(data_dir).map_err(|e| StoreError::Open {
             path: data_dir.to_path_buf(),
             message: format!("cannot write {}: {}", OPEN_MARKER, io_message(&e)),
@@ -198,6 +204,7 @@ impl Embedded {
             journal,
             flusher: Some(flusher),
             unclean,
+            unrecorded_failure,
         })
     }
 
@@ -372,6 +379,7 @@ impl Embedded {
                         )));
                     }
                 }
+                let mut merged = None;
                 if let Some(old) = attempts.get(a.attempt_id.as_bytes())? {
                     let old: AttemptRecord =
                         decode_json(&old, &format!("attempt {}", a.attempt_id))
@@ -379,13 +387,79 @@ impl Embedded {
                     if old.token_hash != a.token_hash {
                         tokens.remove(old.token_hash.as_bytes())?;
                     }
+                    // A store failure's durable mark is never lowered by a record written
+                    // from a copy taken before it (`mark_store_failure`).
+                    if old.store_failures > a.store_failures {
+                        let mut m = a.clone();
+                        m.store_failures = old.store_failures;
+                        merged =
+                            Some(encode_json(&m).map_err(ConflictableTransactionError::Abort)?);
+                    }
                 }
-                attempts.insert(a.attempt_id.as_bytes(), bytes.as_slice())?;
+                let bytes = merged.as_deref().unwrap_or(bytes.as_slice());
+                attempts.insert(a.attempt_id.as_bytes(), bytes)?;
                 tokens.insert(a.token_hash.as_bytes(), a.attempt_id.as_bytes())?;
                 Ok(())
             })
             .map_err(tx_error)?;
         self.flush_now()
+    }
+
+    /// [`super::Store::mark_store_failure`]: the record's counter, updated in sled and made
+    /// durable by sled's own flush (the journal, whose write failed, is not involved).
+    pub(super) fn mark_store_failure(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        let what = format!("attempt {attempt_id}");
+        let mut count = 0;
+        let mut bad = None;
+        self.attempts
+            .fetch_and_update(attempt_id.as_bytes(), |old| {
+                let old = old?;
+                match decode_json::<AttemptRecord>(old, &what) {
+                    Ok(mut a) => {
+                        a.store_failures += 1;
+                        count = a.store_failures;
+                        match encode_json(&a) {
+                            Ok(b) => Some(b),
+                            Err(e) => {
+                                bad = Some(e);
+                                Some(old.to_vec())
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        bad = Some(e);
+                        Some(old.to_vec())
+                    }
+                }
+            })?
+            .ok_or_else(|| StoreError::Invalid(format!("no attempt {attempt_id}")))?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        self.journal.db.flush()?;
+        Ok(count)
+    }
+
+    /// [`super::Store::store_failure_unrecorded`]: the open marker becomes
+    /// [`UNRECORDED_FAILURE_MARKER`] (a rename: no data block is needed).
+    pub(super) fn store_failure_unrecorded(&self) -> Result<(), StoreError> {
+        let to = self.data_dir.join(UNRECORDED_FAILURE_MARKER);
+        let from = self.data_dir.join(OPEN_MARKER);
+        let io = |e: std::io::Error| StoreError::Backend(io_message(&e));
+        if !to.exists() {
+            std::fs::rename(&from, &to).map_err(io)?;
+        }
+        std::fs::File::open(&self.data_dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)
+    }
+
+    /// After the attempts were interrupted at open: the sign is consumed.
+    pub(super) fn clear_unrecorded_failure(&self) -> Result<(), String> {
+        let p = self.data_dir.join(UNRECORDED_FAILURE_MARKER);
+        std::fs::remove_file(&p)
+            .and_then(|()| std::fs::File::open(&self.data_dir)?.sync_all())
+            .map_err(|e| format!("cannot remove {}: {}", p.display(), io_message(&e)))
     }
 
     pub(super) fn attempt(&self, id: &str) -> Result<Option<AttemptRecord>, StoreError> {

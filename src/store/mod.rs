@@ -159,6 +159,14 @@
 //! keeps `call` semantics for both values (its commit is what the fleet reads; a kill of
 //! understudy loses nothing committed), so nothing is interrupted there.
 //!
+//! **Store failures are never forgotten.** A call answered 500 `store_error` is counted in
+//! its attempt's record (`store_failures`) by [`Store::mark_store_failure`] before the answer
+//! leaves: on the embedded store a sled update made durable by sled's own flush, which does
+//! not go through the journal whose write failed; on PostgreSQL its own transaction. When
+//! even that fails, [`Store::store_failure_unrecorded`] renames the open marker to
+//! `<data_dir>/open-store-failure` (a rename needs no free space); found at the next open,
+//! every attempt not yet ended is marked `interrupted`, whatever its durability.
+//!
 //! Durability is `fdatasync` for the journal; sled's own flush (checkpoints, revisions,
 //! attempts) uses `sync_file_range`, which survives a process or OS crash but does not flush
 //! a device's volatile write cache.
@@ -273,6 +281,10 @@ pub struct Store {
     /// Test hook: how many coming [`Store::wait_durable`] calls fail ([`Store::fail_next_flushes_for_test`]).
     #[cfg(any(test, feature = "test-hooks"))]
     fail_flushes: Arc<std::sync::atomic::AtomicU64>,
+    /// Test hook: how many coming [`Store::mark_store_failure`] calls fail
+    /// ([`Store::fail_next_marks_for_test`]).
+    #[cfg(any(test, feature = "test-hooks"))]
+    fail_marks: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The revision sets this process has stored or read (id → set: a set is immutable and
@@ -317,6 +329,8 @@ impl Store {
             sets: Arc::default(),
             #[cfg(any(test, feature = "test-hooks"))]
             fail_flushes: Default::default(),
+            #[cfg(any(test, feature = "test-hooks"))]
+            fail_marks: Default::default(),
         }
     }
 
@@ -329,11 +343,38 @@ impl Store {
     /// first marks its interrupted attempts ([`Store::interrupt_open_attempts`]).
     fn of_embedded(e: Embedded) -> Result<Store, StoreError> {
         let unclean = e.unclean;
+        let unrecorded = e.unrecorded_failure;
         let store = Store::of(Backend::Embedded(e));
-        if unclean {
+        if unrecorded {
+            store.interrupt_every_open_attempt()?;
+            if let Backend::Embedded(e) = &*store.inner {
+                e.clear_unrecorded_failure().map_err(|e| StoreError::Open {
+                    path: store.data_dir().to_path_buf(),
+                    message: e,
+                })?;
+            }
+        } else if unclean {
             store.interrupt_open_attempts()?;
         }
         Ok(store)
+    }
+
+    /// A store failure whose durable mark could not be written was left behind
+    /// ([`Store::store_failure_unrecorded`]): which attempt it hit is unknown, so every
+    /// attempt that was open (not ended), whatever its durability, is marked `interrupted`
+    /// before anything is served.
+    fn interrupt_every_open_attempt(&self) -> Result<(), StoreError> {
+        for mut a in on!(self, b => b.attempts())? {
+            if a.ended_at.is_none() && !a.interrupted && !a.is_default {
+                a.interrupted = true;
+                tracing::warn!(
+                    attempt = %a.attempt_id,
+                    "a call was answered store_error and its mark could not be written: every attempt open then is marked interrupted and its verdict is fail"
+                );
+                on!(self, b => b.put_attempt(&a))?;
+            }
+        }
+        Ok(())
     }
 
     /// After a crash (the embedded store's open marker was left behind): every attempt
@@ -849,6 +890,52 @@ impl Store {
     /// How many group commits (journal fsyncs) have been performed since open.
     pub fn flush_count(&self) -> u64 {
         on!(self, b => b.flush_count())
+    }
+
+    /// A call of `attempt_id` is answered 500 `store_error`: count it in the attempt's
+    /// record, durably, before the answer leaves, on a path independent of the failed event
+    /// write (embedded: sled's own flush, not the journal; PostgreSQL: its own transaction).
+    /// Returns the new count. When this fails too, the caller fails the attempt in memory
+    /// and calls [`Store::store_failure_unrecorded`].
+    pub fn mark_store_failure(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        check_attempt_id(attempt_id)?;
+        #[cfg(any(test, feature = "test-hooks"))]
+        {
+            use std::sync::atomic::Ordering;
+            if self
+                .fail_marks
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(StoreError::Backend(
+                    "test hook: the store-failure mark cannot be written".into(),
+                ));
+            }
+        }
+        match &*self.inner {
+            Backend::Embedded(e) => e.mark_store_failure(attempt_id),
+            Backend::Postgres(p) => p.mark_store_failure(attempt_id),
+        }
+    }
+
+    /// Even the mark of [`Store::mark_store_failure`] could not be written: leave a sign for
+    /// the next start, which marks every attempt open then `interrupted` (embedded: the open
+    /// marker is renamed, which needs no free space). `Err` when not even that worked.
+    pub fn store_failure_unrecorded(&self) -> Result<(), StoreError> {
+        match &*self.inner {
+            Backend::Embedded(e) => e.store_failure_unrecorded(),
+            // No marker is shared by a fleet: the attempt fails in this process only.
+            Backend::Postgres(_) => Err(StoreError::Backend(
+                "the PostgreSQL store keeps no marker for the next start".into(),
+            )),
+        }
+    }
+
+    /// Test hook: the next `n` [`Store::mark_store_failure`] calls fail.
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn fail_next_marks_for_test(&self, n: u64) {
+        self.fail_marks
+            .store(n, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Test hook: the flusher holds its next commit until [`Store::resume_flushes`]. Writes

@@ -84,6 +84,7 @@ fn store_with_attempt(dir: &Path) -> (Store, ToolEvent) {
         faults: BTreeMap::new(),
         durability: Default::default(),
         interrupted: false,
+        ..Default::default()
     };
     store.put_attempt(&a).unwrap();
     a.attempt_id = "other".into();

@@ -4,9 +4,52 @@
 //! [`MAX_STORED_DEPTH`] bounds what the store accepts (it refuses deeper values, so an
 //! acknowledged call can never make an attempt's evidence unreadable). And
 //! [`cut_secrets`]: known secret values cut out of every string of a value (the proxy's
-//! evidence and the tool-testing API's answers).
+//! evidence and the tool-testing API's answers). And [`without_schema_member`]: the `$schema`
+//! member every file a user writes may carry for editors, taken off before the strict parse.
 
 use serde_json::Value;
+use std::borrow::Cow;
+
+/// What `hyper::http::HeaderName::from_bytes` accepts (an RFC 9110 token), as a JSON Schema
+/// `pattern` (the schemas of `scrub.headers`, a fault's `headers`, `idempotency.header`).
+pub const HEADER_NAME_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
+
+/// The top-level member naming a file's JSON Schema (`"$schema": "../../schemas/operation.schema.json"`)
+/// for editors (`schemas/`, `understudy schema NAME`). Every file a user writes may carry it;
+/// understudy ignores its value.
+pub const SCHEMA_MEMBER: &str = "$schema";
+
+/// `value` without its top-level [`SCHEMA_MEMBER`], borrowed when there is none, so the
+/// parsers that refuse unknown members (`deny_unknown_fields`) accept it. Err (the message)
+/// when the member is there but not a string.
+pub fn without_schema_member(value: &Value) -> Result<Cow<'_, Value>, String> {
+    if !value
+        .as_object()
+        .is_some_and(|m| m.contains_key(SCHEMA_MEMBER))
+    {
+        return Ok(Cow::Borrowed(value));
+    }
+    let mut owned = value.clone();
+    strip_schema_member(&mut owned)?;
+    Ok(Cow::Owned(owned))
+}
+
+/// [`without_schema_member`] in place.
+pub fn strip_schema_member(value: &mut Value) -> Result<(), String> {
+    if let Some(m) = value.as_object_mut() {
+        match m.get(SCHEMA_MEMBER) {
+            None | Some(Value::String(_)) => {
+                m.remove(SCHEMA_MEMBER);
+            }
+            Some(other) => {
+                return Err(format!(
+                    "expected a string (the URL or path of this file's JSON Schema), got {other}"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
 
 /// How deeply a request body's arrays and objects may nest. serde_json refuses more than 127
 /// levels while parsing; a body just under that would be stored inside an evidence event and a

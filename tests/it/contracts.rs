@@ -290,10 +290,41 @@ async fn an_invented_contact_id_fails_the_source_check() {
     assert_eq!(env["verdict"], "fail");
     let reasons = env["verdict_reasons"].as_array().unwrap();
     assert_eq!(reasons.len(), 1, "{reasons:?}");
-    assert!(reasons[0]
-        .as_str()
-        .unwrap()
-        .contains("arguments.sources[Contact__c]"));
+    assert_eq!(
+        reasons[0]["code"],
+        format!("contract:{BOOKING}:arguments.sources[Contact__c]"),
+        "{reasons:?}"
+    );
+    // The UI's attempt list shows the same verdict and its codes (not one of its own).
+    let list = server.call("GET", "/_understudy/ui/", None, &[]).await;
+    assert_eq!(list.status, 200);
+    let row = list
+        .text
+        .lines()
+        .find(|l| l.contains(&format!("data-attempt=\"{}\"", agent.id())))
+        .expect("the attempt's row");
+    assert!(row.contains("class=\"fail\""), "{row}");
+    assert!(
+        row.contains(&format!("contract:{BOOKING}:arguments.sources[Contact__c]")),
+        "{row}"
+    );
+    // And its JUnit: the failing check is a failure of the contract's own case.
+    let junit = server
+        .call(
+            "GET",
+            &format!("/_understudy/ui/attempts/{}/junit.xml", agent.id()),
+            None,
+            &[],
+        )
+        .await;
+    assert!(
+        junit
+            .text
+            .contains(&format!("classname=\"understudy.contract.{BOOKING}\"")),
+        "{}",
+        junit.text
+    );
+    assert!(!junit.text.contains("name=\"other"), "{}", junit.text);
     server.stop().await.unwrap();
 }
 
@@ -492,8 +523,9 @@ async fn negative_1_a_missing_tool_event_is_inconclusive_and_exits_1() {
     let r = evidence(dir.path(), &id);
     assert_eq!(r.code, 1);
     assert!(
-        r.stderr
-            .contains("verdict fail: contract book_appointment_contract"),
+        r.stderr.contains(
+            "verdict fail: contract:book_appointment_contract:tool[crm/book_appointment]"
+        ),
         "{}",
         r.stderr
     );
@@ -1094,9 +1126,11 @@ async fn evidence_with_url_sends_the_admin_token() {
     })
     .await
     .unwrap();
-    assert_eq!(with.code, 0, "{}", with.stderr);
+    // The default attempt saw nothing: the verdict (read through the token) is `no_calls`.
+    assert_eq!(with.code, 1, "{}", with.stderr);
+    assert!(with.stderr.contains("no_calls"), "{}", with.stderr);
     assert!(
-        with.stdout.contains("\"verdict\": \"pass\""),
+        with.stdout.contains("\"verdict\": \"fail\""),
         "{}",
         with.stdout
     );

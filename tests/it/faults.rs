@@ -564,9 +564,24 @@ fn a_disk_full_under_load_answers_store_error_and_loses_no_acknowledged_call() {
         .filter_map(|e| e["arguments"]["n"].as_i64())
         .collect();
     eprintln!(
-        "after the restart: {} events, verdict {}",
+        "after the restart: {} events, verdict {} {}",
         recorded.len(),
-        ev["verdict"]
+        ev["verdict"],
+        ev["verdict_reasons"]
+    );
+    // Calls were answered store_error: after a kill -9 and a restart the verdict is still
+    // fail, by the durable mark (`store_failure`) or, when even the mark could not be
+    // written on the full disk, by the interruption of every open attempt.
+    assert_eq!(ev["verdict"], "fail", "{}", ev["verdict_reasons"]);
+    let codes: Vec<&str> = ev["verdict_reasons"]
+        .as_array()
+        .expect("verdict_reasons")
+        .iter()
+        .filter_map(|r| r["code"].as_str())
+        .collect();
+    assert!(
+        codes.contains(&"store_failure") || codes.contains(&"interrupted"),
+        "the failure is remembered after the restart: {codes:?}"
     );
     let missing: Vec<i64> = outcomes
         .acked
@@ -587,8 +602,8 @@ fn a_disk_full_under_load_answers_store_error_and_loses_no_acknowledged_call() {
 /// change — live, and after a restart. The flush fails through the store's test hook, as a
 /// transient disk error would (the write stays queued and lands with the next flush), so the
 /// evidence must also say the change was withdrawn: it records a harness error
-/// `store_error`, and the verdict is `fail` even after the restart (the in-memory
-/// `store_failures` count is gone by then). The disk-full load test above covers the
+/// `store_error`, and the verdict is `fail` even after the restart (the attempt's durable
+/// `store_failures` counter says so too). The disk-full load test above covers the
 /// answers under a real full disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_answered_store_error_changes_no_state() {
@@ -634,6 +649,7 @@ async fn a_call_answered_store_error_changes_no_state() {
     assert_eq!(r.json()["state"]["api"]["counter"], 3, "{}", r.text);
     let ev = s.evidence(&a.id).await;
     assert_eq!(ev["verdict"], "fail", "{ev:#}");
+    assert_eq!(ev["store_failures"], 2, "{ev:#}");
     s.stop().await.unwrap();
 }
 

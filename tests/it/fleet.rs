@@ -607,3 +607,52 @@ async fn tools_execute_and_the_state_route_read_the_state_another_process_wrote(
     assert_eq!(ev["tool_events"].as_array().unwrap().len(), 4);
     assert_eq!(ev["verdict"], "pass");
 }
+
+/// A late call on the fleet store: the attempt is ended through one process, then called
+/// with its token through the other, which may not have seen the end yet. Whether that
+/// process refuses it (410 `attempt_ended`) or answers it, the call is recorded after
+/// `ended_at`, so the attempt's verdict — read through either process — is `fail` with
+/// `attempt_ended`. The end took the attempt's row lock like a call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_call_through_the_other_process_fails_attempt_ended() {
+    let Some((p, url)) = fleet_project() else {
+        return;
+    };
+    let (a, b) = (Proc::start(&p, &url), Proc::start(&p, &url));
+    let (id, token) = new_attempt(&a).await;
+    let call = |via: &Proc| {
+        let u = via.url(&format!("/~{token}/api/counter"));
+        async move { send(&u, "POST", Some(&json!({ "n": 1 })), &[]).await }
+    };
+    assert_eq!(call(&b).await.status, 200);
+    let r = send(
+        &a.url(&format!("/_understudy/api/attempts/{id}")),
+        "DELETE",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(evidence(&b, &id).await["verdict"], "pass");
+    // The clock's resolution is a millisecond: the late call is stamped after the end.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let late = call(&b).await;
+    assert!(
+        late.status == 410 || late.status == 200,
+        "{} {}",
+        late.status,
+        late.text
+    );
+    for via in [&a, &b] {
+        let ev = evidence(via, &id).await;
+        assert_eq!(ev["verdict"], "fail", "{ev:#}");
+        assert!(
+            ev["verdict_reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["code"] == "attempt_ended"),
+            "{ev:#}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! `understudy evidence <id> --data-dir <dir>` must exit non-zero for a swallowed harness
 //! error, a missing evidence event, a duplicate side effect, unverified cleanup, an expired
 //! lease and an unknown ("pending") outcome — and 0 for the clean controls. The verdict rules
-//! themselves are unit-tested in `src/evidence.rs`.
+//! themselves are unit-tested in `src/evidence/`.
 //!
 //! Negative fixtures the server itself refuses to produce (a duplicate write, a hole in the
 //! sequence, a failed cleanup) are forged into the stopped server's store through the store's

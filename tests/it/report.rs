@@ -224,10 +224,7 @@ fn test_exit_codes_command_failure_then_verdict_then_success() {
     let env = evidence_json(dir.path());
     assert_eq!(env["verdict"], "fail");
     assert!(
-        env["verdict_reasons"][0]
-            .as_str()
-            .unwrap()
-            .contains("harness error"),
+        env["verdict_reasons"][0]["code"] == "harness_error",
         "{env}"
     );
     // both fail: the command's code wins
@@ -314,11 +311,29 @@ fn test_with_the_booking_contract_is_red_for_a_broken_agent_and_green_for_a_fixe
         ],
         "{checks:#}"
     );
+    // The reasons carry the contract's id in their codes; JUnit covers them by the
+    // contract's own cases (no reason dropped, none left to `other`).
+    let codes: Vec<&str> = ev["verdict_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "contract:book_appointment_contract:preconditions.required_before[crm/lookup_contact_by_phone]",
+            "contract:book_appointment_contract:arguments.sources[Contact__c]"
+        ],
+        "{ev:#}"
+    );
     let junit = std::fs::read_to_string(dir.path().join("report/junit.xml")).unwrap();
     assert!(
         junit.contains("came before any effective crm/lookup_contact_by_phone"),
         "{junit}"
     );
+    assert_eq!(junit.matches("<failure").count(), 2, "{junit}");
+    assert!(!junit.contains("name=\"other"), "{junit}");
     let html = std::fs::read_to_string(dir.path().join("report/report.html")).unwrap();
     assert!(html.contains("preconditions.required_before[crm/lookup_contact_by_phone]"));
     // Fixed: looks the caller up and books the contact it found.
@@ -374,6 +389,56 @@ print("requests ok")
         "both calls are in the attempt's evidence: {env}"
     );
     assert_eq!(env["verdict"], "pass");
+}
+
+/// A client that drops the proxy credentials under `--forward-proxy` (curl given the proxy
+/// without the token): its call lands in the default attempt, so the run's exclusive attempt
+/// fails `outside_attempt`, even though the call itself was answered 200.
+#[test]
+fn test_forward_proxy_a_client_without_the_credentials_fails_outside_attempt() {
+    if !curl_present() {
+        return;
+    }
+    let dir = project("replay");
+    let o = Command::new(BIN)
+        .args(["ca", "init", "--dir"])
+        .arg(dir.path().join("certs"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let script = format!(
+        r#"set -e
+curl -sf -G "https://acme.my.salesforce.com/services/data/v60.0/query" --data-urlencode "{LOOKUP_Q}" > /dev/null
+NOCRED=$(echo "$HTTPS_PROXY" | sed 's#//[^@]*@#//#')
+curl -sf --proxy "$NOCRED" -G "https://acme.my.salesforce.com/services/data/v60.0/query" --data-urlencode "{LOOKUP_Q}" > /dev/null
+"#
+    );
+    let o = run_test(dir.path(), &["--forward-proxy"], &script);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let env = evidence_json(dir.path());
+    assert_eq!(env["tool_events"].as_array().unwrap().len(), 1, "{env}");
+    assert_eq!(env["verdict"], "fail");
+    assert_eq!(
+        env["verdict_reasons"][0]["code"], "outside_attempt",
+        "{env}"
+    );
+    assert_eq!(env["outside_attempt"]["calls"], 1, "{env}");
+    let junit = std::fs::read_to_string(dir.path().join("report/junit.xml")).unwrap();
+    assert!(
+        junit.contains("<failure type=\"outside_attempt\""),
+        "{junit}"
+    );
+}
+
+fn curl_present() -> bool {
+    let ok = Command::new("curl").arg("--version").output().is_ok();
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must install curl"
+        );
+    }
+    ok
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -600,8 +665,10 @@ fn rich_envelope() -> Value {
                 {"id": "calls.exactly_once[crm/book_appointment]", "status": "failed",
                  "evidence": "0 effective calls of crm/book_appointment; sequence 3 was blocked"}
             ]}],
-        "verdict_reasons": ["harness error at sequence 5: no_mock: no mock",
-                            "contract book_appointment_contract failed: calls.exactly_once[crm/book_appointment]"],
+        "verdict_reasons": [
+            {"code": "harness_error", "message": "harness error at sequence 5: no_mock: no mock", "sequence": 5},
+            {"code": "contract:book_appointment_contract:calls.exactly_once[crm/book_appointment]",
+             "message": "contract book_appointment_contract: failed — calls.exactly_once[crm/book_appointment]: 0 effective calls (failed)"}],
         "verdict": "fail"
     })
 }
@@ -648,7 +715,11 @@ fn html_report_file_in_headless_chromium() {
     let Some(chromium) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.html");
-    std::fs::write(&file, understudy::report::html::render(&rich_envelope())).unwrap();
+    std::fs::write(
+        &file,
+        understudy::evidence::report::html::render(&rich_envelope()),
+    )
+    .unwrap();
     let url = format!("file://{}", file.display());
     let (dom, _) = dump_dom(chromium, &url);
     assert_rich_dom(&dom);
@@ -771,7 +842,7 @@ fn ten_thousand_events_stay_small_and_load_fast_in_chromium() {
     env["tool_events"] = json!(calls);
     env["events"] = json!(events);
     let t = Instant::now();
-    let html = understudy::report::html::render(&env);
+    let html = understudy::evidence::report::html::render(&env);
     let render_ms = t.elapsed().as_millis();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("big.html");

@@ -43,6 +43,7 @@ fn attempt(id: &str) -> AttemptRecord {
         faults: BTreeMap::new(),
         durability: Default::default(),
         interrupted: false,
+        ..Default::default()
     }
 }
 
@@ -709,9 +710,11 @@ async fn exported_envelope_from_the_store() {
             "events",
             "final_state",
             "harness_errors",
+            "outside_attempt",
             "pins",
             "schema_version",
             "started_at",
+            "store_failures",
             "test_run_id",
             "tool_events",
             "tool_input_errors",

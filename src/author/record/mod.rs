@@ -306,8 +306,12 @@ pub fn write_drafts(dir: &Path, set: &DraftSet) -> Result<Vec<PathBuf>, String> 
 /// then only adds the mock).
 fn same_contract_without_mock(d: &DraftFile, text: &str) -> bool {
     match &d.extra {
-        None => serde_json::from_str::<OperationFile>(text)
+        None => serde_json::from_str::<Value>(text)
             .ok()
+            .and_then(|mut v| {
+                crate::util::json::strip_schema_member(&mut v).ok()?;
+                serde_json::from_value::<OperationFile>(v).ok()
+            })
             .is_some_and(|old| {
                 old.mock.is_none() && {
                     let mut draft_contract = d.op.clone();
@@ -320,7 +324,10 @@ fn same_contract_without_mock(d: &DraftFile, text: &str) -> bool {
             if let Value::Object(m) = &mut draft {
                 m.remove("mock");
             }
-            old.get("mock").is_none() && old == draft
+            let mut old = old;
+            crate::util::json::strip_schema_member(&mut old).is_ok()
+                && old.get("mock").is_none()
+                && old == draft
         }),
     }
 }

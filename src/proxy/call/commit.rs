@@ -70,6 +70,17 @@ async fn commit_as(
     // The result moves into the event (no deep copy per call): nothing below reads it.
     let result = std::mem::take(&mut d.result);
     let (event, latency_ms) = tool_event(app, &mut info, &d, result);
+    // A call of the default attempt missed every exclusive attempt open now.
+    let outside = attempt.is_default().then(|| {
+        format!(
+            "{} {}/{}: {} {}",
+            event.timestamp,
+            event.integration,
+            event.operation_id.as_deref().unwrap_or("?"),
+            event.http_status,
+            event.result_status.as_str()
+        )
+    });
     let rec = CallRecord {
         event,
         state: d.new_state.clone(),
@@ -91,6 +102,11 @@ async fn commit_as(
             .map(|()| seq),
         Err(e) => Err(e),
     };
+    if let Some(line) = outside {
+        app.attempts
+            .note_outside(&app.store, app.clock.now(), &line)
+            .await;
+    }
     let e = match durable {
         Ok(sequence) => {
             app.metrics.observe(
@@ -129,9 +145,7 @@ async fn commit_as(
     if let Some(undo) = undo {
         withdraw(app, attempt, undo, &info.integration, &e).await;
     }
-    attempt
-        .store_failures
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    attempt.note_store_failure(&app.store);
     app.metrics
         .observe(&info.integration, op_name, "store_error", latency_ms);
     Err(store_failed(&e))

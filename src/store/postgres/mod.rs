@@ -515,6 +515,34 @@ impl Postgres {
 
     // ---- attempts ------------------------------------------------------------------------
 
+    /// [`super::Store::mark_store_failure`]: one statement in its own transaction (apart
+    /// from the failed call's, which rolled back), under the attempt record's row lock, so
+    /// concurrent marks of several processes all count. A record written later from an
+    /// older copy never lowers the counter ([`Postgres::put_attempt`] keeps the larger).
+    pub(super) fn mark_store_failure(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        let id = attempt_id.to_string();
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let row = conn
+                .query_opt(
+                    "UPDATE understudy_attempts SET changed = nextval('understudy_change_seq'), \
+                     record = jsonb_set(record::jsonb, '{store_failures}', \
+                       to_jsonb(COALESCE((record::jsonb->>'store_failures')::bigint, 0) + 1))::text \
+                     WHERE attempt_id = $1 \
+                     RETURNING (record::jsonb->>'store_failures')::bigint",
+                    &[&id],
+                )
+                .await
+                .map_err(pg_err)?
+                .ok_or_else(|| StoreError::Invalid(format!("no attempt {id}")))?;
+            conn.execute("SELECT pg_notify($1, 'attempt')", &[&CHANNEL])
+                .await
+                .map_err(pg_err)?;
+            let n: i64 = row.get(0);
+            Ok(n.max(0) as u64)
+        })
+    }
+
     pub(super) fn put_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
         let a = a.clone();
         self.block(move |s| async move {
@@ -542,7 +570,11 @@ impl Postgres {
                     "INSERT INTO understudy_attempts (attempt_id, token_hash, is_default, live, changed, record) \
                      VALUES ($1, $2, $3, $4, nextval('understudy_change_seq'), $5) \
                      ON CONFLICT (attempt_id) DO UPDATE SET token_hash = EXCLUDED.token_hash, is_default = EXCLUDED.is_default, \
-                     live = EXCLUDED.live, changed = EXCLUDED.changed, record = EXCLUDED.record",
+                     live = EXCLUDED.live, changed = EXCLUDED.changed, \
+                     record = CASE WHEN COALESCE((understudy_attempts.record::jsonb->>'store_failures')::bigint, 0) \
+                                      > COALESCE((EXCLUDED.record::jsonb->>'store_failures')::bigint, 0) \
+                              THEN jsonb_set(EXCLUDED.record::jsonb, '{store_failures}', understudy_attempts.record::jsonb->'store_failures')::text \
+                              ELSE EXCLUDED.record END",
                     &[&a.attempt_id, &a.token_hash, &a.is_default, &live, &json],
                 )
                 .await;

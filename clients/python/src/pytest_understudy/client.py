@@ -54,17 +54,14 @@ def _request(
 
 
 def verdict_reasons(envelope: Mapping[str, Any]) -> List[str]:
-    """`verdict_reasons` of the envelope, or reasons derived from its harness errors."""
-    reasons = envelope.get("verdict_reasons")
-    if isinstance(reasons, list):
-        out = [r if isinstance(r, str) else json.dumps(r) for r in reasons]
-    else:
-        out = [
-            f"harness error at sequence {h.get('sequence')}: {h.get('code')}: {h.get('message')}"
-            for h in envelope.get("harness_errors", [])
-        ]
-    if envelope.get("store_failures"):
-        out.append(f"{envelope['store_failures']} call(s) answered store_error")
+    """The envelope's own `verdict_reasons`, one `code: message` line each (understudy's one
+    verdict: nothing is recomputed or read from other members here)."""
+    out = []
+    for r in envelope.get("verdict_reasons") or []:
+        if isinstance(r, Mapping):
+            out.append(f"{r.get('code', 'unknown')}: {r.get('message', '')}")
+        else:
+            out.append(str(r))
     if not out and envelope.get("verdict") == "fail":
         out.append("the verdict is fail")
     return out
@@ -230,7 +227,12 @@ class Attempt:
         """End the attempt and raise VerdictFailed when its verdict is `fail`."""
         self.end()
         env = self.evidence()
-        if env.get("verdict") != "pass":
+        verdict = env.get("verdict")
+        if verdict not in ("pass", "fail"):
+            # Not understudy's verdict: the attempt could not be judged, never a pass.
+            raise UnderstudyError(
+                f"the evidence of attempt {self.attempt_id} holds no verdict (got {verdict!r})")
+        if verdict != "pass":
             raise VerdictFailed(self.attempt_id, verdict_reasons(env))
         return env
 

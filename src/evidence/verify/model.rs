@@ -1,0 +1,849 @@
+//! The tool-call contract file (SPEC 14): one serde model for YAML and JSON, unknown keys
+//! rejected at every level, and the validation that serde cannot express.
+//!
+//! Errors are [`Problem`]s naming the file, the key path inside it
+//! (`arguments.sources.Contact__c.result_of`, `preconditions.required_before[0]`) and what was
+//! expected; parse errors also carry the line and column the parser reported.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::path::VPath;
+
+/// One finding about a contract file (`file: path: message`, the path a key path such as
+/// `arguments.sources.Contact__c.result_of`): the crate's one [`Problem`].
+pub use crate::error::Problem;
+
+/// `blocking` (the default): a contract that is not `passed` fails the attempt's verdict.
+/// `advisory`: reported only.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Risk {
+    #[default]
+    Blocking,
+    Advisory,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Blocking => "blocking",
+            Risk::Advisory => "advisory",
+        }
+    }
+}
+
+/// A tool-call contract file (`<contracts dir>/<id>.yaml|.yml|.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "understudy tool-call contract")]
+pub struct ToolCallContract {
+    /// The file's JSON Schema, for editors (`understudy schema contract`); ignored.
+    #[serde(default, rename = "$schema", skip_serializing)]
+    pub schema: Option<String>,
+    /// Always 1.
+    #[schemars(range(min = 1, max = 1))]
+    pub version: u32,
+    /// `[a-z0-9_.-]{1,128}`, equal to the file stem.
+    #[schemars(regex(pattern = r"^[a-z0-9_.-]{1,128}$"))]
+    pub id: String,
+    #[serde(default)]
+    pub risk: Risk,
+    /// Free text, reported with every result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<String>,
+    /// `<integration>/<operation_id>` the contract is about.
+    #[schemars(regex(pattern = TOOL_PATTERN))]
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preconditions: Option<Preconditions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Arguments>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<Calls>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Order>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<SideEffects>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<Cleanup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceRules>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Preconditions {
+    /// Each needs an effective call earlier than the first effective call of `tool`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = TOOL_PATTERN)))]
+    pub required_before: Vec<String>,
+    /// None of these may have an effective call earlier.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = TOOL_PATTERN)))]
+    pub forbidden_before: Vec<String>,
+    /// Agent-side events (SPEC 15) that must come earlier.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(description = "Agent-side events that must come earlier.")]
+    #[schemars(inner(length(min = 1)))]
+    pub events_before: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Arguments {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbidden: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, Source>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, ValueRule>,
+}
+
+/// Where an argument's value must have come from: exactly one of `result_of` / `event`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [{"required": ["result_of"]}, {"required": ["event"]}]))]
+pub struct Source {
+    /// `<integration>/<operation_id>` whose result the value came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = TOOL_PATTERN))]
+    pub result_of: Option<String>,
+    /// An agent-side event whose `data` the value came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub event: Option<String>,
+    /// Into the call's result, or the event's `data`; `*` allowed.
+    pub path: String,
+}
+
+/// At least one of `pattern`, `equals`, `one_of`; every one given must hold.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1))]
+pub struct ValueRule {
+    /// A regular expression the value (a string) must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub one_of: Option<Vec<Value>>,
+}
+
+/// `exactly_once`, or `min` and/or `max` (effective calls of `tool`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["exactly_once"], "not": {"anyOf": [{"required": ["min"]}, {"required": ["max"]}]}},
+    {"anyOf": [{"required": ["min"]}, {"required": ["max"]}], "not": {"required": ["exactly_once"]}},
+]))]
+pub struct Calls {
+    /// `true`: exactly one effective call (`false` says nothing and is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("const" = true))]
+    pub exactly_once: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderMode {
+    Exact,
+    InOrder,
+    Unordered,
+    Subset,
+    Superset,
+}
+
+impl OrderMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderMode::Exact => "exact",
+            OrderMode::InOrder => "in_order",
+            OrderMode::Unordered => "unordered",
+            OrderMode::Subset => "subset",
+            OrderMode::Superset => "superset",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Order {
+    pub mode: OrderMode,
+    /// `integration/operation_id`, or `integration/*` for any operation of the integration.
+    #[schemars(length(min = 1), inner(regex(pattern = TOOL_PATTERN)))]
+    pub tools: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SideEffects {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_upstream_writes: Option<bool>,
+    /// Integration → most effective writes allowed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = {"pattern": "^[^/]+$"}))]
+    pub max_writes: BTreeMap<String, u64>,
+    /// Tools that must have no effective call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = TOOL_PATTERN)))]
+    pub forbidden: Vec<String>,
+}
+
+/// About the last effective call of `tool` (the last call when none was effective).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = RESULT_STATUSES))]
+    pub result_status: Option<String>,
+    /// The HTTP statuses (100–599) the call may have answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1), inner(range(min = 100, max = 599)))]
+    pub http_status: Option<Vec<u16>>,
+    /// Dot path into the result → JSON value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub result: BTreeMap<String, Value>,
+    /// Dot path into the final state (`crm.booked`) → JSON value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub final_state: BTreeMap<String, Value>,
+    /// Agent-side events that may only come after the call succeeded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(length(min = 1)))]
+    pub after_success_only: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cleanup {
+    #[serde(default)]
+    pub required: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Correlation {
+    TestRunId,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceRules {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id_required: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<Correlation>,
+}
+
+/// `<integration>/<operation_id>`: both parts non-empty (what [`split_tool`] accepts).
+const TOOL_PATTERN: &str = "^[^/]+/.+$";
+
+/// Every `result_status` of SPEC 8.
+pub const RESULT_STATUSES: [&str; 7] = [
+    "ok",
+    "input_error",
+    "harness_error",
+    "blocked",
+    "simulated",
+    "forwarded",
+    "replayed",
+];
+
+/// Parses and validates one contract file. `file_name` decides the format (`.json` → JSON,
+/// anything else → YAML) and the stem the `id` must equal.
+pub fn parse(file_name: &str, text: &str) -> Result<ToolCallContract, Vec<Problem>> {
+    let is_json = Path::new(file_name)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let parsed: Result<ToolCallContract, (String, String)> = if is_json {
+        let mut de = serde_json::Deserializer::from_str(text);
+        match serde_path_to_error::deserialize(&mut de) {
+            Err(e) => Err((path_text(e.path()), e.into_inner().to_string())),
+            // Trailing characters after the document.
+            Ok(c) => de
+                .end()
+                .map(|()| c)
+                .map_err(|e| (String::new(), e.to_string())),
+        }
+    } else {
+        let de = yaml_serde::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = path_text(e.path());
+            let msg = e.into_inner().to_string();
+            // The YAML error already starts with the path it knows; say it once.
+            let msg = match msg.strip_prefix(&format!("{path}: ")) {
+                Some(rest) if !path.is_empty() => rest.to_string(),
+                _ => msg,
+            };
+            (path, msg)
+        })
+    };
+    let contract = parsed.map_err(|(path, msg)| vec![Problem::new(file_name, path, msg)])?;
+    let problems = validate(&contract, file_name);
+    if problems.is_empty() {
+        Ok(contract)
+    } else {
+        Err(problems)
+    }
+}
+
+fn path_text(p: &serde_path_to_error::Path) -> String {
+    let s = p.to_string();
+    if s == "." {
+        String::new()
+    } else {
+        s
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-'))
+}
+
+/// `integration/operation_id`: both parts non-empty (the operation id may itself hold `/`).
+pub fn split_tool(tool: &str) -> Option<(&str, &str)> {
+    let (i, o) = tool.split_once('/')?;
+    (!i.is_empty() && !o.is_empty()).then_some((i, o))
+}
+
+/// The rules serde cannot express. Empty when the contract is valid.
+pub fn validate(c: &ToolCallContract, file: &str) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut p = |path: String, msg: String| out.push(Problem::new(file, path, msg));
+
+    if c.version != 1 {
+        p("version".into(), format!("expected 1, found {}", c.version));
+    }
+    if !valid_id(&c.id) {
+        p(
+            "id".into(),
+            format!("`{}` does not match [a-z0-9_.-]{{1,128}}", c.id),
+        );
+    }
+    let stem = Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("");
+    if c.id != stem {
+        p(
+            "id".into(),
+            format!("`{}` must equal the file stem `{stem}`", c.id),
+        );
+    }
+    let tool_name = |p: &mut dyn FnMut(String, String), path: String, t: &str| {
+        if split_tool(t).is_none() {
+            p(
+                path,
+                format!("expected `<integration>/<operation_id>`, found `{t}`"),
+            );
+        }
+    };
+    tool_name(&mut p, "tool".into(), &c.tool);
+    let path_ok = |p: &mut dyn FnMut(String, String), at: String, text: &str, wildcard: bool| {
+        if let Err(e) = VPath::parse(text, wildcard) {
+            p(at, e);
+        }
+    };
+
+    if let Some(pre) = &c.preconditions {
+        for (key, list) in [
+            ("required_before", &pre.required_before),
+            ("forbidden_before", &pre.forbidden_before),
+        ] {
+            for (i, t) in list.iter().enumerate() {
+                tool_name(&mut p, format!("preconditions.{key}[{i}]"), t);
+            }
+        }
+        for (i, e) in pre.events_before.iter().enumerate() {
+            if e.is_empty() {
+                p(
+                    format!("preconditions.events_before[{i}]"),
+                    "an event name cannot be empty".into(),
+                );
+            }
+        }
+    }
+    if let Some(a) = &c.arguments {
+        for (key, list) in [("required", &a.required), ("forbidden", &a.forbidden)] {
+            for (i, t) in list.iter().enumerate() {
+                path_ok(&mut p, format!("arguments.{key}[{i}]"), t, false);
+            }
+        }
+        for (arg, s) in &a.sources {
+            let at = format!("arguments.sources.{arg}");
+            path_ok(&mut p, at.clone(), arg, false);
+            match (&s.result_of, &s.event) {
+                (Some(t), None) => tool_name(&mut p, format!("{at}.result_of"), t),
+                (None, Some(e)) if e.is_empty() => p(
+                    format!("{at}.event"),
+                    "an event name cannot be empty".into(),
+                ),
+                (None, Some(_)) => {}
+                _ => p(
+                    at.clone(),
+                    "expected exactly one of `result_of` and `event`".into(),
+                ),
+            }
+            path_ok(&mut p, format!("{at}.path"), &s.path, true);
+        }
+        for (arg, v) in &a.values {
+            let at = format!("arguments.values.{arg}");
+            path_ok(&mut p, at.clone(), arg, false);
+            if v.pattern.is_none() && v.equals.is_none() && v.one_of.is_none() {
+                p(
+                    at.clone(),
+                    "expected at least one of `pattern`, `equals`, `one_of`".into(),
+                );
+            }
+            if let Some(pat) = &v.pattern {
+                if let Err(e) = regex::Regex::new(pat) {
+                    p(
+                        format!("{at}.pattern"),
+                        format!("does not compile: {}", one_line(&e.to_string())),
+                    );
+                }
+            }
+            if v.one_of.as_ref().is_some_and(Vec::is_empty) {
+                p(format!("{at}.one_of"), "expected at least one value".into());
+            }
+        }
+    }
+    if let Some(calls) = &c.calls {
+        match (calls.exactly_once, calls.min, calls.max) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => p(
+                "calls".into(),
+                "`exactly_once` excludes `min` and `max`".into(),
+            ),
+            (None, None, None) => p(
+                "calls".into(),
+                "expected `exactly_once`, or `min` and/or `max`".into(),
+            ),
+            (Some(false), None, None) => p(
+                "calls.exactly_once".into(),
+                "`exactly_once: false` says nothing; use `min`/`max` or leave `calls` out".into(),
+            ),
+            (None, Some(lo), Some(hi)) if lo > hi => p(
+                "calls".into(),
+                format!("`min` ({lo}) is greater than `max` ({hi})"),
+            ),
+            _ => {}
+        }
+    }
+    if let Some(o) = &c.order {
+        if o.tools.is_empty() {
+            p("order.tools".into(), "expected at least one tool".into());
+        }
+        for (i, t) in o.tools.iter().enumerate() {
+            tool_name(&mut p, format!("order.tools[{i}]"), t);
+        }
+    }
+    if let Some(s) = &c.side_effects {
+        for (i, t) in s.forbidden.iter().enumerate() {
+            tool_name(&mut p, format!("side_effects.forbidden[{i}]"), t);
+        }
+        for k in s.max_writes.keys() {
+            if k.is_empty() || k.contains('/') {
+                p(
+                    format!("side_effects.max_writes.{k}"),
+                    "expected an integration name".into(),
+                );
+            }
+        }
+    }
+    if let Some(e) = &c.expected {
+        if let Some(s) = &e.result_status {
+            if !RESULT_STATUSES.contains(&s.as_str()) {
+                p(
+                    "expected.result_status".into(),
+                    format!(
+                        "expected one of {}, found `{s}`",
+                        RESULT_STATUSES.join(", ")
+                    ),
+                );
+            }
+        }
+        if e.http_status.as_ref().is_some_and(Vec::is_empty) {
+            p(
+                "expected.http_status".into(),
+                "expected at least one status".into(),
+            );
+        }
+        for (i, s) in e.http_status.iter().flatten().enumerate() {
+            if !(100..=599).contains(s) {
+                p(
+                    format!("expected.http_status[{i}]"),
+                    format!("expected an HTTP status 100-599, found {s}"),
+                );
+            }
+        }
+        for k in e.result.keys() {
+            path_ok(&mut p, format!("expected.result.{k}"), k, false);
+        }
+        for k in e.final_state.keys() {
+            path_ok(&mut p, format!("expected.final_state.{k}"), k, false);
+        }
+        for (i, ev) in e.after_success_only.iter().enumerate() {
+            if ev.is_empty() {
+                p(
+                    format!("expected.after_success_only[{i}]"),
+                    "an event name cannot be empty".into(),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `sha256:` + lowercase hex SHA-256 of the RFC 8785 canonical JSON of the contract as
+/// parsed (defaults filled in: `risk`), so the same contract written in YAML or JSON, with
+/// other key order, comments or spacing, has one hash.
+pub fn contract_hash(c: &ToolCallContract) -> String {
+    let v = serde_json::to_value(c).expect("a contract always serializes");
+    json_hash(&v)
+}
+
+/// The same hash over any JSON value (a contract already in JSON form).
+pub fn json_hash(v: &Value) -> String {
+    let canonical = serde_jcs::to_string(v).expect("serde_json values always canonicalize");
+    let digest = Sha256::digest(canonical.as_bytes());
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in digest.iter() {
+        out.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        out.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// The example of SPEC 14, verbatim but for comments.
+    pub(crate) const SPEC_YAML: &str = r#"
+version: 1
+id: book_appointment_contract        # [a-z0-9_.-]{1,128}; equals the file stem
+risk: blocking
+policy_version: booking_v3
+tool: crm/book_appointment
+preconditions:
+  required_before: [crm/lookup_contact_by_phone]
+  forbidden_before: [crm/delete_contact]
+  events_before: [caller_confirmed]
+arguments:
+  required: [Contact__c, Requested_Date__c]
+  forbidden: [Phone, payment.card_number]
+  sources:
+    Contact__c: { result_of: crm/lookup_contact_by_phone, path: "data.records.*.Id" }
+    Requested_Date__c: { event: caller_asked_for_date, path: "date" }
+  values:
+    Requested_Date__c: { pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" }
+calls:
+  exactly_once: true
+order:
+  mode: in_order
+  tools: [crm/lookup_contact_by_phone, crm/book_appointment]
+side_effects:
+  no_upstream_writes: true
+  max_writes: { crm: 1 }
+  forbidden: [crm/delete_contact]
+expected:
+  result_status: ok
+  http_status: [201]
+  result: { data.success: true }
+  final_state: { crm.booked: true }
+  after_success_only: [told_caller_booked]
+cleanup:
+  required: true
+evidence:
+  trace_id_required: true
+  correlation: test_run_id
+"#;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::SPEC_YAML;
+    use super::*;
+
+    fn one(r: Result<ToolCallContract, Vec<Problem>>) -> Problem {
+        let mut v = r.expect_err("should be rejected");
+        assert_eq!(v.len(), 1, "{v:?}");
+        v.remove(0)
+    }
+
+    #[test]
+    fn the_spec_example_parses_in_yaml_and_json_with_one_hash() {
+        let c = parse("contracts/book_appointment_contract.yaml", SPEC_YAML).unwrap();
+        assert_eq!(c.tool, "crm/book_appointment");
+        assert_eq!(c.order.as_ref().unwrap().mode, OrderMode::InOrder);
+        assert_eq!(
+            c.arguments.as_ref().unwrap().sources["Contact__c"].path,
+            "data.records.*.Id"
+        );
+        let json = serde_json::to_string_pretty(&c).unwrap();
+        let d = parse("book_appointment_contract.json", &json).unwrap();
+        assert_eq!(c, d);
+        let h = contract_hash(&c);
+        assert_eq!(h, contract_hash(&d));
+        assert!(h.starts_with("sha256:") && h.len() == 71, "{h}");
+        assert!(h[7..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn the_hash_is_rfc8785_sha256() {
+        // sha256("{}") — the canonical JSON of an empty object.
+        assert_eq!(
+            json_hash(&serde_json::json!({})),
+            "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        let a = serde_json::json!({"b": 1, "a": [1.0, "x"]});
+        let b: Value = serde_json::from_str(r#"{ "a": [1, "x"], "b": 1 }"#).unwrap();
+        assert_eq!(json_hash(&a), json_hash(&b));
+    }
+
+    #[test]
+    fn risk_defaults_to_blocking_and_changes_hash_only_when_it_changes() {
+        let min = "version: 1\nid: c\ntool: crm/x\n";
+        let c = parse("c.yaml", min).unwrap();
+        assert_eq!(c.risk, Risk::Blocking);
+        let explicit = parse("c.yaml", &format!("{min}risk: blocking\n")).unwrap();
+        assert_eq!(contract_hash(&c), contract_hash(&explicit));
+        let adv = parse("c.yml", &format!("{min}risk: advisory\n")).unwrap();
+        assert_ne!(contract_hash(&c), contract_hash(&adv));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_file_and_path_yaml() {
+        let text = SPEC_YAML.replace("path: \"date\"", "path: \"date\", from: x");
+        let p = one(parse("book_appointment_contract.yaml", &text));
+        assert_eq!(p.file, Path::new("book_appointment_contract.yaml"));
+        assert_eq!(p.path, "arguments.sources.Requested_Date__c.from");
+        assert!(p.message.contains("unknown field `from`"), "{p}");
+        assert!(p.message.contains("line "), "YAML errors carry a line: {p}");
+        let top = one(parse(
+            "c.yaml",
+            "version: 1\nid: c\ntool: crm/x\nowner: me\n",
+        ));
+        assert_eq!(top.path, "owner");
+        assert!(
+            top.to_string()
+                .starts_with("c.yaml: owner: unknown field `owner`"),
+            "{top}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_file_and_path_json() {
+        let p = one(parse(
+            "c.json",
+            r#"{"version": 1, "id": "c", "tool": "crm/x", "calls": {"exactly_twice": true}}"#,
+        ));
+        assert_eq!(p.path, "calls.exactly_twice");
+        assert!(p.message.contains("unknown field `exactly_twice`"), "{p}");
+        assert!(p.message.contains("line 1"), "{p}");
+    }
+
+    #[test]
+    fn type_errors_name_the_path() {
+        let text = SPEC_YAML.replace(
+            "result_of: crm/lookup_contact_by_phone",
+            "result_of: [crm/lookup_contact_by_phone]",
+        );
+        let p = one(parse("book_appointment_contract.yaml", &text));
+        assert_eq!(p.path, "arguments.sources.Contact__c.result_of");
+        assert!(p.message.contains("expected a string"), "{p}");
+        assert!(
+            p.message.starts_with("invalid type"),
+            "the path is said once: {p}"
+        );
+        let p = one(parse(
+            "c.json",
+            r#"{"version": 1, "id": "c", "tool": "crm/x", "order": {"mode": "sideways", "tools": []}}"#,
+        ));
+        assert_eq!(p.path, "order.mode");
+        assert!(
+            p.message.contains("in_order"),
+            "names the expected variants: {p}"
+        );
+        let p = one(parse(
+            "c.json",
+            r#"{"version": 1, "id": "c", "tool": "crm/x", "preconditions": {"required_before": ["a/b", 3]}}"#,
+        ));
+        assert_eq!(p.path, "preconditions.required_before[1]");
+        let p = one(parse("c.json", r#"{"version": 1, "id": "c"}"#));
+        assert_eq!(p.path, "");
+        assert!(p.message.contains("missing field `tool`"), "{p}");
+        let p = one(parse(
+            "c.json",
+            r#"{"version": 1, "id": "c", "tool": "a/b"} x"#,
+        ));
+        assert!(p.message.contains("trailing"), "{p}");
+    }
+
+    #[test]
+    fn validation_rules() {
+        let base = "version: 1\nid: c\ntool: crm/x\n";
+        let cases: &[(&str, &str, &str, &str)] = &[
+            (
+                "c.yaml",
+                "version: 2\nid: c\ntool: crm/x\n",
+                "version",
+                "expected 1",
+            ),
+            (
+                "C.yaml",
+                "version: 1\nid: C\ntool: crm/x\n",
+                "id",
+                "does not match",
+            ),
+            ("d.yaml", base, "id", "file stem `d`"),
+            (
+                "c.yaml",
+                "version: 1\nid: c\ntool: x\n",
+                "tool",
+                "<integration>/<operation_id>",
+            ),
+            (
+                "c.yaml",
+                "calls: {exactly_once: true, max: 2}\n",
+                "calls",
+                "excludes",
+            ),
+            ("c.yaml", "calls: {}\n", "calls", "expected `exactly_once`"),
+            (
+                "c.yaml",
+                "calls: {min: 3, max: 2}\n",
+                "calls",
+                "greater than",
+            ),
+            (
+                "c.yaml",
+                "calls: {exactly_once: false}\n",
+                "calls.exactly_once",
+                "says nothing",
+            ),
+            (
+                "c.yaml",
+                "order: {mode: exact, tools: []}\n",
+                "order.tools",
+                "at least one",
+            ),
+            (
+                "c.yaml",
+                "order: {mode: exact, tools: [crm]}\n",
+                "order.tools[0]",
+                "<integration>",
+            ),
+            (
+                "c.yaml",
+                "arguments: {values: {d: {pattern: \"([a-z\"}}}\n",
+                "arguments.values.d.pattern",
+                "does not compile",
+            ),
+            (
+                "c.yaml",
+                "arguments: {values: {d: {}}}\n",
+                "arguments.values.d",
+                "at least one of",
+            ),
+            (
+                "c.yaml",
+                "arguments: {sources: {d: {path: x}}}\n",
+                "arguments.sources.d",
+                "exactly one of",
+            ),
+            (
+                "c.yaml",
+                "arguments: {sources: {d: {path: x, event: e, result_of: a/b}}}\n",
+                "arguments.sources.d",
+                "exactly one of",
+            ),
+            (
+                "c.yaml",
+                "arguments: {sources: {d: {path: \"a..b\", event: e}}}\n",
+                "arguments.sources.d.path",
+                "empty segment",
+            ),
+            (
+                "c.yaml",
+                "arguments: {required: [\"a.*\"]}\n",
+                "arguments.required[0]",
+                "only in `sources`",
+            ),
+            (
+                "c.yaml",
+                "expected: {result_status: great}\n",
+                "expected.result_status",
+                "one of ok",
+            ),
+            (
+                "c.yaml",
+                "expected: {http_status: [999]}\n",
+                "expected.http_status[0]",
+                "100-599",
+            ),
+            (
+                "c.yaml",
+                "expected: {final_state: {\"crm..x\": 1}}\n",
+                "expected.final_state.crm..x",
+                "empty segment",
+            ),
+            (
+                "c.yaml",
+                "side_effects: {max_writes: {crm/x: 1}}\n",
+                "side_effects.max_writes.crm/x",
+                "integration name",
+            ),
+        ];
+        for (file, text, path, msg) in cases {
+            let text = if text.starts_with("version") {
+                text.to_string()
+            } else {
+                format!("{base}{text}")
+            };
+            let probs = parse(file, &text).expect_err(&text);
+            assert!(
+                probs
+                    .iter()
+                    .any(|p| p.path == *path && p.message.contains(msg)),
+                "{text}: wanted {path}: {msg}, got {probs:?}"
+            );
+        }
+        assert!(parse("a-b.c_1.yaml", "version: 1\nid: a-b.c_1\ntool: i/o/p\n").is_ok());
+        assert!(!valid_id(&"a".repeat(129)));
+        assert!(valid_id(&"a".repeat(128)));
+    }
+
+    #[test]
+    fn display_is_file_path_message() {
+        assert_eq!(
+            Problem::new("f.yaml", "a.b", "bad").to_string(),
+            "f.yaml: a.b: bad"
+        );
+        assert_eq!(Problem::new("f.yaml", "", "bad").to_string(), "f.yaml: bad");
+    }
+}

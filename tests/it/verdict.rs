@@ -1,0 +1,332 @@
+//! A verdict that cannot be fooled, end to end with the real binary and server: a store
+//! failure survives a restart (durable mark, and the fallback that interrupts every open
+//! attempt), nothing happened is `no_calls`, a call after the end is 410 `attempt_ended`, a
+//! call that missed an exclusive attempt is `outside_attempt`, `verify` follows the verdict,
+//! and a judge that could not judge exits 2 (`--url` at a server that is not understudy).
+//! The rules are listed in `docs/src/reference/verdict.md`; their unit tests are in
+//! `src/evidence/verdict.rs`.
+
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::support::{standard_project, Project, Server};
+
+/// `understudy ARGS…`: exit code, stdout, stderr.
+fn understudy(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(args)
+        .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn evidence_cli(p: &Project, id: &str) -> (i32, Value, String) {
+    let dir = p.data_dir();
+    let (code, out, err) = understudy(&["evidence", id, "--data-dir", dir.to_str().unwrap()]);
+    let v = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (code, v, err)
+}
+
+fn codes(env: &Value) -> Vec<String> {
+    env["verdict_reasons"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| r["code"].as_str().unwrap_or("?").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const LOOKUP: &str = "/services/data/v60.0/query?q=SELECT%20Id,%20FirstName%20FROM%20Contact%20WHERE%20Phone%20=%20'%2B15550001'";
+
+/// The first way to a wrong pass: a read-only call (no state change, so nothing is
+/// withdrawn) answered `store_error`, then a restart. The evidence read by another process
+/// (`understudy evidence --data-dir`) must still fail with `store_failure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failure_is_never_forgotten_after_a_restart() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let url = format!("{}{LOOKUP}", a.base("crm"));
+    assert_eq!(s.call("GET", &url, None, &[]).await.status, 200);
+    s.app.store.fail_next_flushes_for_test(1);
+    let r = s.call("GET", &url, None, &[]).await;
+    assert_eq!(r.status, 500, "{}", r.text);
+    assert_eq!(r.header("understudy-error"), Some("store_error"));
+    let live = s.evidence(&a.id).await;
+    assert_eq!(live["verdict"], "fail", "{live:#}");
+    assert!(
+        codes(&live).contains(&"store_failure".to_string()),
+        "{live:#}"
+    );
+    s.stop().await.unwrap();
+
+    let (code, env, err) = evidence_cli(&p, &a.id);
+    assert_eq!(
+        code, 1,
+        "after the restart the verdict is still fail: {err}"
+    );
+    assert_eq!(env["verdict"], "fail");
+    assert_eq!(env["store_failures"], 1, "{env:#}");
+    assert!(
+        codes(&env).contains(&"store_failure".to_string()),
+        "{env:#}"
+    );
+    assert!(err.contains("store_failure"), "{err}");
+
+    // And through a restarted server (the API reader), and its verify.
+    let s = Server::start(&p).await;
+    let env = s.evidence(&a.id).await;
+    assert_eq!(env["verdict"], "fail");
+    let v = s
+        .call(
+            "POST",
+            &format!("/_understudy/api/attempts/{}/verify", a.id),
+            Some(&json!({})),
+            &[],
+        )
+        .await;
+    assert_eq!(v.status, 200, "{}", v.text);
+    assert_eq!(v.json()["passed"], false, "{}", v.text);
+    s.stop().await.unwrap();
+}
+
+/// When even the durable mark cannot be written, the attempt fails in memory at once and
+/// every attempt that was open is `interrupted` at the next start (whatever its durability).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrecorded_store_failure_interrupts_every_open_attempt_at_the_next_start() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let other = s.attempt(json!({})).await;
+    let ended = s.attempt(json!({})).await;
+    for att in [&a, &other, &ended] {
+        let url = format!("{}{LOOKUP}", att.base("crm"));
+        assert_eq!(s.call("GET", &url, None, &[]).await.status, 200);
+    }
+    let r = s
+        .call(
+            "DELETE",
+            &format!("/_understudy/api/attempts/{}", ended.id),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    s.app.store.fail_next_marks_for_test(1);
+    s.app.store.fail_next_flushes_for_test(1);
+    let url = format!("{}{LOOKUP}", a.base("crm"));
+    assert_eq!(s.call("GET", &url, None, &[]).await.status, 500);
+    let live = s.evidence(&a.id).await;
+    assert_eq!(
+        live["verdict"], "fail",
+        "failed in memory at once: {live:#}"
+    );
+    assert!(codes(&live).contains(&"store_failure".to_string()));
+    s.stop().await.unwrap();
+
+    for id in [&a.id, &other.id] {
+        let (code, env, err) = evidence_cli(&p, id);
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            codes(&env).contains(&"interrupted".to_string()),
+            "every open attempt is interrupted: {env:#}"
+        );
+    }
+    // An attempt that had ended lost nothing.
+    let (code, env, err) = evidence_cli(&p, &ended.id);
+    assert_eq!(code, 0, "{err} {env:#}");
+    // The sign is consumed: a later start interrupts nothing new.
+    let s = Server::start(&p).await;
+    let b = s.attempt(json!({})).await;
+    let url = format!("{}{LOOKUP}", b.base("crm"));
+    assert_eq!(s.call("GET", &url, None, &[]).await.status, 200);
+    s.stop().await.unwrap();
+    let s = Server::start(&p).await;
+    assert_eq!(s.evidence(&b.id).await["verdict"], "pass");
+    s.stop().await.unwrap();
+}
+
+/// An attempt with no call and no agent-side event fails `no_calls`, unless created with
+/// `"expect_calls": false`; an agent-side event alone is something that happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_happened_is_not_a_pass() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let quiet = s.attempt(json!({ "expect_calls": false })).await;
+    let talked = s.attempt(json!({})).await;
+    let r = s
+        .call(
+            "POST",
+            &format!("/_understudy/api/attempts/{}/events", talked.id),
+            Some(&json!({ "name": "said_hello", "kind": "agent_message" })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let env = s.evidence(&a.id).await;
+    assert_eq!(env["verdict"], "fail");
+    assert_eq!(codes(&env), ["no_calls"]);
+    assert_eq!(s.evidence(&quiet.id).await["verdict"], "pass");
+    assert_eq!(s.evidence(&talked.id).await["verdict"], "pass");
+    // verify follows the verdict, with or without contracts.
+    let v = s
+        .call(
+            "POST",
+            &format!("/_understudy/api/attempts/{}/verify", a.id),
+            Some(&json!({})),
+            &[],
+        )
+        .await;
+    assert_eq!(v.json()["passed"], false, "{}", v.text);
+    assert_eq!(v.json()["verdict_reasons"][0]["code"], "no_calls");
+    s.stop().await.unwrap();
+}
+
+/// A call with the token of an ended attempt is refused 410 `attempt_ended`, recorded on
+/// that attempt, and fails it — read live and after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_call_is_refused_410_and_fails_the_ended_attempt() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let url = format!("{}{LOOKUP}", a.base("crm"));
+    assert_eq!(s.call("GET", &url, None, &[]).await.status, 200);
+    let r = s
+        .call(
+            "DELETE",
+            &format!("/_understudy/api/attempts/{}", a.id),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(s.evidence(&a.id).await["verdict"], "pass");
+    let late = s.call("GET", &url, None, &[]).await;
+    assert_eq!(late.status, 410, "{}", late.text);
+    assert_eq!(late.header("understudy-error"), Some("attempt_ended"));
+    let env = s.evidence(&a.id).await;
+    assert_eq!(env["verdict"], "fail", "{env:#}");
+    assert_eq!(codes(&env), ["attempt_ended"]);
+    assert_eq!(env["verdict_reasons"][0]["sequence"], 2);
+    s.stop().await.unwrap();
+    let (code, env, _) = evidence_cli(&p, &a.id);
+    assert_eq!(code, 1);
+    assert_eq!(codes(&env), ["attempt_ended"]);
+}
+
+/// A call that reaches the server without the token of an open exclusive attempt (it lands
+/// in the default attempt) fails that attempt with `outside_attempt`, listed in its
+/// evidence; an attempt that is not exclusive is not affected, nor is one that ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_missed_an_exclusive_attempt_fails_it() {
+    let p = standard_project();
+    let s = Server::start(&p).await;
+    let ex = s.attempt(json!({ "exclusive": true })).await;
+    let plain = s.attempt(json!({})).await;
+    for att in [&ex, &plain] {
+        let url = format!("{}{LOOKUP}", att.base("crm"));
+        assert_eq!(s.call("GET", &url, None, &[]).await.status, 200);
+    }
+    assert_eq!(s.evidence(&ex.id).await["verdict"], "pass");
+    // No token: the default attempt.
+    let r = s.call("GET", &format!("/crm{LOOKUP}"), None, &[]).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let env = s.evidence(&ex.id).await;
+    assert_eq!(env["verdict"], "fail", "{env:#}");
+    assert_eq!(codes(&env), ["outside_attempt"]);
+    assert_eq!(env["outside_attempt"]["calls"], 1);
+    assert!(
+        env["outside_attempt"]["listed"][0]
+            .as_str()
+            .unwrap()
+            .contains("crm/lookup_contact_by_phone"),
+        "{env:#}"
+    );
+    assert_eq!(s.evidence(&plain.id).await["verdict"], "pass");
+    s.stop().await.unwrap();
+    let (code, env, _) = evidence_cli(&p, &ex.id);
+    assert_eq!(code, 1, "the mark is durable: {env:#}");
+    assert_eq!(codes(&env), ["outside_attempt"]);
+}
+
+/// `understudy test -- true`: the agent never reached understudy, so the run fails
+/// `no_calls` (exit 1) — unless `--allow-no-calls`.
+#[test]
+fn understudy_test_of_a_command_that_calls_nothing_fails_no_calls() {
+    let dir = crate::support::healthplus();
+    let cfg = dir.path().join("understudy.json");
+    let reports = dir.path().join("reports");
+    let args = |extra: &[&str]| {
+        let mut v = vec![
+            "test".to_string(),
+            "--config".into(),
+            cfg.display().to_string(),
+            "--report-dir".into(),
+            reports.display().to_string(),
+        ];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.extend(["--".to_string(), "true".to_string()]);
+        v
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        understudy(&a)
+    };
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no_calls"), "{err}");
+    let env: Value =
+        serde_json::from_slice(&std::fs::read(reports.join("evidence.json")).unwrap()).unwrap();
+    assert_eq!(codes(&env), ["no_calls"]);
+    let junit = std::fs::read_to_string(reports.join("junit.xml")).unwrap();
+    assert!(junit.contains("<failure type=\"no_calls\""), "{junit}");
+    let (code, _, err) = run(&["--allow-no-calls"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A server that answers `{}` to everything (not understudy).
+fn foreign_server() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut buf = [0u8; 8192];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    addr
+}
+
+/// The judge's own failure is exit 2, never 0 or 1: `--url` at something that is not
+/// understudy answers no `verdict` member.
+#[test]
+fn a_foreign_server_cannot_be_judged_exit_2() {
+    let url = format!("http://{}", foreign_server());
+    for cmd in [
+        vec!["evidence", "att_x", "--url", &url],
+        vec!["verify", "att_x", "--url", &url],
+        vec!["report", "att_x", "--format", "json", "--url", &url],
+    ] {
+        let (code, out, err) = understudy(&cmd);
+        assert_eq!(code, 2, "{cmd:?}: {err}\n{out}");
+        assert!(err.contains("verdict"), "{cmd:?} says why: {err}");
+    }
+    // Nothing listening at all: exit 2 too.
+    let (code, _, err) = understudy(&["evidence", "att_x", "--url", "http://127.0.0.1:9"]);
+    assert_eq!(code, 2, "{err}");
+}
