@@ -140,6 +140,13 @@ CREATE TABLE understudy_revision_sets (
     pins text NOT NULL
 );
 "#,
+    // The fleet's scrubber key (`crate::util::scrub`): one row, made by the first process.
+    r#"
+CREATE TABLE understudy_scrub_key (
+    id  integer PRIMARY KEY CHECK (id = 1),
+    key text    NOT NULL
+);
+"#,
 ];
 
 /// The schema version this build writes.
@@ -1121,6 +1128,24 @@ impl Postgres {
             }
             super::missing_tail(&id, recorded, last)?;
             Ok(out)
+        })
+    }
+
+    /// The fleet's scrubber key: `proposed` when no process stored one before.
+    pub(super) fn scrub_key(&self, proposed: String) -> Result<String, StoreError> {
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            conn.execute(
+                "INSERT INTO understudy_scrub_key (id, key) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+                &[&proposed],
+            )
+            .await
+            .map_err(pg_err)?;
+            let row = conn
+                .query_one("SELECT key FROM understudy_scrub_key WHERE id = 1", &[])
+                .await
+                .map_err(pg_err)?;
+            Ok(row.get::<_, String>(0))
         })
     }
 
