@@ -389,7 +389,8 @@ impl Scrubber {
                 continue;
             }
             let name = &s[st..eq];
-            let name = name.rsplit('.').next().unwrap_or(name);
+            // `user.password=…`: the last part of a dotted form name.
+            let name = name.rfind('.').map_or(name, |i| &name[i + 1..]);
             if !self.is_secret_name(&percent_decode(name)) {
                 continue;
             }
