@@ -8,6 +8,7 @@ mod cli;
 mod clients;
 mod conformance;
 mod contracts;
+mod control;
 mod drift;
 mod dryrun;
 mod durability;
