@@ -499,6 +499,11 @@ pub(crate) fn parse_body<T: DeserializeOwned>(req: &Request, what: &str) -> Resu
         Ok(None) => Err(ApiError::bad_request(format!(
             "{what}: expected a JSON object body, got an empty body"
         ))),
+        Err(m) if m.starts_with(crate::util::json::TOO_DEEP) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "too_deep",
+            format!("{what}: {m}"),
+        )),
         Err(m) => Err(ApiError::bad_request(format!("{what}: {m}"))),
     }
 }

@@ -213,9 +213,10 @@ async fn handle(
         }
     };
     let mut headers = parts.headers;
-    // HTTP/2 carries the host as `:authority`: the control-plane gate reads it as `Host`
-    // (`crate::admin::gate`).
-    if !headers.contains_key(hyper::header::HOST) && crate::admin::is_admin_path(parts.uri.path()) {
+    // HTTP/2 carries the host as `:authority`, an absolute-form target as its authority
+    // (which then wins over `Host`, RFC 9112 3.2.2): the control-plane gate reads it as
+    // `Host` (`crate::admin::gate`).
+    if crate::admin::is_admin_path(parts.uri.path()) {
         if let Some(v) = parts
             .uri
             .authority()

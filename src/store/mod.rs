@@ -297,7 +297,12 @@ impl Store {
 /// [`MAX_STORED_DEPTH`] like every stored value (so it can be read back) when it is made,
 /// and shared by reference counting.
 #[derive(Debug, Clone)]
-pub struct EncodedResult(bytes::Bytes);
+pub struct EncodedResult(
+    bytes::Bytes,
+    /// Its scrubbed form (`None`: nothing to scrub), computed at its first store write and
+    /// shared by every clone: once per revision, not per call.
+    Arc<std::sync::OnceLock<Option<bytes::Bytes>>>,
+);
 
 impl EncodedResult {
     /// `None` when `result` nests too deep to be stored (the call then carries its value,
@@ -308,7 +313,19 @@ impl EncodedResult {
         }
         serde_json::to_vec(result)
             .ok()
-            .map(|v| EncodedResult(bytes::Bytes::from(v)))
+            .map(|v| EncodedResult(bytes::Bytes::from(v), Arc::default()))
+    }
+
+    /// The form to store, when scrubbing changes it.
+    fn scrubbed(&self, s: &Scrubber) -> Option<EncodedResult> {
+        let done = self.1.get_or_init(|| {
+            let mut v: Value = serde_json::from_slice(&self.0).ok()?;
+            s.json(&mut v)
+                .then(|| serde_json::to_vec(&v).ok().map(bytes::Bytes::from))
+                .flatten()
+        });
+        done.clone()
+            .map(|b| EncodedResult(b, Arc::new(std::sync::OnceLock::from(None))))
     }
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
@@ -778,6 +795,9 @@ impl Store {
         // The one place a call's evidence is made durable: nothing secret passes
         // (`crate::util::scrub`), in every mode.
         self.scrub_event(&mut rec.event);
+        if let Some(s) = rec.result_json.as_ref().and_then(|r| r.scrubbed(&self.scrubber)) {
+            rec.result_json = Some(s);
+        }
         if let Some((_, m)) = &mut rec.state {
             m.values_mut().for_each(|v| {
                 self.scrubber.json(v);

@@ -689,20 +689,24 @@ fn jwts(b: &[u8], found: &mut Vec<(usize, usize, String)>) {
     }
 }
 
-/// `00D` + 12 alphanumerics + `!` + 8 or more of `[A-Za-z0-9._]`.
+/// `00D` + 12 (or 15: the 18-character org id) alphanumerics + `!` + 8 or more of
+/// `[A-Za-z0-9._]`.
 fn salesforce_sessions(b: &[u8], found: &mut Vec<(usize, usize, String)>) {
     let mut i = 0;
     while i + 16 < b.len() {
-        if &b[i..i + 3] == b"00D"
-            && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
-            && b[i + 3..i + 15].iter().all(u8::is_ascii_alphanumeric)
-            && b[i + 15] == b'!'
-        {
-            let mut e = i + 16;
+        let bang = [15usize, 18].into_iter().find(|&n| {
+            i + n < b.len()
+                && b[i + 3..i + n].iter().all(u8::is_ascii_alphanumeric)
+                && b[i + n] == b'!'
+        });
+        if let Some(n) = bang.filter(|_| {
+            &b[i..i + 3] == b"00D" && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
+        }) {
+            let mut e = i + n + 1;
             while e < b.len() && (b[e].is_ascii_alphanumeric() || b[e] == b'.' || b[e] == b'_') {
                 e += 1;
             }
-            if e - (i + 16) >= 8 {
+            if e - (i + n + 1) >= 8 {
                 found.push((i, e, String::from_utf8_lossy(&b[i..e]).into_owned()));
                 i = e;
                 continue;

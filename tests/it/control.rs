@@ -658,3 +658,150 @@ fn an_imported_authorization_matcher_becomes_a_presence_match() {
         Some("application/json")
     );
 }
+
+/// The Chromium binary, when installed (the report tests require it under CI).
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// A page server on another loopback origin: every GET answers `html`.
+async fn page_server(html: String) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut tcp, _)) = l.accept().await else {
+                return;
+            };
+            let html = html.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                while support::read_raw_request(&mut tcp, &mut buf).await.is_some() {
+                    let r = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\r\n{html}",
+                        html.len()
+                    );
+                    if tcp.write_all(r.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}/")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_page_in_chromium_cannot_drive_understudy() {
+    let Some(chrome) = chromium() else {
+        assert!(std::env::var("CI").is_err(), "CI must install chromium");
+        eprintln!("note: chromium not installed; skipping the browser test");
+        return;
+    };
+    let up = counting_upstream(json!({"id": "a1"})).await;
+    let p = project(&up.url, json!({}));
+    // Upstream writes allowed: only the gate stands between the page and the upstream.
+    let mut opts = p.options();
+    opts.forward.allow_upstream_writes = true;
+    let s = Server::start_with(opts).await;
+    let port = s.addr.port();
+    let body = write_body();
+    let target = format!("http://127.0.0.1:{port}{EXECUTE}");
+    let rebound = format!("http://rebind.test:{port}{EXECUTE}");
+    // The form's one field spells the JSON body in text/plain (`name=value`).
+    let field_name = r#"{"integration":"crm","operation_id":"book","target":"upstream","allow_write":true,"input":{},"pad":""#;
+    let html = format!(
+        r#"<!DOCTYPE html><html><body><div id="out">started</div>
+<form id="f" method="POST" action="{target}" enctype="text/plain" target="sink"><input type="hidden" name='{field_name}' value='"}}'></form>
+<iframe name="sink"></iframe>
+<script>
+const out = (t) => {{ document.getElementById("out").textContent += " " + t; }};
+fetch("{target}", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}}, body: {body_js}}})
+  .then(() => out("no-cors-sent"), (e) => out("no-cors-error"));
+fetch("{rebound}", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}}, body: {body_js}}})
+  .then(() => out("rebind-sent"), (e) => out("rebind-error"));
+document.getElementById("f").submit();
+out("form-submitted");
+</script></body></html>"#,
+        body_js = serde_json::to_string(&body).unwrap(),
+    );
+    let page = page_server(html).await;
+    let profile = tempfile::tempdir().unwrap();
+    let chrome = chrome.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(chrome)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--host-resolver-rules=MAP rebind.test 127.0.0.1",
+                "--virtual-time-budget=5000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("--dump-dom")
+            .arg(&page)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.contains("form-submitted"), "the page ran: {dom}\n{}", String::from_utf8_lossy(&out.stderr));
+    // Give the browser's requests time to land (they were sent before the DOM was dumped).
+    let mut m = String::new();
+    for _ in 0..50 {
+        m = refusals(&s).await;
+        if m.contains("forbidden_host") && m.contains("forbidden_origin\"} 2") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Each attempt reached understudy and was refused: the no-cors POST and the form POST by
+    // their foreign Origin, the rebound name by its Host.
+    assert!(m.contains("understudy_admin_refusals_total{code=\"forbidden_host\"} 1"), "{m}\n{dom}");
+    assert!(m.contains("understudy_admin_refusals_total{code=\"forbidden_origin\"} 2"), "{m}\n{dom}");
+    assert_eq!(up.count.load(Ordering::SeqCst), 0, "the upstream received {:?}", up.seen);
+    s.stop().await.unwrap();
+}
+
+#[test]
+fn contract_files_are_bounded_and_refuse_yaml_aliases() {
+    let ok = "version: 1\nid: c\nrisk: blocking\ntool: crm/book\n";
+    assert!(understudy::verify::parse("c.yaml", ok).is_ok());
+    let alias = "version: 1\nid: &x c\nrisk: blocking\ntool: *x\n";
+    let e = understudy::verify::parse("c.yaml", alias).unwrap_err();
+    assert!(format!("{e:?}").contains("anchors"), "{e:?}");
+    let quoted = "version: 1\nid: c\nrisk: blocking\ntool: crm/book\ndescription: \"a *b and &c\"\n";
+    let r = understudy::verify::parse("c.yaml", quoted);
+    assert!(!format!("{r:?}").contains("aliases"), "{r:?}");
+    let big = format!("{ok}# {}\n", "x".repeat(1 << 20));
+    let e = understudy::verify::parse("c.yaml", &big).unwrap_err();
+    assert!(format!("{e:?}").contains("at most 1048576 bytes"), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_body_nested_too_deep_is_the_input_error_too_deep() {
+    let up = counting_upstream(json!({})).await;
+    let p = project(&up.url, json!({}));
+    let s = Server::start(&p).await;
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let body = format!("{{\"a\": {deep}}}");
+    let r = s
+        .call_raw("POST", "/crm/book", &body, &[("content-type", "application/json")])
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let ev = s.evidence(&s.default_attempt()).await;
+    let last = ev["tool_events"].as_array().unwrap().last().cloned().unwrap();
+    assert_eq!(last["error"]["code"], "too_deep", "{last}");
+    // The admin API too.
+    let r = post(&s, &body, &[("content-type", "application/json")]).await;
+    assert_eq!((r.status, code(&r).as_str()), (400, "too_deep"), "{}", r.text);
+    s.stop().await.unwrap();
+}

@@ -30,6 +30,7 @@ mod no_silent_pass;
 mod record;
 mod regression;
 mod report;
+mod secrets;
 mod serve;
 mod store;
 mod testing_api;

@@ -193,8 +193,10 @@ fn secret_fields(v: &Value, fields: &[String], out: &mut Vec<String>) {
     }
 }
 
-/// Scrub a value for evidence: secret fields, then the request's secret values.
+/// Scrub a value for evidence: the one scrubber (`crate::util::scrub`: names, shapes, known
+/// secrets, so an echo of a named secret gets the same mark), then the request's secret
+/// values.
 pub(crate) fn scrub(app: &App, secrets: &[String], v: &mut Value) {
-    record::scrub_json(v, &app.config.scrub.fields);
+    app.store.scrubber().json(v);
     cut_secrets(v, secrets);
 }
