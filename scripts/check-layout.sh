@@ -26,9 +26,9 @@ check "mock/ and contract/ do not import each other" \
 check "mock/ uses no hyper, tokio or sled" \
     "grep -rlnE 'hyper|tokio|sled' src/mock"
 check "the lower layers name no server-side module" \
-    "grep -rnE 'crate::(proxy|app|admin|server)::' src/profile src/contract src/mock src/operation src/record src/store src/evidence.rs src/records.rs | grep -v '//'"
+    "grep -rnE 'crate::(proxy|app|admin|server)::' src/profile src/contract src/mock src/operation src/author/record src/store src/evidence.rs src/records.rs | grep -v '//'"
 check "evidence.rs and record/ do not open the store" \
-    "grep -rn 'crate::store' src/evidence.rs src/record | grep -v '//'"
+    "grep -rn 'crate::store' src/evidence.rs src/author/record | grep -v '//'"
 check "only store/ uses sled" \
     "grep -rln 'sled::' src | grep -v '^src/store/'"
 check "exactly one write_call( outside the store (the one commit)" \

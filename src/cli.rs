@@ -4,7 +4,9 @@
 //! `generate` unsupported, `evidence` verdict `fail`), 2 usage errors (clap's too), and for
 //! `exec` 3 input error, 4 harness error.
 
-use crate::config::{Mode, ProfileKind};
+use crate::config::Mode;
+
+use crate::contract::ProfileKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 

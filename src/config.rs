@@ -5,6 +5,7 @@
 //! command line are relative to the current directory. Every error names the file, the JSON
 //! path and what was expected.
 
+use crate::contract::ProfileKind;
 use crate::error::Problem;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -57,9 +58,6 @@ impl fmt::Display for Mode {
 }
 
 pub use crate::records::Durability;
-
-/// The wire dialect of an integration, as the project file names it (`crate::profile::ProfileKind`).
-pub use crate::profile::ProfileKind;
 
 /// What `dry-run` does with a write that matches no mocked operation (SPEC 5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -403,12 +401,12 @@ impl Config {
             listen,
             data_dir: resolve(raw.data_dir.as_deref().unwrap_or(Path::new(".understudy"))),
             store: match raw.store {
-                Some(u) if !crate::store::is_postgres_url(&u) => {
+                Some(u) if !is_postgres_url(&u) => {
                     return Err(err(
                         "store".into(),
                         format!(
                             "expected a postgres:// or postgresql:// URL, got {:?} (leave `store` out for the embedded store in data_dir)",
-                            crate::store::redact_url(&u)
+                            redact_url(&u)
                         ),
                     ))
                 }
@@ -509,6 +507,25 @@ fn validate_upstream(u: &str) -> Result<(), String> {
             "`{u}` is not an http(s) URL with a host: expected e.g. https://acme.my.salesforce.com"
         )),
     }
+}
+
+/// A store URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Whether a store URL names the PostgreSQL backend (`postgres://` or `postgresql://`).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 #[cfg(test)]
@@ -647,5 +664,17 @@ mod tests {
             c.integrations["a"].operations,
             PathBuf::from("/proj/mocks/a")
         );
+    }
+
+    #[test]
+    fn urls_are_shown_without_their_password() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
+        assert!(is_postgres_url("postgresql://h/db"));
+        assert!(!is_postgres_url("sqlite://x"));
     }
 }

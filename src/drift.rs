@@ -30,8 +30,9 @@
 use crate::contract::template::{parse_query, path_segments};
 use crate::contract::{MatchSpec, RequestView};
 use crate::operation::call::execute;
-use crate::operation::check::{envelope_problem, schema_errors};
+use crate::operation::check::schema_errors;
 use crate::operation::Operation;
+use crate::profile::envelope::envelope_problem;
 use crate::profile::Profile;
 use crate::upstream::Upstream;
 use serde_json::{json, Value};
@@ -545,7 +546,7 @@ pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 pub fn envelope(status: u16, body: &[u8]) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("status".into(), json!(status));
-    if let Some(d) = crate::record::parse_body(body) {
+    if let Some(d) = crate::author::record::parse_body(body) {
         m.insert("data".into(), d);
     }
     Value::Object(m)

@@ -266,7 +266,7 @@ pub fn verify_evidence(inputs: &Inputs<'_>) -> verify::Evidence {
                 is_write: e.is_write,
                 trace_id: e.trace_id.clone(),
                 idempotency_key_ref: e.idempotency_key_ref.clone(),
-                fault_after_effect: crate::fault::fault_after_effect(
+                fault_after_effect: crate::operation::fault::fault_after_effect(
                     &e.result_status,
                     e.fault.as_ref(),
                 ),

@@ -43,23 +43,19 @@
 
 pub mod admin;
 pub mod app;
-pub mod attempt;
+pub mod author;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod contract;
-pub mod discover;
 pub mod drift;
 pub mod error;
 pub mod evidence;
-pub mod fault;
 pub mod http;
-pub mod import;
 pub mod mock;
 pub mod operation;
 pub mod profile;
 pub mod proxy;
-pub mod record;
 pub mod records;
 pub mod report;
 pub mod server;

@@ -15,9 +15,11 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+
+use crate::mock::model::Fault;
 
 /// An immutable, numbered copy of a mock definition (SPEC 1, 12).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -244,9 +246,9 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_state: Option<BTreeMap<String, Map<String, Value>>>,
     /// Seeded chaos of `POST /attempts` `"faults"`: `"<integration>/<operation_id>"` → when
-    /// its calls fault ([`crate::fault`]). Absent in records written before faults.
+    /// its calls fault ([`crate::operation::fault`]). Absent in records written before faults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub faults: BTreeMap<String, crate::fault::ChaosFault>,
+    pub faults: BTreeMap<String, ChaosFault>,
     /// When its calls are durable ([`Durability`]); absent (`call`) in older records.
     #[serde(default, skip_serializing_if = "Durability::is_call")]
     pub durability: Durability,
@@ -410,7 +412,7 @@ pub struct ToolEvent {
     pub error: Option<Value>,
     /// RFC 3339.
     pub timestamp: String,
-    /// The call's answer failed on purpose (issue 15, [`crate::fault`]); absent otherwise.
+    /// The call's answer failed on purpose (issue 15, [`crate::operation::fault`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultRecord>,
 }
@@ -519,7 +521,7 @@ impl std::fmt::Display for EventSource {
     }
 }
 
-/// The `fault` member of a call's evidence (issue 15; [`crate::fault`]): the call's answer
+/// The `fault` member of a call's evidence (issue 15; [`crate::operation::fault`]): the call's answer
 /// failed on purpose. `kind` is a fault kind word (`timeout`, …), kept as read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultRecord {
@@ -544,6 +546,69 @@ pub struct AttemptEvidence {
     pub events: Vec<AgentEvent>,
     pub live_state: BTreeMap<String, Map<String, Value>>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Seeded chaos (the rules that use it: crate::operation::fault)
+
+/// One operation's entry of `POST /attempts` `"faults"`: a fault, and when it fires. Stored
+/// in the attempt record. Serialized flat: the fault's members plus `probability`, `seed`,
+/// `times`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChaosFault {
+    pub fault: Fault,
+    /// 0..=1; default 1 (every call until `times` is reached).
+    pub probability: f64,
+    pub seed: u64,
+    /// At most this many calls fault; `None`: no bound.
+    pub times: Option<u64>,
+}
+
+impl Serialize for ChaosFault {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = match serde_json::to_value(&self.fault).map_err(serde::ser::Error::custom)? {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        m.insert("probability".into(), self.probability.into());
+        m.insert("seed".into(), self.seed.into());
+        if let Some(t) = self.times {
+            m.insert("times".into(), t.into());
+        }
+        m.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ChaosFault {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut m = Map::<String, Value>::deserialize(d)?;
+        fn take<T: serde::de::DeserializeOwned, E: Error>(
+            m: &mut Map<String, Value>,
+            key: &str,
+            what: &str,
+        ) -> Result<Option<T>, E> {
+            match m.remove(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => serde_json::from_value(v)
+                    .map(Some)
+                    .map_err(|e| E::custom(format!("`{key}`: {e}: expected {what}"))),
+            }
+        }
+        let probability = take(&mut m, "probability", "a number 0..=1")?.unwrap_or(1.0);
+        let seed = take(&mut m, "seed", "an unsigned 64-bit integer")?.unwrap_or(0);
+        let times = take(&mut m, "times", "an integer ≥ 1")?;
+        let fault = serde_json::from_value(Value::Object(m)).map_err(D::Error::custom)?;
+        Ok(ChaosFault {
+            fault,
+            probability,
+            seed,
+            times,
+        })
+    }
+}
+
+/// The chaos entries of an attempt, by operation key.
+pub type ChaosFaults = BTreeMap<String, ChaosFault>;
 
 #[cfg(test)]
 mod tests {

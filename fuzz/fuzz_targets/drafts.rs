@@ -3,8 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use understudy::config::{ProfileKind, Scrub};
-use understudy::record::{drafts, Exchange};
+use understudy::author::record::{drafts, Exchange};
+use understudy::config::Scrub;
+use understudy::contract::ProfileKind;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(exchanges) = serde_json::from_slice::<Vec<Exchange>>(data) else {

@@ -18,7 +18,7 @@
 //!   one — checked against another contract — answers the harness error `stale_contract`; no
 //!   revision at all answers `no_mock`). An attempt whose lease is over answers
 //!   `lease_expired`. The lease and pin rules are the attempt module's
-//!   ([`crate::attempt::lease_error`], [`crate::attempt::stale_pin`]), as for a proxied call.
+//!   ([`crate::app::attempt::lease_error`], [`crate::app::attempt::stale_pin`]), as for a proxied call.
 //! - **Which state**: `state` when given (a JSON object: the integration's state); else the
 //!   attempt's current state of the integration (with a shared store, SPEC 17, read under
 //!   the attempt's row lock, so a write through another process is seen); else the
@@ -71,9 +71,9 @@ use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::http::{HttpResponse, Request};
 use crate::mock::Engine;
 use crate::operation::call::{execute_with, ExecResult};
-use crate::operation::check::type_name;
 use crate::operation::Operation;
 use crate::records::Pin;
+use crate::util::json::type_name;
 
 /// The longest variant delay: the delay limit of SPEC 3.4 (a mock never takes longer).
 pub const MAX_DELAY_S: f64 = 30.0;
@@ -223,16 +223,16 @@ pub(crate) async fn execute(app: &Arc<App>, req: &Request) -> Result<Reply, ApiE
             let mut g = a.lock.lock().await;
             // SPEC 17: with a shared store, the state any process wrote last (read under the
             // attempt's row lock, released at once: an execute commits nothing).
-            let _row = crate::attempt::read_in_store(&app.store, &a.id, &mut g)
+            let _row = crate::app::attempt::read_in_store(&app.store, &a.id, &mut g)
                 .await
                 .map_err(store_err)?;
             Some(g.state.get(integ.name()).cloned().unwrap_or_default())
         }
         (None, None) => None,
     };
-    let lease = record
-        .as_ref()
-        .and_then(|r| crate::attempt::lease_error(r, crate::attempt::lease_of(r, app.clock.now())));
+    let lease = record.as_ref().and_then(|r| {
+        crate::app::attempt::lease_error(r, crate::app::attempt::lease_of(r, app.clock.now()))
+    });
     let resolved = match (lease, &record) {
         (Some(e), _) => Err(e.into()),
         (None, Some(r)) => match r.pins.get(&key) {
@@ -339,7 +339,7 @@ fn engine_for(
     pin: &Pin,
     attempt: Option<&str>,
 ) -> Result<(u64, std::sync::Arc<Engine>), CallError> {
-    if let Some(e) = crate::attempt::stale_pin(attempt, &op.key(), pin, &op.contract_hash) {
+    if let Some(e) = crate::app::attempt::stale_pin(attempt, &op.key(), pin, &op.contract_hash) {
         return Err(e.into());
     }
     app.engines
@@ -467,7 +467,7 @@ pub(crate) async fn attempt_state(app: &App, id: &str) -> ApiResult {
     let a = lookup(app, id)?;
     let mut g = a.lock.lock().await;
     // SPEC 17: the state any process wrote last (see `execute`).
-    let _row = crate::attempt::read_in_store(&app.store, &a.id, &mut g)
+    let _row = crate::app::attempt::read_in_store(&app.store, &a.id, &mut g)
         .await
         .map_err(store_err)?;
     let rec = a.record();

@@ -24,7 +24,7 @@ use serde_json::{json, Map, Value};
 
 use super::ApiError;
 use crate::http::Request;
-use crate::operation::check::type_name;
+use crate::util::json::type_name;
 
 /// The budget when none is given: seed 004's default.
 pub const DEFAULT_TIMEOUT_S: f64 = 30.0;

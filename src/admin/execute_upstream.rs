@@ -65,14 +65,15 @@ use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Map, Value};
 
 use crate::app::{App, Integration};
-use crate::config::ProfileKind;
+use crate::author::record;
+use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use crate::operation::call::{execute_with, validate_input};
-use crate::operation::check::{envelope_problem, schema_errors};
+use crate::operation::check::schema_errors;
 use crate::operation::Operation;
+use crate::profile::envelope::envelope_problem;
 use crate::profile::mcp::client::{ClientError, EraChoice, Limits, McpClient};
 use crate::profile::Wire;
-use crate::record;
 use crate::records::Pin;
 use crate::upstream::UpstreamErrorKind;
 use crate::util::json::cut_secrets;
@@ -557,7 +558,7 @@ async fn http_call(
         crate::contract::template::parse_query(rest.split_once('?').map(|x| x.1).unwrap_or(""));
     for (k, v) in &mut shown_query {
         if record::is_secret_field(k, &app.config.scrub.fields) {
-            *v = record::SCRUBBED.into();
+            *v = crate::util::scrub::SCRUBBED.into();
         }
     }
     Ok(Called {
@@ -628,7 +629,7 @@ fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
     let mut m = Map::new();
     for (k, v) in h {
         let v = if record::is_secret_header(k.as_str(), extra) {
-            record::SCRUBBED.to_string()
+            crate::util::scrub::SCRUBBED.to_string()
         } else {
             v.to_str().unwrap_or("").to_string()
         };

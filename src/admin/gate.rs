@@ -267,11 +267,11 @@ pub fn authenticate(app: &App, req: &Request) -> Result<Caller, ApiError> {
     let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
     if let Some(given) = given {
         // Compare digests, in constant time, against every configured token.
-        let digest = crate::attempt::token_hash(given);
+        let digest = crate::app::attempt::token_hash(given);
         let mut found: Option<Caller> = None;
         if let Some(expected) = &app.admin_token {
-            let b = crate::attempt::token_hash(expected);
-            if crate::attempt::ct_eq(digest.as_bytes(), b.as_bytes()) {
+            let b = crate::app::attempt::token_hash(expected);
+            if crate::app::attempt::ct_eq(digest.as_bytes(), b.as_bytes()) {
                 found = Some(Caller {
                     name: "admin-token".into(),
                     scopes: Scope::ALL.to_vec(),
@@ -279,7 +279,8 @@ pub fn authenticate(app: &App, req: &Request) -> Result<Caller, ApiError> {
             }
         }
         for t in tokens {
-            if crate::attempt::ct_eq(digest.as_bytes(), t.sha256.as_bytes()) && found.is_none() {
+            if crate::app::attempt::ct_eq(digest.as_bytes(), t.sha256.as_bytes()) && found.is_none()
+            {
                 found = Some(Caller {
                     name: t.name.clone(),
                     scopes: t.scopes.clone(),

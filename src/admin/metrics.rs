@@ -20,8 +20,8 @@ use std::sync::atomic::Ordering;
 use hyper::http::{Response, StatusCode};
 
 use super::{store_err, ApiError, Reply};
+use crate::app::attempt::{lease_of, Lease};
 use crate::app::{App, Metrics};
-use crate::attempt::{lease_of, Lease};
 use crate::http::full;
 
 /// The Content-Type of the exposition format.

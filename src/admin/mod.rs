@@ -11,7 +11,7 @@
 //! | `POST /tools/execute` | manage | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}` (headers `Request-Timeout`, `Request-Timeout-Millis`) → the object of `understudy exec` plus the tool-test members (`dry_run`, `source`, `is_write`, `blocked_side_effects`, …); `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`], [`execute_request`], [`execute_upstream`] |
 //! | `POST /drafts/flush` | manage | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | read | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | run | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}}` (seeded chaos, [`crate::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
+//! | `POST /attempts` | run | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
 //! | `GET /attempts/{id}` | read | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
 //! | (`{id}` = `default`) | | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
 //! | `GET /attempts/{id}/evidence` | read | the evidence envelope of SPEC 8 with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
@@ -68,9 +68,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::app::attempt::{self, Lease};
 use crate::app::generations::IntegrationMap;
 use crate::app::{cleanup_report, App, Integration};
-use crate::attempt::{self, Lease};
 use crate::config::Scope;
 use crate::error::Problem;
 use crate::http::{json_response, HttpResponse, Request};
@@ -554,9 +554,9 @@ struct CreateAttempt {
     ttl_s: Option<u64>,
     #[serde(default)]
     contracts: Vec<String>,
-    /// Seeded chaos per operation (`crate::fault`).
+    /// Seeded chaos per operation (`crate::operation::fault`).
     #[serde(default)]
-    faults: crate::fault::ChaosFaults,
+    faults: crate::records::ChaosFaults,
     /// When its calls are durable; the project's `durability` when absent.
     #[serde(default)]
     durability: Option<crate::records::Durability>,
@@ -680,7 +680,7 @@ fn contract_pins(rec: &crate::records::AttemptRecord) -> Value {
 
 /// `faults` of `POST /attempts`: 422 `unknown_operation` naming the keys this server does
 /// not have, else 422 `invalid_fault` listing every problem (`faults/<key>/<field>: …`).
-fn fault_problems(app: &App, faults: &crate::fault::ChaosFaults) -> Result<(), ApiError> {
+fn fault_problems(app: &App, faults: &crate::records::ChaosFaults) -> Result<(), ApiError> {
     let mut unknown = Vec::new();
     let mut problems = Vec::new();
     for (key, spec) in faults {
@@ -693,7 +693,7 @@ fn fault_problems(app: &App, faults: &crate::fault::ChaosFaults) -> Result<(), A
             .and_then(|(i, _)| app.integrations.get(i))
             .is_some_and(|i| matches!(i.wire, crate::profile::Wire::Mcp));
         problems.extend(
-            crate::fault::chaos_problems(key, spec, mcp)
+            crate::operation::fault::chaos_problems(key, spec, mcp)
                 .into_iter()
                 .map(Value::from),
         );
@@ -720,7 +720,7 @@ fn fault_problems(app: &App, faults: &crate::fault::ChaosFaults) -> Result<(), A
 pub(crate) fn lookup(
     app: &App,
     id: &str,
-) -> Result<std::sync::Arc<crate::attempt::Attempt>, ApiError> {
+) -> Result<std::sync::Arc<crate::app::attempt::Attempt>, ApiError> {
     app.attempts
         .get(&app.store, id)
         .map_err(store_err)?
@@ -766,7 +766,7 @@ async fn get_attempt(app: &App, id: &str, req: &Request) -> ApiResult {
 /// store has no such attempt.
 pub(crate) async fn verdict_evidence(
     app: &App,
-    a: &crate::attempt::Attempt,
+    a: &crate::app::attempt::Attempt,
     id: &str,
 ) -> Result<crate::records::AttemptEvidence, ApiError> {
     let found = {

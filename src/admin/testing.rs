@@ -37,12 +37,12 @@ use super::{
     ApiError, ApiResult, PREFIX,
 };
 use crate::app::{App, Integration};
-use crate::config::ProfileKind;
+use crate::author::generate::generate;
 use crate::contract::OperationFile;
+use crate::contract::ProfileKind;
 use crate::error::Problem;
 use crate::http::Request;
 use crate::operation::check::{check_integration, check_operation};
-use crate::operation::generate::generate;
 use crate::operation::load::parse_operation;
 use crate::operation::{check_loaded, LoadedOperation, Operation};
 use crate::records::RevisionRecord;

@@ -20,8 +20,8 @@ use hyper::http::StatusCode;
 use serde_json::{json, Value};
 
 use super::{lookup, store_err, ApiError, ApiResult, PREFIX};
+use crate::app::attempt::Lease;
 use crate::app::App;
-use crate::attempt::Lease;
 use crate::http::Request;
 use crate::records::{AgentEvent, AgentEventKind};
 
@@ -143,7 +143,7 @@ pub(crate) async fn post_event(app: &App, id: &str, req: &Request) -> ApiResult 
         }
         // And a shared store's row lock (SPEC 17): one sequence with the calls of every
         // process; held until after `write_agent_event`.
-        let _row = crate::attempt::lock_in_store(&app.store, &a.id, &mut g).await;
+        let _row = crate::app::attempt::lock_in_store(&app.store, &a.id, &mut g).await;
         ev.timestamp = crate::util::time::rfc3339(app.clock.now());
         app.store.write_agent_event(id, ev).map_err(store_err)?
     };

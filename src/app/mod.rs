@@ -4,6 +4,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`attempt`] | tokens, leases, pins, the per-attempt state lock; the lease and pin rules |
 //! | [`integration`] | [`Integration`], [`BuiltinOp`]: one integration ready to serve |
 //! | [`routes`] | the routing index of an integration's operation files |
 //! | [`generations`] | the swappable operation sets, which one an attempt sees, the file rule, applying a reload |
@@ -29,6 +30,7 @@
 //! together with its initial state: creating an attempt copies no pin and reads no revision,
 //! and its record stores the set's id (`revision_set`), the set itself stored once.
 
+pub mod attempt;
 pub mod contracts;
 pub mod endpoints;
 pub mod engines;
@@ -46,7 +48,6 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
-use crate::attempt::{self, Attempt, AttemptState, Attempts, Clock, SystemClock};
 use crate::config::{Config, Mode};
 use crate::error::Problem;
 use crate::http::Limits;
@@ -55,6 +56,7 @@ use crate::operation::Operation;
 use crate::profile::Wire;
 use crate::records::{Pin, Pins};
 use crate::store::{Store, StoreError};
+use attempt::{Attempt, AttemptState, Attempts, Clock, SystemClock};
 
 pub use engines::Engines;
 pub use forwarding::{ForwardOptions, Forwarding};

@@ -1,9 +1,9 @@
 //! The recorder of `record` and `record-missing` (SPEC 7): the exchanges captured while
 //! forwarding, kept in memory per integration in arrival order, and [`flush_drafts`], which
-//! turns them into draft operation files (`crate::record::drafts` + `write_drafts`).
+//! turns them into draft operation files (`crate::author::record::drafts` + `write_drafts`).
 //!
 //! # Decisions
-//! - Exchanges are scrubbed ([`crate::record::scrub_exchange`]) **before** they are kept, so
+//! - Exchanges are scrubbed ([`crate::author::record::scrub_exchange`]) **before** they are kept, so
 //!   not even the in-memory buffer holds a credential; `drafts()` scrubs again.
 //! - Drafts of integration `<name>` go to `<out>/<name>/` (one operations directory per
 //!   integration: each has its own profile and operation ids, and `"operations":
@@ -35,10 +35,10 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 
 use super::App;
+use crate::author::record::{self, Exchange, ToolOutcome};
 use crate::config::Mode;
 use crate::contract::hash::sha256_hex;
 use crate::operation::LoadedOperation;
-use crate::record::{self, Exchange, ToolOutcome};
 
 /// At most this many exchanges are kept per integration.
 pub const MAX_EXCHANGES: usize = 10_000;
@@ -217,7 +217,7 @@ impl Recorder {
 fn scrub_drafts(
     scrubber: &crate::util::scrub::Scrubber,
     set: &mut record::DraftSet,
-    profile: crate::config::ProfileKind,
+    profile: crate::contract::ProfileKind,
 ) {
     for d in &mut set.files {
         if let Some((_, v)) = &mut d.extra {
@@ -229,7 +229,7 @@ fn scrub_drafts(
         if scrubber.json(&mut v) {
             if let Ok(op) = serde_json::from_value(v) {
                 d.op = op;
-                crate::import::rehash(&mut d.op, profile);
+                crate::author::import::rehash(&mut d.op, profile);
             }
         }
     }

@@ -1,17 +1,18 @@
 //! `understudy discover --integration NAME`: ask a live MCP server for its tools, resources
 //! and prompts
-//! ([`crate::discover`]) and write operation files; this file reads the project file and
+//! ([`crate::author::discover`]) and write operation files; this file reads the project file and
 //! prints the report.
 
 use std::path::{Path, PathBuf};
 
 use super::Exit;
-use crate::cli::DiscoverArgs;
-use crate::config::{Config, ProfileKind, PROJECT_FILE};
-use crate::discover::{
+use crate::author::discover::{
     discover_tools, write_extras, write_operations, Discovered, EraChoice, Fate, Report,
     REQUEST_TIMEOUT,
 };
+use crate::cli::DiscoverArgs;
+use crate::config::{Config, PROJECT_FILE};
+use crate::contract::ProfileKind;
 use crate::upstream::Upstream;
 
 /// What to discover and where to write it.

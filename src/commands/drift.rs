@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::Exit;
 use crate::cli::{DriftArgs, OutputFormat};
-use crate::config::{Config, ProfileKind, PROJECT_FILE};
+use crate::config::{Config, PROJECT_FILE};
+use crate::contract::ProfileKind;
 use crate::drift::{self, Report};
 use crate::operation::load_integration;
 use crate::profile::Profile;

@@ -2,8 +2,8 @@
 //! the schema is beyond what can be generated (the reasons on stderr), 2 for usage errors.
 
 use super::{optional_config, resolve_profile, Exit};
+use crate::author::generate::generate as draft;
 use crate::cli::GenerateArgs;
-use crate::operation::generate::generate as draft;
 use crate::operation::load::load_file;
 
 /// `understudy generate`.

@@ -1,5 +1,5 @@
 //! `understudy import --from har|postman|wiremock|openapi FILE… --integration NAME --out DIR`
-//! ([`crate::import`]): read the sources, check every draft in-process, write, and print the
+//! ([`crate::author::import`]): read the sources, check every draft in-process, write, and print the
 //! report — per operation what was written, and per source item what could not be mapped
 //! (file + JSON path + why). Exit 0 when every draft passes `check` and nothing was left
 //! unmapped, 1 when the report lists something, 2 for usage errors.
@@ -7,9 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use super::Exit;
+use crate::author::import::{self, Imported, Report};
 use crate::cli::{ImportArgs, ImportFrom, OutputFormat};
-use crate::config::{Config, ProfileKind, Scrub, PROJECT_FILE};
-use crate::import::{self, Imported, Report};
+use crate::config::{Config, Scrub, PROJECT_FILE};
+use crate::contract::ProfileKind;
 
 /// `understudy import`.
 pub fn import(args: &ImportArgs) -> Exit {

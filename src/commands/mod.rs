@@ -35,7 +35,8 @@ use std::path::Path;
 use clap::Parser;
 
 use crate::cli::{CaCommand, Cli, Command};
-use crate::config::{Config, ProfileKind};
+use crate::config::Config;
+use crate::contract::ProfileKind;
 
 /// The process exit code of a subcommand (SPEC section 10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

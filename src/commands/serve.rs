@@ -66,10 +66,10 @@ pub fn serve(args: &ServeArgs) -> Exit {
         .clone()
         .or_else(|| std::env::var(STORE_ENV).ok().filter(|u| !u.is_empty()))
     {
-        if !crate::store::is_postgres_url(&url) {
+        if !crate::config::is_postgres_url(&url) {
             eprintln!(
                 "understudy serve: --store / {STORE_ENV}: expected a postgres:// or postgresql:// URL, got {:?}",
-                crate::store::redact_url(&url)
+                crate::config::redact_url(&url)
             );
             return Exit::Usage;
         }

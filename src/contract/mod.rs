@@ -1,19 +1,60 @@
-//! Operation files (SPEC 2.2): the file model ([`OperationFile`]), match templates
-//! ([`template`]), the contract hash ([`hash`]) and the JSON Schema compiler every layer uses
+//! Operation files (SPEC 2.2): the file model ([`OperationFile`]) and the [`ProfileKind`] it
+//! is written for, match templates ([`template`]), RFC 6570 URI templates ([`uri_template`]),
+//! the contract hash ([`hash`]) and the JSON Schema compiler every layer uses
 //! ([`compile_schema`]). Nothing here knows the mock engine: loading a directory, the checks
 //! and the compiled runtime form (`Operation`) are [`crate::operation`].
 
 pub mod hash;
 pub mod template;
+pub mod uri_template;
 
 pub use template::{CompiledMatch, Mismatch, RequestView};
 
-use crate::config::ProfileKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// The wire dialect of an integration (SPEC section 1), as the project file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileKind {
+    Rest,
+    Salesforce,
+    Mcp,
+}
+
+impl ProfileKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileKind::Rest => "rest",
+            ProfileKind::Salesforce => "salesforce",
+            ProfileKind::Mcp => "mcp",
+        }
+    }
+
+    /// `rest` and `salesforce`: operations have a `match` and results are HTTP envelopes.
+    pub fn is_http(self) -> bool {
+        !matches!(self, ProfileKind::Mcp)
+    }
+
+    pub fn parse(s: &str) -> Option<ProfileKind> {
+        match s {
+            "rest" => Some(ProfileKind::Rest),
+            "salesforce" => Some(ProfileKind::Salesforce),
+            "mcp" => Some(ProfileKind::Mcp),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ProfileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One operation file, `<operations dir>/<operation_id>.json`, as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! What a fault ([`crate::fault`]) puts on the wire, as HTTP: the bodies that still carry
+//! What a fault ([`crate::operation::fault`]) puts on the wire, as HTTP: the bodies that still carry
 //! the decided answer (cut short, or dribbled in), and the [`Abort`] a handler returns when
 //! no answer must leave at all — a response *extension* the server (`crate::server::http`)
 //! acts on instead of sending the response:
@@ -52,16 +52,16 @@ pub fn abort_of(r: &HttpResponse) -> Option<Abort> {
     r.extensions().get::<Abort>().copied()
 }
 
-/// A `malformed_body` fault's body: [`crate::fault::truncated_body`] of the decided one
+/// A `malformed_body` fault's body: [`crate::operation::fault::truncated_body`] of the decided one
 /// (sent with its own, matching, `Content-Length`).
 pub fn truncated(body: Bytes) -> HttpBody {
-    full(crate::fault::truncated_body(&body))
+    full(crate::operation::fault::truncated_body(&body))
 }
 
 /// A `slow_body` fault's body: the decided body whole (`Content-Length` is its length), in
-/// `chunks` pieces, the pauses before them summing to `ms` ([`crate::fault::slow_chunks`]).
+/// `chunks` pieces, the pauses before them summing to `ms` ([`crate::operation::fault::slow_chunks`]).
 pub fn slow(body: Bytes, chunks: u64, ms: u64) -> HttpBody {
-    let plan: VecDeque<_> = crate::fault::slow_chunks(&body, chunks, ms).into();
+    let plan: VecDeque<_> = crate::operation::fault::slow_chunks(&body, chunks, ms).into();
     SlowBody {
         remaining: body.len() as u64,
         body,

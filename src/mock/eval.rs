@@ -12,7 +12,7 @@
 //!   holds). `result`, `set_state` and `delay_ms` each fall back to the variant's own when the
 //!   rule omits them (an explicit `"set_state": {}` in a rule means "change nothing").
 //!   `fault` falls back the same way; the engine only selects it (it is data, carried in
-//!   [`Outcome::fault`]) and never acts on it: [`crate::fault`] plans what it does.
+//!   [`Outcome::fault`]) and never acts on it: [`crate::operation::fault`] plans what it does.
 //! - Conditions read the input or the pre-call state and never fail the call: `eq` is deep
 //!   equality with numbers by value, `ne` its negation (a missing path makes `ne` true), `in`
 //!   holds when the value equals an element of `value` (a missing path makes it false),
@@ -52,7 +52,7 @@ pub use crate::mock::path::json_equal;
 
 /// What one call decided. The caller commits `state_patch` (key by key at the top level),
 /// sleeps `delay_ms`, and answers `result` — unless `fault` says how the answer fails
-/// (see [`crate::fault`]: whether to commit, and what goes on the wire instead).
+/// (see [`crate::operation::fault`]: whether to commit, and what goes on the wire instead).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub result: Value,

@@ -65,7 +65,7 @@ pub struct Rule {
 
 /// A deliberate failure of one call's answer (issue 15), written in a variant or a rule:
 /// `{"kind": …, "after_effect": true|false, …kind-specific fields}`. Data only: what each
-/// kind means on the wire, which fields it takes and their limits are [`crate::fault`]'s
+/// kind means on the wire, which fields it takes and their limits are [`crate::operation::fault`]'s
 /// (`check` reports every problem with its path). A rule that omits `fault` falls back to
 /// its variant's, like `result`, `set_state` and `delay_ms` (SPEC 3.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

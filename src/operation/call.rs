@@ -18,8 +18,9 @@ use crate::error::{CallError, HarnessCode, HarnessError, InputError};
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;
 use crate::mock::path::pointer_push;
-use crate::operation::check::{envelope_problem, schema_errors};
+use crate::operation::check::schema_errors;
 use crate::operation::Operation;
+use crate::profile::envelope::envelope_problem;
 use serde_json::{json, Map, Value};
 use std::time::Instant;
 
@@ -290,8 +291,8 @@ pub fn execute_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ProfileKind;
     use crate::contract::OperationFile;
+    use crate::contract::ProfileKind;
     use crate::operation::LoadedOperation;
 
     fn base(mock: Value) -> OperationFile {

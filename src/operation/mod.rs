@@ -9,7 +9,7 @@
 //! - [`check`]: every SPEC 3.4 check of one file and the cross-file checks ([`check_loaded`]);
 //! - [`call`]: THE call core — validate the input, decide (engine), validate the output,
 //!   render — shared by the live proxy call, `understudy exec` and `POST /tools/execute`;
-//! - [`generate`]: schema-derived draft mocks.
+//! - [`fault`]: faults on purpose — their checks, seeded chaos, the plan a call follows (pure).
 //!
 //! This is the only layer that names both `contract` and `mock`; neither of those imports
 //! the other.
@@ -17,14 +17,16 @@
 pub mod cache;
 pub mod call;
 pub mod check;
-pub mod generate;
+pub mod fault;
 pub mod lazy;
 pub mod load;
 pub mod mcp_files;
 
 pub use load::LoadedOperation;
 
-use crate::config::{IntegrationConfig, ProfileKind};
+use crate::config::IntegrationConfig;
+
+use crate::contract::ProfileKind;
 use crate::contract::{compile_schema_shared, hash, CompiledMatch, OperationFile};
 use crate::error::{CallError, Problem};
 use crate::mock::eval::Engine;

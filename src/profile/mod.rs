@@ -27,12 +27,13 @@
 //! `"{error_code}"` or `"{fake_id}"` is replaced by that value (details and fields are arrays);
 //! nothing else is interpolated.
 
+pub mod envelope;
 pub mod mcp;
 pub mod rest;
 pub mod salesforce;
 mod wire;
 
-pub use wire::{ProfileKind, Wire};
+pub use wire::Wire;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -389,7 +390,7 @@ const RESERVED_HEADERS: &[&str] = &[
 
 /// Why an envelope header cannot go on the wire (an invalid name or value), or `None`.
 /// The envelope rule itself (status, data, headers of strings) is
-/// [`crate::operation::check::envelope_problem`], shared with `check`.
+/// [`envelope::envelope_problem`], shared with `check`.
 pub fn header_problem(name: &str, value: &str) -> Option<String> {
     if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
         return Some(format!(
@@ -410,9 +411,7 @@ pub fn header_problem(name: &str, value: &str) -> Option<String> {
 /// are dropped). A result that breaks the envelope rule is the harness error
 /// `output_schema_violation`.
 pub fn render_envelope(result: &Value) -> Result<NativeResponse, HarnessError> {
-    if let Some(p) =
-        crate::operation::check::envelope_problem(crate::config::ProfileKind::Rest, None, result)
-    {
+    if let Some(p) = envelope::envelope_problem(crate::contract::ProfileKind::Rest, None, result) {
         return Err(HarnessError::new(
             HarnessCode::OutputSchemaViolation,
             format!("the result {p}"),

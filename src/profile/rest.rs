@@ -7,7 +7,7 @@ pub const PROFILE_JSON: &str = include_str!("../../profiles/rest.json");
 
 /// A fake resource id for a simulated create: a random UUID v4.
 pub fn fake_id() -> String {
-    crate::attempt::new_uuid()
+    crate::util::ids::new_uuid()
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst
 /// A fake 18-character Salesforce id with a random body (see [`record_id`]), key prefix `a00`.
 pub fn fake_id() -> String {
     let mut body = [0u8; 12];
-    crate::attempt::fill_random(&mut body);
+    crate::util::ids::fill_random(&mut body);
     record_id("a00", &body)
 }
 

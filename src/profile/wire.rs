@@ -1,54 +1,13 @@
-//! The words for an integration's wire: [`ProfileKind`], the name a project file gives
-//! (`"profile": "rest" | "salesforce" | "mcp"`), and [`Wire`], the dialect a running
-//! integration serves with — the one type the proxy passes (an HTTP [`Profile`] or MCP).
+//! [`Wire`], the dialect a running integration serves with — the one type the proxy passes
+//! (an HTTP [`Profile`] or MCP), built from the [`ProfileKind`] a project file names.
 
-use std::fmt;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{NativeResponse, Profile};
+use crate::contract::ProfileKind;
 use crate::error::HarnessError;
-
-/// The wire dialect of an integration (SPEC section 1), as the project file names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum ProfileKind {
-    Rest,
-    Salesforce,
-    Mcp,
-}
-
-impl ProfileKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProfileKind::Rest => "rest",
-            ProfileKind::Salesforce => "salesforce",
-            ProfileKind::Mcp => "mcp",
-        }
-    }
-
-    /// `rest` and `salesforce`: operations have a `match` and results are HTTP envelopes.
-    pub fn is_http(self) -> bool {
-        !matches!(self, ProfileKind::Mcp)
-    }
-
-    pub fn parse(s: &str) -> Option<ProfileKind> {
-        match s {
-            "rest" => Some(ProfileKind::Rest),
-            "salesforce" => Some(ProfileKind::Salesforce),
-            "mcp" => Some(ProfileKind::Mcp),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ProfileKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The dialect a running integration serves with (built once per integration from its
 /// [`ProfileKind`]): an HTTP profile's native envelope, or MCP tool results (rendered by the

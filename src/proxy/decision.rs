@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::answer::StaticAnswer;
-use crate::attempt::IdempotentEntry;
+use crate::app::attempt::IdempotentEntry;
 use crate::error::{CallError, HarnessError, InputError};
 use crate::mock::model::Fault;
 use crate::profile::{self, NativeResponse, Profile, Wire};
@@ -64,7 +64,7 @@ pub struct Decision {
     /// The first response of an idempotent call, to remember once recorded.
     pub remember: Option<((String, String), IdempotentEntry)>,
     /// The definition's fault for this answer (the matched rule's, else the variant's), as
-    /// the engine selected it: an input to `crate::fault::decide`, not yet a decision.
+    /// the engine selected it: an input to `crate::operation::fault::decide`, not yet a decision.
     pub fault: Option<Fault>,
     /// The event's `fault` member: the call's answer fails on purpose
     /// (`super::pipeline::run_mocked` sets it with the fault plan).

@@ -17,7 +17,7 @@
 //!    or 422 —, then the pinned revision's engine against the integration's pre-call state,
 //!    [`validate_output`] and the wire's rendering, once per static result: `settled`), then
 //!    [`plan_fault`] (HTTP calls: the attempt's chaos or the definition's fault, which decides
-//!    whether the effect is committed; [`crate::fault`]), then [`commit`], then [`delay`]
+//!    whether the effect is committed; [`crate::operation::fault`]), then [`commit`], then [`delay`]
 //!    (`delay_ms`, after the lock is released); a faulted call's answer is then put on the
 //!    wire by [`faulted`] (the aborts are the server's: `crate::http::fault`);
 //! 5. [`commit`] — the one commit of every call, whatever stage or plan ended it (STYLE
@@ -45,18 +45,18 @@ use serde_json::{json, Map, Value};
 use super::answer::StaticAnswer;
 pub use super::decision::{Committed, Decision, Plan, StoreFailed};
 use super::route::{self, Matched, Target};
+use crate::app::attempt::{self, Attempt, AttemptState, IdempotentEntry, RecordRef};
 use crate::app::{App, Integration};
-use crate::attempt::{self, Attempt, AttemptState, IdempotentEntry, RecordRef};
 use crate::config::Mode;
 use crate::contract::template::RequestView;
 use crate::contract::ResultForm;
 use crate::error::{CallError, HarnessCode, HarnessError, InputError};
-use crate::fault::{self, FaultAnswer, FaultPlan};
 use crate::http::{to_http, to_http_with, HttpResponse, Request};
 use crate::mock::eval::{Rendered, StaticResult};
 use crate::mock::path::json_identical;
 use crate::mock::Engine;
 use crate::operation::call::{validate_input, validate_output};
+use crate::operation::fault::{self, FaultAnswer, FaultPlan};
 use crate::operation::{IdempotencySource, Operation};
 pub use crate::profile::Wire;
 use crate::profile::{NativeResponse, Profile};
@@ -94,7 +94,7 @@ impl CallInfo {
     /// [`CallInfo::new`] of a call without a buffered request (a refused `CONNECT`).
     pub fn received_at(received: Instant, integration: &str, arguments: Value) -> CallInfo {
         CallInfo {
-            execution_attempt_id: attempt::new_uuid(),
+            execution_attempt_id: crate::util::ids::new_uuid(),
             integration: integration.to_string(),
             operation_id: None,
             is_write: false,
@@ -794,7 +794,7 @@ pub async fn run_mocked_with_faults<T>(
     Ok((committed.response, plan, seen))
 }
 
-/// Stage 4b — the call's fault ([`crate::fault::decide`]), under the state lock, after
+/// Stage 4b — the call's fault ([`crate::operation::fault::decide`]), under the state lock, after
 /// evaluation and the output check, before the commit. Only a call that evaluated to an
 /// answer (`ok`) can fault: input and harness errors and idempotent replays (`replayed`:
 /// never faulted, no chaos index consumed) are answered as they are. The attempt's chaos
@@ -1257,7 +1257,7 @@ mod tests {
             "rest",
         )
         .unwrap();
-        let op = Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap();
+        let op = Operation::compile("crm", crate::contract::ProfileKind::Rest, loaded).unwrap();
         Prepared {
             engine: op.engine().unwrap().unwrap(),
             op: Arc::new(op),

@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use crate::app::attempt::Attempt;
 pub use crate::app::routes::RouteIndex;
 use crate::app::{App, BuiltinOp, Integration};
-use crate::attempt::Attempt;
 use crate::contract::template::{CompiledMatch, Mismatch, RequestView};
 use crate::http::Request;
 use crate::operation::Operation;
@@ -82,7 +82,7 @@ pub fn attempt(app: &App, req: &Request) -> Result<(Arc<Attempt>, usize), Refusa
     // Proxy credentials (`HTTPS_PROXY=http://<token>@HOST:PORT`) count as the header.
     let proxy_token = req.via_proxy.as_ref().and_then(|v| v.token.clone());
     let header_token = match (header_token, proxy_token) {
-        (Some(h), Some(p)) if !crate::attempt::ct_eq(h.as_bytes(), p.as_bytes()) => {
+        (Some(h), Some(p)) if !crate::app::attempt::ct_eq(h.as_bytes(), p.as_bytes()) => {
             return Err(Refusal::UnknownToken(
                 "the proxy credentials and the Understudy-Attempt header name different attempts"
                     .into(),
@@ -91,7 +91,7 @@ pub fn attempt(app: &App, req: &Request) -> Result<(Arc<Attempt>, usize), Refusa
         (h, p) => h.or(p),
     };
     let (token, consumed) = match (&path_token, &header_token) {
-        (Some(p), Some(h)) if !crate::attempt::ct_eq(p.as_bytes(), h.as_bytes()) => {
+        (Some(p), Some(h)) if !crate::app::attempt::ct_eq(p.as_bytes(), h.as_bytes()) => {
             return Err(Refusal::UnknownToken(
                 "the path token and the Understudy-Attempt header name different attempts".into(),
             ))
@@ -305,7 +305,7 @@ mod tests {
             "rest",
         )
         .unwrap();
-        Arc::new(Operation::compile("crm", crate::config::ProfileKind::Rest, loaded).unwrap())
+        Arc::new(Operation::compile("crm", crate::contract::ProfileKind::Rest, loaded).unwrap())
     }
 
     /// The index names every operation `may_match` accepts, in file order, and leaves out

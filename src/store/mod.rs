@@ -33,9 +33,9 @@
 //! lanes and the frames are how the embedded backend keeps them.
 //!
 //! **Shared stores** (PostgreSQL, [`Store::is_shared`]) add the call lock: several processes
-//! serve one attempt, so the in-memory state and idempotency table of `crate::attempt` are
+//! serve one attempt, so the in-memory state and idempotency table of `crate::app::attempt` are
 //! only a cache. A call takes the attempt's row lock with [`Store::lock_call`] (through
-//! `crate::attempt::lock_in_store`, right after the in-memory lock), which also returns the
+//! `crate::app::attempt::lock_in_store`, right after the in-memory lock), which also returns the
 //! pre-call state read under it when another process wrote since; its `write_call` then
 //! runs in that transaction and `wait_durable` awaits the commit. An agent-side event
 //! (`write_agent_event`) takes the same row lock (the one `lock_call` took, else its own)
@@ -195,10 +195,7 @@ use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
 use embedded::Embedded;
 use keys::{check_attempt_id, check_key};
 use postgres::Postgres;
-pub use postgres::{
-    is_postgres_url, redact_url, Changes, Fresh, LOCK_TIMEOUT_MS, SCHEMA_VERSION,
-    STATEMENT_TIMEOUT_MS,
-};
+pub use postgres::{Changes, Fresh, LOCK_TIMEOUT_MS, SCHEMA_VERSION, STATEMENT_TIMEOUT_MS};
 
 /// A store failure. Messages name the data dir where it helps.
 #[derive(Debug, thiserror::Error)]
@@ -450,10 +447,10 @@ impl Store {
     pub fn open_configured(url: Option<&str>, data_dir: &Path) -> Result<Store, StoreError> {
         match url {
             None => Store::open(data_dir),
-            Some(u) if is_postgres_url(u) => Store::open_postgres(u, data_dir),
+            Some(u) if crate::config::is_postgres_url(u) => Store::open_postgres(u, data_dir),
             Some(u) => Err(StoreError::Invalid(format!(
                 "store {:?}: expected a postgres:// or postgresql:// URL (or no `store` for the embedded store in data_dir)",
-                redact_url(u)
+                crate::config::redact_url(u)
             ))),
         }
     }
@@ -508,7 +505,7 @@ impl Store {
     /// down, lock timeout) — the error is also kept, so the attempt's `write_call` returns
     /// it and the call ends as `store_error`. Keep the [`CallLock`] until after
     /// `write_call`: dropping it gives back a lock no `write_call` consumed (its transaction
-    /// is rolled back). `crate::attempt::lock_in_store` applies `fresh` for the caller.
+    /// is rolled back). `crate::app::attempt::lock_in_store` applies `fresh` for the caller.
     pub async fn lock_call(
         &self,
         attempt_id: &str,
@@ -795,7 +792,11 @@ impl Store {
         // The one place a call's evidence is made durable: nothing secret passes
         // (`crate::util::scrub`), in every mode.
         self.scrub_event(&mut rec.event);
-        if let Some(s) = rec.result_json.as_ref().and_then(|r| r.scrubbed(&self.scrubber)) {
+        if let Some(s) = rec
+            .result_json
+            .as_ref()
+            .and_then(|r| r.scrubbed(&self.scrubber))
+        {
             rec.result_json = Some(s);
         }
         if let Some((_, m)) = &mut rec.state {

@@ -83,7 +83,7 @@ pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
         let mut changed = false;
         for sec in secrets {
             if out.contains(sec.as_str()) {
-                out = out.replace(sec.as_str(), crate::record::SCRUBBED);
+                out = out.replace(sec.as_str(), super::scrub::SCRUBBED);
                 changed = true;
             }
         }
@@ -104,6 +104,18 @@ pub fn cut_secrets(v: &mut Value, secrets: &[String]) {
             }
         }
         _ => {}
+    }
+}
+
+/// What kind of JSON value `v` is, for messages ("a string"; never the value itself).
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

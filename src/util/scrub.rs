@@ -58,6 +58,10 @@ pub const SECRET_NAMES: &[&str] = &[
     "privatetoken",
 ];
 
+/// What the name-based scrub of captured exchanges (`crate::author::record::scrub`) writes in
+/// place of a secret in drafts; the drafts then pass through [`Scrubber`] too.
+pub const SCRUBBED: &str = "[scrubbed]";
+
 /// The prefix of a mark.
 pub const MARK_PREFIX: &str = "[redacted:";
 
@@ -699,9 +703,9 @@ fn salesforce_sessions(b: &[u8], found: &mut Vec<(usize, usize, String)>) {
                 && b[i + 3..i + n].iter().all(u8::is_ascii_alphanumeric)
                 && b[i + n] == b'!'
         });
-        if let Some(n) = bang.filter(|_| {
-            &b[i..i + 3] == b"00D" && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
-        }) {
+        if let Some(n) =
+            bang.filter(|_| &b[i..i + 3] == b"00D" && (i == 0 || !b[i - 1].is_ascii_alphanumeric()))
+        {
             let mut e = i + n + 1;
             while e < b.len() && (b[e].is_ascii_alphanumeric() || b[e] == b'.' || b[e] == b'_') {
                 e += 1;

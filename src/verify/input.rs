@@ -67,7 +67,7 @@ pub struct Call {
     pub trace_id: Option<String>,
     pub idempotency_key_ref: Option<String>,
     /// A fault injected after the effect: the call took effect whatever its status says,
-    /// and its answer was lost. From an event: [`crate::fault::fault_after_effect`] (true
+    /// and its answer was lost. From an event: [`crate::operation::fault::fault_after_effect`] (true
     /// only for an `ok` event whose `fault` member says `after_effect`).
     #[serde(default)]
     pub fault_after_effect: bool,

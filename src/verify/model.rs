@@ -330,10 +330,13 @@ fn yaml_alias(text: &str) -> Option<(usize, &'static str)> {
             }
             match c {
                 b'#' if prev == b' ' || i == 0 => break,
-                b'"' | b'\'' if matches!(prev, b' ' | b':' | b'[' | b'{' | b',' | b'-') => quote = c,
+                b'"' | b'\'' if matches!(prev, b' ' | b':' | b'[' | b'{' | b',' | b'-') => {
+                    quote = c
+                }
                 b'&' | b'*'
                     if matches!(prev, b' ' | b'[' | b'{' | b',' | b'-' | b':')
-                        && b.get(i + 1).is_some_and(|x| x.is_ascii_alphanumeric() || *x == b'_') =>
+                        && b.get(i + 1)
+                            .is_some_and(|x| x.is_ascii_alphanumeric() || *x == b'_') =>
                 {
                     // Only at the start of a node: what precedes the spaces is an indicator.
                     let before = line[..i].trim_end();

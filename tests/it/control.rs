@@ -336,7 +336,7 @@ async fn loopback_is_trusted_only_without_proxy_headers() {
     p.write_config(json!({
         "integrations": {"crm": {"profile": "rest", "operations": "mocks/crm", "upstream": up.url}},
         "trust_loopback": false,
-        "admin_tokens": [{"name": "ci", "sha256": understudy::attempt::token_hash(token), "scopes": ["read"]}]
+        "admin_tokens": [{"name": "ci", "sha256": understudy::app::attempt::token_hash(token), "scopes": ["read"]}]
     }));
     let s = Server::start(&p).await;
     let r = s.call("GET", health, None, &[]).await;
@@ -391,7 +391,7 @@ async fn every_route_of_the_router_with_each_scope() {
     ];
     let admin_tokens: Vec<Value> = tokens
         .iter()
-        .map(|(n, t, s)| json!({"name": n, "sha256": understudy::attempt::token_hash(t), "scopes": s}))
+        .map(|(n, t, s)| json!({"name": n, "sha256": understudy::app::attempt::token_hash(t), "scopes": s}))
         .collect();
     let p = project(&up.url, json!({"admin_tokens": admin_tokens}));
     let s = Server::start(&p).await;
@@ -505,8 +505,8 @@ async fn scoped_tokens_drive_evidence_and_report_from_the_command_line() {
     let p = project(
         &up.url,
         json!({"admin_tokens": [
-            {"name": "ci", "sha256": understudy::attempt::token_hash(token), "scopes": ["read", "run"]},
-            {"name": "ro", "sha256": understudy::attempt::token_hash(reader), "scopes": ["read"]}
+            {"name": "ci", "sha256": understudy::app::attempt::token_hash(token), "scopes": ["read", "run"]},
+            {"name": "ro", "sha256": understudy::app::attempt::token_hash(reader), "scopes": ["read"]}
         ]}),
     );
     let s = Server::start(&p).await;
@@ -603,9 +603,9 @@ fn a_wiremock_body_file_outside_the_input_is_refused_naming_file_and_path() {
             .to_string(),
         )
         .unwrap();
-        let e = understudy::import::wiremock::import(
+        let e = understudy::author::import::wiremock::import(
             &dir.path().join("wm"),
-            understudy::config::ProfileKind::Rest,
+            understudy::contract::ProfileKind::Rest,
         )
         .err()
         .unwrap_or_else(|| panic!("{name} was read"));
@@ -620,9 +620,9 @@ fn a_wiremock_body_file_outside_the_input_is_refused_naming_file_and_path() {
         json!({"request": {"method": "GET", "url": "/x"}, "response": {"status": 200, "bodyFileName": "b.json"}}).to_string(),
     )
     .unwrap();
-    let ok = understudy::import::wiremock::import(
+    let ok = understudy::author::import::wiremock::import(
         &dir.path().join("wm"),
-        understudy::config::ProfileKind::Rest,
+        understudy::contract::ProfileKind::Rest,
     );
     assert!(ok.is_ok(), "{:?}", ok.err());
 }
@@ -641,9 +641,11 @@ fn an_imported_authorization_matcher_becomes_a_presence_match() {
         .to_string(),
     )
     .unwrap();
-    let imported =
-        understudy::import::wiremock::import(dir.path(), understudy::config::ProfileKind::Rest)
-            .unwrap();
+    let imported = understudy::author::import::wiremock::import(
+        dir.path(),
+        understudy::contract::ProfileKind::Rest,
+    )
+    .unwrap();
     let text = format!("{:?}", imported.drafts);
     assert!(!text.contains("sk-imported-secret-987654"), "{text}");
     let d = &imported.drafts[0];
@@ -681,7 +683,10 @@ async fn page_server(html: String) -> String {
             let html = html.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
-                while support::read_raw_request(&mut tcp, &mut buf).await.is_some() {
+                while support::read_raw_request(&mut tcp, &mut buf)
+                    .await
+                    .is_some()
+                {
                     let r = format!(
                         "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\r\n{html}",
                         html.len()
@@ -753,7 +758,11 @@ out("form-submitted");
     .await
     .unwrap();
     let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(dom.contains("form-submitted"), "the page ran: {dom}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        dom.contains("form-submitted"),
+        "the page ran: {dom}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Give the browser's requests time to land (they were sent before the DOM was dumped).
     let mut m = String::new();
     for _ in 0..50 {
@@ -765,9 +774,20 @@ out("form-submitted");
     }
     // Each attempt reached understudy and was refused: the no-cors POST and the form POST by
     // their foreign Origin, the rebound name by its Host.
-    assert!(m.contains("understudy_admin_refusals_total{code=\"forbidden_host\"} 1"), "{m}\n{dom}");
-    assert!(m.contains("understudy_admin_refusals_total{code=\"forbidden_origin\"} 2"), "{m}\n{dom}");
-    assert_eq!(up.count.load(Ordering::SeqCst), 0, "the upstream received {:?}", up.seen);
+    assert!(
+        m.contains("understudy_admin_refusals_total{code=\"forbidden_host\"} 1"),
+        "{m}\n{dom}"
+    );
+    assert!(
+        m.contains("understudy_admin_refusals_total{code=\"forbidden_origin\"} 2"),
+        "{m}\n{dom}"
+    );
+    assert_eq!(
+        up.count.load(Ordering::SeqCst),
+        0,
+        "the upstream received {:?}",
+        up.seen
+    );
     s.stop().await.unwrap();
 }
 
@@ -778,7 +798,8 @@ fn contract_files_are_bounded_and_refuse_yaml_aliases() {
     let alias = "version: 1\nid: &x c\nrisk: blocking\ntool: *x\n";
     let e = understudy::verify::parse("c.yaml", alias).unwrap_err();
     assert!(format!("{e:?}").contains("anchors"), "{e:?}");
-    let quoted = "version: 1\nid: c\nrisk: blocking\ntool: crm/book\ndescription: \"a *b and &c\"\n";
+    let quoted =
+        "version: 1\nid: c\nrisk: blocking\ntool: crm/book\ndescription: \"a *b and &c\"\n";
     let r = understudy::verify::parse("c.yaml", quoted);
     assert!(!format!("{r:?}").contains("aliases"), "{r:?}");
     let big = format!("{ok}# {}\n", "x".repeat(1 << 20));
@@ -794,14 +815,29 @@ async fn a_body_nested_too_deep_is_the_input_error_too_deep() {
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     let body = format!("{{\"a\": {deep}}}");
     let r = s
-        .call_raw("POST", "/crm/book", &body, &[("content-type", "application/json")])
+        .call_raw(
+            "POST",
+            "/crm/book",
+            &body,
+            &[("content-type", "application/json")],
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
     let ev = s.evidence(&s.default_attempt()).await;
-    let last = ev["tool_events"].as_array().unwrap().last().cloned().unwrap();
+    let last = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap();
     assert_eq!(last["error"]["code"], "too_deep", "{last}");
     // The admin API too.
     let r = post(&s, &body, &[("content-type", "application/json")]).await;
-    assert_eq!((r.status, code(&r).as_str()), (400, "too_deep"), "{}", r.text);
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (400, "too_deep"),
+        "{}",
+        r.text
+    );
     s.stop().await.unwrap();
 }

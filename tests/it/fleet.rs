@@ -23,10 +23,10 @@ struct Proc {
 
 impl Proc {
     fn start(p: &Project, store: &str) -> Proc {
-        let log = std::fs::File::create(
-            p.path()
-                .join(format!("serve-{}.log", understudy::attempt::random_hex(4))),
-        )
+        let log = std::fs::File::create(p.path().join(format!(
+            "serve-{}.log",
+            understudy::util::ids::random_hex(4)
+        )))
         .unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
             .args(["serve", "--config"])

@@ -213,7 +213,11 @@ async fn invalid_utf8_in_path_query_header_and_body_is_a_clear_4xx() {
     let out = raw(
         s.addr,
         [
-            format!("GET /_understudy/api/health HTTP/1.1\r\nHost: {}\r\nX-Odd: ", s.addr).as_bytes(),
+            format!(
+                "GET /_understudy/api/health HTTP/1.1\r\nHost: {}\r\nX-Odd: ",
+                s.addr
+            )
+            .as_bytes(),
             b"\xff\xfe\r\nConnection: close\r\n\r\n",
         ]
         .concat(),

@@ -20,7 +20,7 @@ use rmcp::transport::{
 };
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
-use understudy::attempt::{Clock, ManualClock, SystemClock};
+use understudy::app::attempt::{Clock, ManualClock, SystemClock};
 use understudy::profile::mcp::sse::parse_events;
 
 use crate::support::{self, Project, Resp, Server};
@@ -1405,7 +1405,7 @@ async fn discover_writes_operations_and_marks_changed_mocks_stale() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_speaks_the_session_era_and_pages() {
-    use understudy::discover::{discover_tools, EraChoice};
+    use understudy::author::discover::{discover_tools, EraChoice};
     let tools = Arc::new(Mutex::new(upstream_tools()));
     let addr = start_upstream(tools).await;
     let upstream = understudy::upstream::Upstream::new(None, Duration::from_secs(10)).unwrap();

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::json;
-use understudy::attempt::{Clock, ManualClock, SystemClock};
+use understudy::app::attempt::{Clock, ManualClock, SystemClock};
 use understudy::records::{ResultStatus, ToolEvent};
 use understudy::store::{CallRecord, Store};
 

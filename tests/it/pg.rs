@@ -201,7 +201,7 @@ impl PgServer {
 
     /// A new, empty database; its URL.
     pub fn fresh_db(&self) -> String {
-        let name = format!("t_{}", understudy::attempt::random_hex(8));
+        let name = format!("t_{}", understudy::util::ids::random_hex(8));
         let psql = self.bin.join("psql");
         let mut c = match &self.run_as {
             Some(u) => {

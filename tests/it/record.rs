@@ -25,16 +25,17 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use understudy::config::{ProfileKind, Scrub};
+use understudy::author::record::{
+    self, drafts, exchange_input, write_drafts, Call, DraftSet, Exchange, HttpCall, ToolCall,
+    ToolOutcome,
+};
+use understudy::config::Scrub;
 use understudy::contract::template::parse_query;
+use understudy::contract::ProfileKind;
 use understudy::error::HarnessCode;
 use understudy::operation::call::execute;
 use understudy::operation::check::check_operation;
 use understudy::operation::{LoadedOperation, Operation};
-use understudy::record::{
-    self, drafts, exchange_input, write_drafts, Call, DraftSet, Exchange, HttpCall, ToolCall,
-    ToolOutcome,
-};
 use understudy::upstream::{self, prepare_forward, Upstream, UpstreamErrorKind};
 
 // ---- exchanges -------------------------------------------------------------------------
@@ -146,7 +147,7 @@ fn recorded(ex: &Exchange) -> (u16, Option<Value>) {
     }
 }
 
-fn file(set: &DraftSet, id: &str) -> understudy::record::DraftFile {
+fn file(set: &DraftSet, id: &str) -> understudy::author::record::DraftFile {
     set.files
         .iter()
         .find(|f| f.operation_id == id)

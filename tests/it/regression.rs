@@ -261,7 +261,7 @@ async fn recording_mcp_server(seen: Arc<Mutex<Vec<(String, String)>>>) -> std::n
 // One client now (`profile::mcp::client`), used by both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_and_execute_upstream_negotiate_the_same_mcp_version() {
-    use understudy::discover::{discover_tools, EraChoice};
+    use understudy::author::discover::{discover_tools, EraChoice};
     let seen = Arc::new(Mutex::new(Vec::new()));
     let addr = recording_mcp_server(seen.clone()).await;
     let url = format!("http://{addr}/mcp");

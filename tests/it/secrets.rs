@@ -56,12 +56,22 @@ fn project(upstream: &str, mode: &str) -> Project {
     let ok = |r: Value| Some(support::mock(r, json!({})));
     // In replay the mock answers the login; in dry-run and record the upstream does (a read
     // without a mock is forwarded).
-    let login_mock = (mode == "replay").then(|| support::mock(json!({"status": 200, "data": {"sid": "mock-sid"}}), json!({})));
+    let login_mock = (mode == "replay").then(|| {
+        support::mock(
+            json!({"status": 200, "data": {"sid": "mock-sid"}}),
+            json!({}),
+        )
+    });
     p.op("crm", rest_op("login", "GET", "/session", login_mock));
     let mut use_session = rest_op("use_session", "POST", "/use", ok(json!({"status": 201})));
     use_session["write"] = json!(true);
     p.op("crm", use_session);
-    let mut create = rest_op("create", "POST", "/records", ok(json!({"status": 201, "data": {"id": "r1"}})));
+    let mut create = rest_op(
+        "create",
+        "POST",
+        "/records",
+        ok(json!({"status": 201, "data": {"id": "r1"}})),
+    );
     create["write"] = json!(true);
     p.op("crm", create);
     p.op(
@@ -90,7 +100,9 @@ fn hits(dir: &Path) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -121,7 +133,9 @@ async fn send(
     body: &str,
     headers: &[(&str, &str)],
 ) -> support::Resp {
-    let mut rb = c.request(method.parse().unwrap(), url).body(body.to_string());
+    let mut rb = c
+        .request(method.parse().unwrap(), url)
+        .body(body.to_string());
     for (k, v) in headers {
         rb = rb.header(*k, *v);
     }
@@ -163,7 +177,10 @@ async fn run_mode(mode: &str) -> Vec<String> {
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
     let ready = lines.next().and_then(Result::ok).unwrap_or_else(|| {
         let _ = child.kill();
-        panic!("{mode}: no readiness line: {}", std::fs::read_to_string(&log_file).unwrap_or_default())
+        panic!(
+            "{mode}: no readiness line: {}",
+            std::fs::read_to_string(&log_file).unwrap_or_default()
+        )
     });
     let base = ready
         .strip_prefix("understudy listening on ")
@@ -172,10 +189,20 @@ async fn run_mode(mode: &str) -> Vec<String> {
     std::thread::spawn(move || for _ in lines {});
     let c = support::client();
     let json_ct = ("content-type", "application/json");
-    let a = send(&c, "POST", &format!("{base}/_understudy/api/attempts"), "{}", &[json_ct]).await;
+    let a = send(
+        &c,
+        "POST",
+        &format!("{base}/_understudy/api/attempts"),
+        "{}",
+        &[json_ct],
+    )
+    .await;
     assert_eq!(a.status, 201, "{mode}: {}", a.text);
     let a = a.json();
-    let (id, token) = (a["attempt_id"].as_str().unwrap().to_string(), a["token"].as_str().unwrap().to_string());
+    let (id, token) = (
+        a["attempt_id"].as_str().unwrap().to_string(),
+        a["token"].as_str().unwrap().to_string(),
+    );
     let crm = format!("{base}/~{token}/crm");
     // A form body (an OAuth password grant nobody mocked).
     send(
@@ -187,7 +214,14 @@ async fn run_mode(mode: &str) -> Vec<String> {
     )
     .await;
     // A query parameter.
-    send(&c, "GET", &format!("{crm}/things?access_token={QUERY_TOK}&n=1"), "", &[]).await;
+    send(
+        &c,
+        "GET",
+        &format!("{crm}/things?access_token={QUERY_TOK}&n=1"),
+        "",
+        &[],
+    )
+    .await;
     // JSON at depth, a JWT and a Salesforce session id under innocent names, secret headers.
     let bearer = format!("Bearer {HEADER_BEARER}");
     let r = send(
@@ -241,9 +275,20 @@ async fn run_mode(mode: &str) -> Vec<String> {
     assert_eq!(r.status, 200, "{mode}: {}", r.text);
     let traced = if mode == "replay" { "mock-sid" } else { UP_SID };
     if mode != "replay" {
-        assert!(r.text.contains(UP_SID), "{mode}: the agent gets the real answer: {}", r.text);
+        assert!(
+            r.text.contains(UP_SID),
+            "{mode}: the agent gets the real answer: {}",
+            r.text
+        );
     }
-    send(&c, "POST", &format!("{crm}/use"), &json!({"session": traced}).to_string(), &[json_ct]).await;
+    send(
+        &c,
+        "POST",
+        &format!("{crm}/use"),
+        &json!({"session": traced}).to_string(),
+        &[json_ct],
+    )
+    .await;
     // An agent-side event.
     let r = send(
         &c,
@@ -267,11 +312,24 @@ async fn run_mode(mode: &str) -> Vec<String> {
     )
     .await;
     assert_eq!(v.status, 200, "{mode}: {}", v.text);
-    assert_eq!(v.json()["passed"], true, "{mode}: provenance over a secret: {}", v.text);
+    assert_eq!(
+        v.json()["passed"],
+        true,
+        "{mode}: provenance over a secret: {}",
+        v.text
+    );
     assert!(v.text.contains("arguments.sources[session]"), "{}", v.text);
     leaks.extend(text_hits("verify answer", &v.text));
     // …and fails for a session the login never returned (the check can fail).
-    let a2 = send(&c, "POST", &format!("{base}/_understudy/api/attempts"), "{}", &[json_ct]).await.json();
+    let a2 = send(
+        &c,
+        "POST",
+        &format!("{base}/_understudy/api/attempts"),
+        "{}",
+        &[json_ct],
+    )
+    .await
+    .json();
     let crm2 = format!("{base}/~{}/crm", a2["token"].as_str().unwrap());
     send(&c, "GET", &format!("{crm2}/session"), "", &[]).await;
     send(
@@ -285,7 +343,10 @@ async fn run_mode(mode: &str) -> Vec<String> {
     let v2 = send(
         &c,
         "POST",
-        &format!("{base}/_understudy/api/attempts/{}/verify", a2["attempt_id"].as_str().unwrap()),
+        &format!(
+            "{base}/_understudy/api/attempts/{}/verify",
+            a2["attempt_id"].as_str().unwrap()
+        ),
         &json!({"contracts": ["session_provenance"]}).to_string(),
         &[json_ct],
     )
@@ -304,12 +365,22 @@ async fn run_mode(mode: &str) -> Vec<String> {
         leaks.extend(text_hits(&format!("GET {path}"), &r.text));
     }
     if mode == "record" {
-        let r = send(&c, "POST", &format!("{base}/_understudy/api/drafts/flush"), "", &[]).await;
+        let r = send(
+            &c,
+            "POST",
+            &format!("{base}/_understudy/api/drafts/flush"),
+            "",
+            &[],
+        )
+        .await;
         assert_eq!(r.status, 200, "{mode}: {}", r.text);
     }
     drop(c);
     // A graceful stop (the store flushed, the drafts written).
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     child.wait().unwrap();
     // The reports, made from the data dir.
     let reports = p.path().join("reports");
@@ -321,9 +392,18 @@ async fn run_mode(mode: &str) -> Vec<String> {
         .env("RUST_LOG", "trace")
         .output()
         .unwrap();
-    assert!(reports.read_dir().map(|d| d.count()).unwrap_or(0) >= 3, "{mode}: report: {out:?}");
-    leaks.extend(text_hits("report stdout", &String::from_utf8_lossy(&out.stdout)));
-    leaks.extend(text_hits("report stderr", &String::from_utf8_lossy(&out.stderr)));
+    assert!(
+        reports.read_dir().map(|d| d.count()).unwrap_or(0) >= 3,
+        "{mode}: report: {out:?}"
+    );
+    leaks.extend(text_hits(
+        "report stdout",
+        &String::from_utf8_lossy(&out.stdout),
+    ));
+    leaks.extend(text_hits(
+        "report stderr",
+        &String::from_utf8_lossy(&out.stderr),
+    ));
     for (f, s) in hits(&p.data_dir())
         .into_iter()
         .chain(hits(&reports))
@@ -336,13 +416,18 @@ async fn run_mode(mode: &str) -> Vec<String> {
         assert!(hits_any_file(&drafts), "{mode}: no drafts were written");
     }
     let log = String::from_utf8_lossy(&std::fs::read(&log_file).unwrap()).into_owned();
-    assert!(log.contains("TRACE") || log.contains("DEBUG"), "{mode}: the log is at trace level");
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "{mode}: the log is at trace level"
+    );
     leaks.extend(text_hits("log", &log));
     leaks.into_iter().map(|l| format!("{mode}: {l}")).collect()
 }
 
 fn hits_any_file(dir: &Path) -> bool {
-    std::fs::read_dir(dir).map(|d| d.count() > 0).unwrap_or(false)
+    std::fs::read_dir(dir)
+        .map(|d| d.count() > 0)
+        .unwrap_or(false)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

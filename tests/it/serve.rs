@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use understudy::app::attempt::{Clock, ManualClock, SystemClock};
 use understudy::app::{App, StartError};
-use understudy::attempt::{Clock, ManualClock, SystemClock};
 
 use crate::support::{self, mock, rest_op, standard_project, Project, Server};
 
@@ -1429,8 +1429,10 @@ async fn slow_headers_and_idle_connections_are_closed() {
         assert_eq!(n, 0, "closed without an answer");
         // A keep-alive connection is closed once idle.
         let mut idle = std::net::TcpStream::connect(addr).unwrap();
-        idle.write_all(format!("GET /_understudy/api/health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .unwrap();
+        idle.write_all(
+            format!("GET /_understudy/api/health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
         let mut buf = Vec::new();
         let _ = idle.read_to_end(&mut buf);
         let text = String::from_utf8_lossy(&buf);

@@ -2,9 +2,9 @@
 //! ties, duplicate operation ids.
 
 use super::Problem;
-use crate::config::ProfileKind;
 use crate::contract::CompiledMatch;
 use crate::contract::OperationFile;
+use crate::contract::ProfileKind;
 use crate::mock::eval::json_equal;
 use crate::mock::path::pointer_push;
 use crate::operation::LoadedOperation;

@@ -3,16 +3,17 @@
 //! schema and native envelope of every static result, fixture literals, the stale contract
 //! hash.
 
-use super::output::{
-    envelope_problem, schema_errors, status_problem, type_name, CALL_TOOL_RESULT_EXPECTED,
-    ENVELOPE_EXPECTED,
-};
-use crate::config::ProfileKind;
+use super::output::schema_errors;
+use crate::contract::ProfileKind;
 use crate::contract::ResultForm;
 use crate::error::CallError;
 use crate::mock::eval::{compile_problems, json_equal, Engine};
 use crate::mock::model::{limits, Definition};
 use crate::mock::path::pointer_push;
+use crate::profile::envelope::{
+    envelope_problem, status_problem, CALL_TOOL_RESULT_EXPECTED, ENVELOPE_EXPECTED,
+};
+use crate::util::json::type_name;
 use serde_json::Value;
 
 pub(super) struct MockCtx<'a> {
@@ -331,14 +332,14 @@ fn is_expression(v: &Value) -> bool {
     }
 }
 
-/// A variant's or rule's `fault` ([`crate::fault::fault_problems`]) at `at`.
+/// A variant's or rule's `fault` ([`crate::operation::fault::fault_problems`]) at `at`.
 fn push_fault_problems(
     f: &crate::mock::model::Fault,
     at: &str,
     ctx: &MockCtx<'_>,
     push: &mut impl FnMut(&str, String),
 ) {
-    for (sub, msg) in crate::fault::fault_problems(f, !ctx.kind.is_http()) {
+    for (sub, msg) in crate::operation::fault::fault_problems(f, !ctx.kind.is_http()) {
         let path = if sub.is_empty() {
             at.to_string()
         } else {

@@ -6,8 +6,8 @@
 //!   literals, stale contract hash).
 //! - [`check_integration`] (`integration.rs`): the cross-file checks of one integration
 //!   (`initial_state` conflicts, match ties, duplicate operation ids).
-//! - [`schema_errors`] and [`envelope_problem`] (`output.rs`): the two output rules, shared
-//!   with the call core ([`super::call`]).
+//! - [`schema_errors`] (`output.rs`): the output schema rule, shared with the call core
+//!   ([`super::call`]); the envelope rule is [`crate::profile::envelope`].
 //!
 //! Every [`Problem`] prints as `file: json/path: what is wrong, what was expected`.
 
@@ -16,9 +16,9 @@ mod mock;
 mod output;
 
 pub use integration::{check_cross, check_integration, CrossItem};
-pub use output::{envelope_problem, schema_errors, type_name};
+pub use output::schema_errors;
 
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::{
     compile_schema_shared, json_stem, valid_operation_id, CompiledMatch, OperationFile,
 };
@@ -234,6 +234,7 @@ fn check_captures_allowed(
 mod tests {
     use super::*;
     use crate::contract::ResultForm;
+    use crate::profile::envelope::envelope_problem;
     use serde_json::json;
 
     fn op(v: Value) -> OperationFile {

@@ -436,7 +436,7 @@ pub fn resolve(cat: &Catalog, uri: &str) -> Option<(String, Map<String, Value>)>
     }
     cat.resources.iter().find_map(|r| {
         let t = r.uri_template.as_deref()?;
-        crate::operation::mcp_files::match_template(t, uri).map(|vars| (r.name.clone(), vars))
+        crate::contract::uri_template::match_template(t, uri).map(|vars| (r.name.clone(), vars))
     })
 }
 

@@ -1,5 +1,5 @@
 //! The one MCP client of understudy: how it talks to a real MCP server over Streamable HTTP
-//! when it is the caller — `understudy discover` ([`crate::discover`]: every tool of
+//! when it is the caller — `understudy discover` ([`crate::author::discover`]: every tool of
 //! `tools/list`) and the on-demand real call of `POST /tools/execute` with
 //! `"target": "upstream"` ([`crate::admin::execute_upstream`]: one `tools/call`). Both
 //! negotiate here, so they speak the same protocol version to the same server.

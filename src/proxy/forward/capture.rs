@@ -8,8 +8,8 @@ use serde_json::{json, Map, Value};
 
 use super::relay::BodyEnd;
 use crate::app::App;
+use crate::author::record::{self, Call, Exchange, HttpCall};
 use crate::http::{is_sse, Request};
-use crate::record::{self, Call, Exchange, HttpCall};
 use crate::util::json::cut_secrets;
 
 /// Bodies up to this size are kept in evidence; larger ones are summarized.
@@ -19,7 +19,7 @@ pub const EVIDENCE_BODY_LIMIT: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct Capture {
     pub integration: String,
-    pub profile: crate::config::ProfileKind,
+    pub profile: crate::contract::ProfileKind,
     pub matched_operation: Option<String>,
     pub order: u64,
     /// The raw path after the integration prefix (no query).
@@ -127,7 +127,7 @@ pub(crate) fn keep_exchange(app: &App, mut ex: Exchange) {
 
 /// The secret values a request carries, at least 8 characters long: secret headers (whole,
 /// and the credential after a scheme such as `Bearer `; each cookie value), secret query
-/// parameters and secret fields of a JSON body (the denylist of [`crate::record::scrub`] plus
+/// parameters and secret fields of a JSON body (the denylist of [`crate::author::record::scrub`] plus
 /// the project's `scrub`).
 pub(crate) fn secret_values(app: &App, req: &Request) -> Vec<String> {
     let mut out = Vec::new();

@@ -47,8 +47,9 @@ use super::capture::{http_result, keep_exchange, scrub, secret_values, Capture};
 use super::relay::{relay, BodyEnd, Finisher};
 use super::send::{buffer, rest_of, send_upstream, Buffered};
 use super::{policy, MCP_TAG_KEY, SOURCE_HEADER};
+use crate::app::attempt::Attempt;
 use crate::app::{App, Integration};
-use crate::attempt::Attempt;
+use crate::author::record::{self, Ask, Call, Exchange, McpCall, ToolCall, ToolOutcome};
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
 use crate::http::{full, is_sse, to_http, HttpResponse, Request};
@@ -63,7 +64,6 @@ use crate::profile::NativeResponse;
 use crate::proxy::decision::{Decision, Plan};
 use crate::proxy::mcp::{for_mcp, mcp_response, outcome_of, write_flag};
 use crate::proxy::pipeline::{self, CallInfo, StoreFailed};
-use crate::record::{self, Ask, Call, Exchange, McpCall, ToolCall, ToolOutcome};
 use crate::records::{EventSource, ResultStatus};
 
 /// Answer one request to an MCP endpoint outside `replay` (module doc).

@@ -79,14 +79,14 @@
 //! as `{"events":[…]}`, else the summary `{"bytes":n,"content_type":…,"complete":bool}`;
 //! MCP `tools/call`: the JSON-RPC `result` (or `error`) of the call. `arguments` is the
 //! mock pipeline's input when an operation matched, else `{"method","path","query","body"}`.
-//! Both are scrubbed ([`crate::record::scrub_json`] plus the project's `scrub.fields`), and
+//! Both are scrubbed ([`crate::author::record::scrub_json`] plus the project's `scrub.fields`), and
 //! every secret header value the agent sent (`Authorization`, cookies, API keys) is cut out
 //! of every string in them, so a credential echoed by the upstream does not reach the store.
 //! A body error after the head was relayed ends the stream early (the agent sees a short or
 //! broken body); it is noted in the event's data (`complete: false`).
 //!
 //! **Recording** (`record`, `record-missing`): every forwarded call that got a complete
-//! answer becomes a [`crate::record::Exchange`] (scrubbed before it is kept) in arrival
+//! answer becomes a [`crate::author::record::Exchange`] (scrubbed before it is kept) in arrival
 //! order; blocked writes and failed calls are not captured.
 
 pub mod capture;
@@ -105,8 +105,8 @@ use hyper::http::{HeaderMap, HeaderValue, Response};
 use self::capture::{http_exchange, http_result, keep_exchange, scrub, secret_values, Capture};
 use self::relay::{relay, BodyEnd, Finisher};
 use self::send::{buffer, rest_of, send_upstream, upstream_host, Buffered};
+use crate::app::attempt::Attempt;
 use crate::app::App;
-use crate::attempt::Attempt;
 use crate::error::{HarnessCode, HarnessError};
 use crate::http::{full, is_sse, to_http, HttpResponse, Request};
 use crate::proxy::decision::{Decision, Plan};

@@ -7,13 +7,13 @@
 use sha2::{Digest, Sha256};
 
 use crate::app::{App, Integration};
-use crate::attempt;
 use crate::config::{Mode, UnmatchedWrites};
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::profile::{NativeResponse, Profile};
 use crate::proxy::decision::{Decision, Plan};
 use crate::proxy::pipeline::{self, CallInfo};
 use crate::records::{AttemptRecord, ResultStatus};
+use crate::util::ids::hex;
 
 /// The plan of a call outside `replay` (module doc of [`super`]): the mock's when the
 /// attempt pinned one (`pinned`) in `dry-run` and `record-missing`, else [`unmocked`].
@@ -95,7 +95,7 @@ pub fn fake_id(
     b.copy_from_slice(&h[..16]);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let x = attempt::hex(&b);
+    let x = hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &x[..8],
@@ -154,6 +154,7 @@ pub async fn refuse_unknown_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::attempt;
 
     #[test]
     fn fake_ids_are_deterministic_and_well_formed() {

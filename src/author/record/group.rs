@@ -5,8 +5,8 @@
 
 use super::drafts::Ctx;
 use super::{Call, Exchange, HttpCall, ToolCall};
-use crate::config::ProfileKind;
 use crate::contract::template::{path_segments, CompiledMatch, RequestView};
+use crate::contract::ProfileKind;
 use crate::operation::LoadedOperation;
 use crate::profile::Profile;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue};

@@ -44,8 +44,8 @@ use super::infer::{is_empty_body, shape_key, trim_arrays};
 use super::limits::shrink;
 use super::variants::build_definition;
 use super::{Call, DraftFile, Exchange, McpCall, ToolCall, ToolOutcome};
+use crate::author::discover::operation_of_tool;
 use crate::contract::{valid_operation_id, OperationFile};
-use crate::discover::operation_of_tool;
 use crate::mock::model::RESPONSE_MEMBER;
 use crate::operation::check::check_operation;
 use crate::operation::mcp_files::{
@@ -699,7 +699,7 @@ mod tests {
     fn ex(at: u64, call: Call) -> Exchange {
         Exchange {
             integration: "t".into(),
-            profile: crate::config::ProfileKind::Mcp,
+            profile: crate::contract::ProfileKind::Mcp,
             matched_operation: None,
             at_ms: at,
             call,
@@ -796,7 +796,7 @@ mod tests {
         let set = super::super::drafts(
             &list,
             &[],
-            crate::config::ProfileKind::Mcp,
+            crate::contract::ProfileKind::Mcp,
             &Default::default(),
         );
         for f in &set.files {
@@ -889,7 +889,7 @@ mod tests {
         let set = super::super::drafts(
             &[no_answer, twice, mrtr],
             &[],
-            crate::config::ProfileKind::Mcp,
+            crate::contract::ProfileKind::Mcp,
             &Default::default(),
         );
         assert!(
@@ -920,7 +920,7 @@ mod tests {
         let set = super::super::drafts(
             &[call],
             &[],
-            crate::config::ProfileKind::Mcp,
+            crate::contract::ProfileKind::Mcp,
             &Default::default(),
         );
         let text: String = set.files.iter().map(DraftFile::to_json_pretty).collect();

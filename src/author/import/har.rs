@@ -29,9 +29,10 @@
 //! producers do omit.
 
 use super::{from_exchanges, Imported, Note};
-use crate::config::{ProfileKind, Scrub};
+use crate::author::record::{parse_body, Call, Exchange, HttpCall};
+use crate::config::Scrub;
 use crate::contract::template::parse_query;
-use crate::record::{parse_body, Call, Exchange, HttpCall};
+use crate::contract::ProfileKind;
 use base64::Engine as _;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -26,8 +26,9 @@
 //! reports a malformed item without its position.
 
 use super::{from_exchanges, Imported, Note};
-use crate::config::{ProfileKind, Scrub};
-use crate::record::{parse_body, Call, Exchange, HttpCall};
+use crate::author::record::{parse_body, Call, Exchange, HttpCall};
+use crate::config::Scrub;
+use crate::contract::ProfileKind;
 use serde_json::{Map, Value};
 use std::path::Path;
 

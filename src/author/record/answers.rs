@@ -3,10 +3,11 @@
 //! result form, and when two answers count as the same.
 
 use super::drafts::Ctx;
-use super::scrub::{is_secret_header, SCRUBBED};
+use super::scrub::is_secret_header;
 use super::{HttpCall, ToolCall, ToolOutcome};
 use crate::contract::ResultForm;
 use crate::mock::path::json_equal;
+use crate::util::scrub::SCRUBBED;
 use serde_json::{json, Map, Value};
 
 /// Response headers worth keeping in an envelope (lowercase name, spelling written).

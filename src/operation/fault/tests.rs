@@ -1,5 +1,5 @@
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn chaos(v: Value) -> ChaosFault {
     serde_json::from_value(v).unwrap()

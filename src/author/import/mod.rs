@@ -2,10 +2,10 @@
 //!
 //! | module | reads | becomes |
 //! |---|---|---|
-//! | [`har`] | HAR 1.2/1.3 (`log.entries`) | [`Exchange`]s → the record draft builder ([`crate::record::drafts()`]) |
+//! | [`har`] | HAR 1.2/1.3 (`log.entries`) | [`Exchange`]s → the record draft builder ([`crate::author::record::drafts()`]) |
 //! | [`postman`] | Postman v2.0/v2.1 collections with saved responses | [`Exchange`]s → the record draft builder |
 //! | [`wiremock`] | WireMock stub mappings (a `mappings/` directory or one file with `mappings`) | operation files: `match`, variants, state rules |
-//! | [`openapi`] | OpenAPI 3.0/3.1, JSON or YAML | one operation per path + method, mocks from named examples or [`crate::operation::generate`] |
+//! | [`openapi`] | OpenAPI 3.0/3.1, JSON or YAML | one operation per path + method, mocks from named examples or [`crate::author::generate`] |
 //!
 //! Every importer returns an [`Imported`]: operation files plus [`Note`]s, one for every
 //! thing of the source that could not be mapped (file + JSON path + why): nothing is dropped
@@ -22,11 +22,12 @@ pub mod openapi;
 pub mod postman;
 pub mod wiremock;
 
-use crate::config::{ProfileKind, Scrub};
+use crate::author::record::Exchange;
+use crate::config::Scrub;
+use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};
 use crate::operation::load::load_dir;
 use crate::operation::{check_loaded, LoadedOperation};
-use crate::record::Exchange;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -94,7 +95,7 @@ pub fn from_exchanges(
     mut notes: Vec<Note>,
     file: &Path,
 ) -> Imported {
-    let set = crate::record::drafts(exchanges, &[], profile, scrub);
+    let set = crate::author::record::drafts(exchanges, &[], profile, scrub);
     let mut info = Vec::new();
     for n in &set.notes {
         if n.contains("secrets scrubbed") {

@@ -24,7 +24,7 @@
 //!   `examples`.
 //! - Mock: one variant per named example of that response (`examples.<name>.value`), else one
 //!   variant `example` for its `example`; each with one example whose input is generated from
-//!   the input schema. With no example at all, the mock is [`crate::operation::generate`]'s
+//!   the input schema. With no example at all, the mock is [`crate::author::generate`]'s
 //!   draft; when it cannot generate one, the operation is written without a mock (contract
 //!   only) and the report says why.
 //!
@@ -37,7 +37,7 @@
 //!   base).
 
 use super::{capture_name, normalise_id, rehash, Draft, Imported, Note};
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::{MatchSpec, OperationFile};
 use crate::mock::path::pointer_push;
 use serde_json::{json, Map, Value};
@@ -711,7 +711,7 @@ impl Cx<'_> {
         profile: ProfileKind,
         reasons: &mut Vec<String>,
     ) -> Option<Value> {
-        let g = crate::operation::generate::generate(op, profile.as_str());
+        let g = crate::author::generate::generate(op, profile.as_str());
         if examples.is_empty() {
             if !g.supported {
                 reasons.push(format!(
@@ -736,7 +736,7 @@ impl Cx<'_> {
                     output_schema: json!({}).into(),
                     ..op.clone()
                 };
-                let gi = crate::operation::generate::generate(&only_input, profile.as_str());
+                let gi = crate::author::generate::generate(&only_input, profile.as_str());
                 match gi.definition {
                     Some(d) => d["examples"][0]["input"].clone(),
                     None => {

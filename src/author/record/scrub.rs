@@ -29,12 +29,10 @@
 //!   values, other headers, bodies — when they are at least 8 characters long (a token echoed in
 //!   a `Location` header or a `nextRecordsUrl` does not leak).
 
+use crate::author::record::{Call, Exchange, ToolOutcome};
 use crate::config::Scrub;
-use crate::record::{Call, Exchange, ToolOutcome};
+use crate::util::scrub::SCRUBBED;
 use serde_json::Value;
-
-/// What a scrubbed value becomes.
-pub const SCRUBBED: &str = "[scrubbed]";
 
 /// Secret values shorter than this are not searched for in other strings (too likely to
 /// match innocent text).
@@ -410,8 +408,8 @@ fn embedded_json(s: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ProfileKind;
-    use crate::record::HttpCall;
+    use crate::author::record::HttpCall;
+    use crate::contract::ProfileKind;
     use serde_json::json;
 
     #[test]

@@ -6,9 +6,10 @@
 use super::drafts::Ctx;
 use super::group::{Group, Req};
 use super::infer::{capture_ident, is_id_segment};
-use super::scrub::{is_secret_field, SCRUBBED};
+use super::scrub::is_secret_field;
 use crate::contract::template::{collapse_whitespace, CompiledMatch};
 use crate::contract::MatchSpec;
+use crate::util::scrub::SCRUBBED;
 use std::collections::BTreeMap;
 
 impl Ctx<'_> {

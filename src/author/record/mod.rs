@@ -40,9 +40,9 @@ mod templates;
 mod variants;
 
 pub use drafts::{drafts, exchange_input};
-pub use scrub::{is_secret_field, is_secret_header, scrub_exchange, scrub_json, SCRUBBED};
+pub use scrub::{is_secret_field, is_secret_header, scrub_exchange, scrub_json};
 
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};
 use crate::operation::mcp_files::ExtraKind;
 use serde::{Deserialize, Serialize};

@@ -5,12 +5,12 @@
 use super::answers::same_answer;
 use super::drafts::{Ctx, Sample};
 use super::limits::cap_examples;
-use super::scrub::SCRUBBED;
 use crate::contract::hash::canonical_json;
 use crate::mock::model::{
     limits, Condition, Definition, Example, Op, Rule, Source, Variant, RESPONSE_MEMBER,
 };
 use crate::mock::path::json_equal;
+use crate::util::scrub::SCRUBBED;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

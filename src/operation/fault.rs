@@ -7,7 +7,7 @@
 //! | piece | what |
 //! |---|---|
 //! | [`fault_problems`] | `check` of a definition's [`Fault`] (and of a chaos spec): fields per kind, limits, MCP-only kinds |
-//! | [`ChaosFault`], [`chaos_fault`] | per-attempt seeded chaos (`POST /attempts` `"faults"`) |
+//! | [`ChaosFault`] (a stored type, in `crate::records`), [`chaos_fault`] | per-attempt seeded chaos (`POST /attempts` `"faults"`) |
 //! | [`decide`] | which fault a call gets: chaos or the definition's |
 //! | [`FaultPlan`], [`FaultAnswer`] | what the pipeline does with it: commit or not, and what goes on the wire |
 //! | [`FaultRecord`] | the `fault` member of the call's evidence |
@@ -69,14 +69,11 @@
 //! ‖ n (LE u64))` as a number in [0, 1) (53 bits) and fires when `u < probability` and fewer
 //! than `times` have fired. Probability 1 always fires, 0 never.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::mock::model::{limits, Fault, FaultKind};
-use crate::records::ResultStatus;
+use crate::records::{ChaosFault, ResultStatus};
 
 pub use crate::records::FaultRecord;
 
@@ -237,63 +234,6 @@ pub fn fault_problems(f: &Fault, mcp: bool) -> Vec<(String, String)> {
 
 // ---------------------------------------------------------------------------------------------
 // Chaos
-
-/// One operation's entry of `POST /attempts` `"faults"`: a fault, and when it fires. Stored
-/// in the attempt record. Serialized flat: the fault's members plus `probability`, `seed`,
-/// `times`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChaosFault {
-    pub fault: Fault,
-    /// 0..=1; default 1 (every call until `times` is reached).
-    pub probability: f64,
-    pub seed: u64,
-    /// At most this many calls fault; `None`: no bound.
-    pub times: Option<u64>,
-}
-
-impl Serialize for ChaosFault {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = match serde_json::to_value(&self.fault).map_err(serde::ser::Error::custom)? {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-        m.insert("probability".into(), self.probability.into());
-        m.insert("seed".into(), self.seed.into());
-        if let Some(t) = self.times {
-            m.insert("times".into(), t.into());
-        }
-        m.serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for ChaosFault {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut m = Map::<String, Value>::deserialize(d)?;
-        fn take<T: serde::de::DeserializeOwned, E: Error>(
-            m: &mut Map<String, Value>,
-            key: &str,
-            what: &str,
-        ) -> Result<Option<T>, E> {
-            match m.remove(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(v) => serde_json::from_value(v)
-                    .map(Some)
-                    .map_err(|e| E::custom(format!("`{key}`: {e}: expected {what}"))),
-            }
-        }
-        let probability = take(&mut m, "probability", "a number 0..=1")?.unwrap_or(1.0);
-        let seed = take(&mut m, "seed", "an unsigned 64-bit integer")?.unwrap_or(0);
-        let times = take(&mut m, "times", "an integer ≥ 1")?;
-        let fault = serde_json::from_value(Value::Object(m)).map_err(D::Error::custom)?;
-        Ok(ChaosFault {
-            fault,
-            probability,
-            seed,
-            times,
-        })
-    }
-}
 
 /// Every problem of one chaos entry (`key` is its `"<integration>/<operation_id>"`), each
 /// `faults/<key>[/field]: message`. `mcp`: the operation is on an `mcp` integration.
@@ -562,9 +502,6 @@ pub fn slow_chunks(body: &[u8], chunks: u64, ms: u64) -> Vec<(u64, std::ops::Ran
 pub fn fault_after_effect(status: &ResultStatus, fault: Option<&FaultRecord>) -> bool {
     *status == ResultStatus::Ok && fault.is_some_and(|f| f.after_effect)
 }
-
-/// The chaos entries of an attempt, by operation key.
-pub type ChaosFaults = BTreeMap<String, ChaosFault>;
 
 #[cfg(test)]
 mod tests;

@@ -40,8 +40,8 @@
 //! random delays (`delayDistribution`, `chunkedDribbleDelay`), `postServeActions`/`serveEventListeners`.
 
 use super::{capture_name, normalise_id, rehash, Draft, Imported, Note};
-use crate::config::ProfileKind;
 use crate::contract::template::parse_query;
+use crate::contract::ProfileKind;
 use crate::contract::{CompiledMatch, MatchSpec, OperationFile};
 use base64::Engine as _;
 use serde::Deserialize;

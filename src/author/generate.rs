@@ -14,7 +14,7 @@
 //! answer is `supported: false` with a reason per place, never a draft that would fail.
 //! Every draft is run through [`check_operation`] before it is called supported.
 
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::{OperationFile, ResultForm};
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;

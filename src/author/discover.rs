@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::config::ProfileKind;
+use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile, ResultForm};
 use crate::operation::load::load_file;
 use crate::operation::mcp_files::{extra_operation, ExtraKind, PromptFile, ResourceFile};
