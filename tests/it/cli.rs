@@ -582,15 +582,18 @@ fn help_and_unknown_subcommands() {
     assert_eq!(r.code, 2);
 }
 
-/// The README's worked example is a real operation file: it passes `check` and `exec` gives
-/// the answer the README describes. Guards the README against drifting from the engine.
+/// The worked example of the mock definition reference (docs/src/reference/mock-definition.md)
+/// is a real operation file: it passes `check` and `exec` gives the answer the page
+/// describes. Guards the book against drifting from the engine.
 #[test]
 fn readme_worked_example_passes_check_and_answers_as_described() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("read README.md");
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/mock-definition.md"),
+    )
+    .expect("read docs/src/reference/mock-definition.md");
     let start = readme
         .find("```json\n{\n  \"operation_id\": \"book_appointment\"")
-        .expect("the worked example in README.md")
+        .expect("the worked example in docs/src/reference/mock-definition.md")
         + "```json\n".len();
     let len = readme[start..]
         .find("\n```")

@@ -9,6 +9,7 @@ mod clients;
 mod conformance;
 mod contracts;
 mod control;
+mod docs;
 mod drift;
 mod dryrun;
 mod durability;
