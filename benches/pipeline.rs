@@ -23,7 +23,8 @@ use understudy::contract::ProfileKind;
 use understudy::http::to_http;
 use understudy::operation::{load::load_dir, Operation};
 use understudy::profile::Profile;
-use understudy::proxy::pipeline::{evaluate, Prepared, Wire};
+use understudy::profile::Wire;
+use understudy::proxy::call::{evaluate, Prepared};
 use understudy::proxy::route::{may_match, RouteIndex};
 use understudy::store::EncodedResult;
 

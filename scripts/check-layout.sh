@@ -35,4 +35,28 @@ check "exactly one write_call( outside the store (the one commit)" \
     "n=\$(grep -rn 'write_call(' src | grep -v '^src/store' | wc -l); [ \"\$n\" -eq 1 ] || { echo \"write_call( outside src/store: \$n (expected 1)\"; grep -rn 'write_call(' src | grep -v '^src/store'; }"
 check "one dot-path walker" \
     "grep -rnF \"split('.')\" src | grep -v '^src/mock/path.rs'"
+check "proxy/call and proxy/decision never name forward, mcp or pipeline" \
+    "grep -rnE '(super|proxy)::(forward|mcp|pipeline)\\b' src/proxy/call.rs src/proxy/call src/proxy/decision.rs | grep -v '//'"
+check "proxy/forward and proxy/mcp never name pipeline" \
+    "grep -rnE '(super|proxy)::pipeline\\b|\\bpipeline::' src/proxy/forward src/proxy/mcp | grep -v '//'"
+check "the MCP endpoint parses a request body once (jsonrpc::Posted, made by proxy/mcp/mod.rs)" \
+    "grep -rnE 'from_slice\\(&?req\\.body|req\\.json\\(|req\\.json_body\\(|harness_reply\\(|handle_streaming\\(' src/proxy/mcp | grep -v '//'; grep -rn 'Posted::parse' src/proxy | grep -v '^src/proxy/mcp/mod.rs' | grep -v '//'"
+check "one finish_stateless" \
+    "n=\$(grep -rn 'fn finish_stateless' src | wc -l); [ \"\$n\" -eq 1 ] || grep -rn 'fn finish_stateless' src"
+check "upstream/ names no app, proxy, admin, server or commands" \
+    "grep -rnE 'crate::(app|proxy|admin|server|commands)\\b' src/upstream | grep -v '//'"
+check "profile/ reaches no network: no upstream client, no sockets" \
+    "grep -rnE 'crate::upstream|hyper_util::client|tokio::net' src/profile | grep -v '//'"
+check "one request built from an input (upstream/request.rs)" \
+    "grep -rnE 'const SALESFORCE_API_VERSION|fn (fill_template|render_value|request_for|build_request|capture_text|text_of)\\b' src | grep -v '^src/upstream/request.rs'"
+check "one real answer -> envelope (upstream/answer.rs)" \
+    "grep -rnE 'fn (envelope|real_envelope)\\(status' src | grep -v '^src/upstream/answer.rs'; grep -rnE '== 204|== 304' src | grep -v '^src/profile/mod.rs'"
+check "one mock-vs-real diff (upstream/diff.rs)" \
+    "grep -rnE 'fn (diff|diff_value|member_path)\\b|\"upstream\": (y|b|self\\.real)\\b' src | grep -v '^src/upstream/diff.rs'"
+check "one Problem (error.rs)" \
+    "grep -rnE '(pub )?(struct|enum) Problem\\b' src | grep -v '^src/error.rs'"
+check "one JSON type-name function (util/json.rs)" \
+    "grep -rnE 'Value::(Bool\\(_\\)|Array\\(_\\)) => \"(a |an )?(boolean|array)\"' src | grep -v '^src/util/json.rs'"
+check "no tuple stands for a failed real call" \
+    "grep -rnE 'type CallFailure' src"
 exit $failed

@@ -173,8 +173,8 @@ impl From<HarnessError> for CallError {
     }
 }
 
-/// One thing wrong with a file the user wrote: an operation file or the project file
-/// (`understudy.json`). Prints as `file: json/path: what is wrong, what was expected` (the
+/// One thing wrong with a file the user wrote: an operation file, the project file
+/// (`understudy.json`) or a tool-call contract — the crate's one problem type. Prints as `file: json/path: what is wrong, what was expected` (the
 /// path is left out when empty).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
@@ -186,9 +186,13 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn new(file: &Path, path: impl Into<String>, message: impl Into<String>) -> Problem {
+    pub fn new(
+        file: impl AsRef<Path>,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Problem {
         Problem {
-            file: file.to_path_buf(),
+            file: file.as_ref().to_path_buf(),
             path: path.into(),
             message: message.into(),
         }

@@ -19,7 +19,7 @@
 //! | [`mock`] | the version-1 engine: model, references and expressions, evaluation — pure, imports no contract |
 //! | [`verify`] | tool-call contracts (SPEC 14): model, static checks, the pure evaluator over evidence |
 //! | [`fault`] | faults on purpose: their checks, seeded chaos, the plan the pipeline follows, the evidence member (pure) |
-//! | [`profile`] | wire dialects: request → (operation, input), result → response; [`profile::Wire`]; [`profile::mcp`] with its one era rule and one client |
+//! | [`profile`] | wire dialects: request → (operation, input), result → response; [`profile::Wire`]; [`profile::mcp`] with its one era rule (no I/O) |
 //! | [`attempt`] | tokens, leases, pins, the per-attempt state lock; the lease and pin rules |
 //! | [`evidence`] | the exported envelope, verdict and its reasons, contract results, redaction (pure) |
 //! | [`report`] | JUnit XML and the self-contained HTML report of an envelope (pure) |
@@ -27,9 +27,8 @@
 //! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events |
 //! | [`record`] | captured exchanges → draft operation files (a pure transformation), secret scrubbing, the writer |
 //! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |
-//! | [`drift`] | `understudy drift`'s pure shape/value diff of a real answer against a mock's |
-//! | [`discover`] | a live MCP server's tools/list → operation files |
-//! | [`upstream`] | the upstream HTTP(S) client of record/dry-run/passthrough: rustls, header hygiene, streaming |
+//! | [`author`] | offline writers and checkers of operation files: record, import, discover, generate, drift (a real answer against a mock's, through [`upstream`]) |
+//! | [`upstream`] | the only code that reaches the real system: the HTTP(S) client (rustls, header hygiene, streaming), the MCP client, the request built from an input, the real answer as an envelope, the mock-vs-real diff |
 //! | [`http`] | the buffered request every stage takes (body parsed once), response helpers, connection limits |
 //! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags |
 //! | [`error`] | the error vocabulary shared by every layer: who is at fault, harness codes, `Problem` |
@@ -48,7 +47,6 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod contract;
-pub mod drift;
 pub mod error;
 pub mod evidence;
 pub mod http;

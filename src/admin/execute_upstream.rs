@@ -37,7 +37,7 @@
 //!   under `body` is the body itself) for methods other than GET/HEAD/DELETE. A `*` path
 //!   segment is `v62.0` for Salesforce (the API version) and otherwise cannot be built
 //!   (`cannot_build_request`).
-//! - MCP: one `tools/call` through the one MCP client ([`crate::profile::mcp::client`]),
+//! - MCP: one `tools/call` through the one MCP client ([`crate::upstream::mcp_client`]),
 //!   which negotiates exactly as `discover` does — `server/discover` (2026-07-28) first, else
 //!   a short session (`initialize` proposing 2025-11-25, `notifications/initialized`,
 //!   `tools/call`, then `DELETE` of the session). The result is
@@ -57,11 +57,9 @@
 //!   where the real result and the mock's differ (a value, a type, a member present on one
 //!   side only), arrays compared element by element.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use hyper::http::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::app::{App, Integration};
@@ -72,17 +70,17 @@ use crate::operation::call::{execute_with, validate_input};
 use crate::operation::check::schema_errors;
 use crate::operation::Operation;
 use crate::profile::envelope::envelope_problem;
-use crate::profile::mcp::client::{ClientError, EraChoice, Limits, McpClient};
 use crate::profile::Wire;
 use crate::records::Pin;
-use crate::upstream::UpstreamErrorKind;
+use crate::upstream::call::{http_call, mcp_call, Reach};
+use crate::upstream::diff::{diff, diff_value, Difference};
+use crate::upstream::request::Limits;
 use crate::util::json::cut_secrets;
 
 /// At most this many differences are listed.
 pub const MAX_DIFFS: usize = 100;
 
-/// The Salesforce API version used for a `*` path segment.
-pub const SALESFORCE_API_VERSION: &str = "v62.0";
+pub use crate::upstream::request::SALESFORCE_API_VERSION;
 
 /// The shortest credential cut out of the answer by value (shorter ones would cut ordinary
 /// text; name-based scrubbing still applies).
@@ -238,20 +236,40 @@ async fn run(
         return out;
     };
     let started = Instant::now();
+    let reach = Reach {
+        upstream: &app.forwarding.upstream,
+        base: &base,
+        limits: Limits {
+            read_timeout: app.limits.body_read_timeout,
+            max_body: app.limits.max_body,
+        },
+        authorization: auth,
+    };
     let call = if integ.config.profile == ProfileKind::Mcp {
-        mcp_call(app, &base, &op, input, auth).await
+        mcp_call(&reach, &op, input).await
     } else {
-        http_call(app, &base, &op, input, auth).await
+        http_call(&reach, &op, input).await
     };
     out["duration_ms"] = json!(started.elapsed().as_secs_f64() * 1000.0);
-    let call = match call {
+    let mut call = match call {
         Ok(c) => c,
-        Err((code, message, retries)) => {
-            out["retries"] = json!(retries);
-            fail(&mut out, "harness_error", &code, message);
+        Err(f) => {
+            out["retries"] = json!(f.retries);
+            fail(&mut out, "harness_error", &f.code, f.message);
             return out;
         }
     };
+    // The query's secret parameters are not shown.
+    if let Some(q) = call.request.get_mut("query").and_then(Value::as_array_mut) {
+        for pair in q {
+            let secret = pair[0]
+                .as_str()
+                .is_some_and(|k| record::is_secret_field(k, &app.config.scrub.fields));
+            if secret {
+                pair[1] = json!(crate::util::scrub::SCRUBBED);
+            }
+        }
+    }
     out["request"] = call.request;
     out["retries"] = json!(call.retries);
     out["status_code"] = json!(call.status);
@@ -268,9 +286,18 @@ async fn run(
     record::scrub_json(&mut result, &app.config.scrub.fields);
     validate_result(&mut out, &op, &result);
     if let Some(m) = mock.get("result").filter(|r| !r.is_null()) {
-        let mut diffs = Vec::new();
-        diff(m, &result, "", &mut diffs);
-        out["diff"] = json!(diffs);
+        // The one diff, values compared: an HTTP result is a native envelope, an MCP one the
+        // tool's output.
+        let diffs = match integ.wire {
+            Wire::Http(_) => diff(m, &result, true),
+            Wire::Mcp => diff_value(m, &result, true),
+        };
+        let shown: Vec<Value> = diffs
+            .iter()
+            .take(MAX_DIFFS)
+            .map(Difference::to_api_json)
+            .collect();
+        out["diff"] = json!(shown);
     }
     out["result"] = result;
     out
@@ -372,258 +399,6 @@ fn mock_side(app: &App, op: &Operation, input: &Value) -> Value {
     })
 }
 
-/// What one real call came to.
-struct Called {
-    request: Value,
-    status: u16,
-    headers: HeaderMap,
-    body: Option<Value>,
-    result: Value,
-    retries: u32,
-}
-
-type CallFailure = (String, String, u32);
-
-/// Send with the retry rule of the module doc; read the body whole.
-async fn send(
-    app: &App,
-    method: &Method,
-    base: &str,
-    rest: &str,
-    headers: &HeaderMap,
-    body: Bytes,
-    retry: bool,
-) -> Result<(u16, HeaderMap, Bytes, u32), CallFailure> {
-    let mut retries = 0;
-    loop {
-        match app
-            .forwarding
-            .upstream
-            .forward_parts(method, base, rest, headers, body.clone())
-            .await
-        {
-            Ok(resp) => {
-                let (parts, b) = resp.into_parts();
-                let bytes = match tokio::time::timeout(
-                    app.limits.body_read_timeout,
-                    http_body_util::Limited::new(b, app.limits.max_body).collect(),
-                )
-                .await
-                {
-                    Ok(Ok(c)) => c.to_bytes(),
-                    Ok(Err(e)) => {
-                        return Err((
-                            "upstream_unavailable".into(),
-                            format!("reading the upstream's answer failed: {e}"),
-                            retries,
-                        ))
-                    }
-                    Err(_) => {
-                        return Err((
-                            "upstream_unavailable".into(),
-                            "the upstream's answer did not arrive in time".into(),
-                            retries,
-                        ))
-                    }
-                };
-                let mut h = parts.headers;
-                crate::upstream::strip_response_headers(&mut h);
-                return Ok((parts.status.as_u16(), h, bytes, retries));
-            }
-            Err(e)
-                if retry
-                    && retries < 2
-                    && matches!(
-                        e.kind,
-                        UpstreamErrorKind::Connect | UpstreamErrorKind::Protocol
-                    ) =>
-            {
-                retries += 1;
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(retries))).await;
-            }
-            Err(e) => return Err(("upstream_unavailable".into(), e.to_string(), retries)),
-        }
-    }
-}
-
-fn json_headers(auth: Option<&str>) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert(
-        hyper::header::ACCEPT,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Some(a) = auth.and_then(|a| HeaderValue::from_str(a).ok()) {
-        h.insert(hyper::header::AUTHORIZATION, a);
-    }
-    h
-}
-
-/// An HTTP-profile call built from the operation's `match` (module doc).
-async fn http_call(
-    app: &App,
-    base: &str,
-    op: &Operation,
-    input: &Value,
-    auth: Option<&str>,
-) -> Result<Called, CallFailure> {
-    let spec = op.op.match_spec.as_ref().ok_or_else(|| {
-        (
-            "cannot_build_request".to_string(),
-            format!("operation `{}` has no `match`", op.id()),
-            0,
-        )
-    })?;
-    let fail = |m: String| ("cannot_build_request".to_string(), m, 0);
-    let mut used: Vec<String> = Vec::new();
-    let mut path = String::new();
-    for seg in spec.path.split('/').filter(|s| !s.is_empty()) {
-        path.push('/');
-        if seg == "*" {
-            if op.profile == ProfileKind::Salesforce {
-                path.push_str(SALESFORCE_API_VERSION);
-                continue;
-            }
-            return Err(fail(format!(
-                "the path template `{}` has a `*` segment: understudy cannot tell what to send there",
-                spec.path
-            )));
-        }
-        match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-            Some(name) => {
-                let v = input
-                    .get(name)
-                    .and_then(text_of)
-                    .ok_or_else(|| fail(format!("the input has no `{name}` for the path")))?;
-                used.push(name.to_string());
-                path.push_str(&encode(&v));
-            }
-            None => path.push_str(&encode(seg)),
-        }
-    }
-    let mut query = Vec::new();
-    for (k, tpl) in &spec.query {
-        let v = fill_template(tpl, input, &mut used).map_err(fail)?;
-        query.push(format!("{}={}", encode(k), encode(&v)));
-    }
-    let rest = if query.is_empty() {
-        path.clone()
-    } else {
-        format!("{path}?{}", query.join("&"))
-    };
-    let method = Method::from_bytes(spec.method.to_ascii_uppercase().as_bytes())
-        .map_err(|e| fail(format!("method `{}`: {e}", spec.method)))?;
-    let mut headers = json_headers(auth);
-    for (k, v) in &spec.headers {
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            headers.insert(n, v);
-        }
-    }
-    let body = if matches!(method, Method::GET | Method::HEAD | Method::DELETE) {
-        Bytes::new()
-    } else {
-        let rest_members: Map<String, Value> = input
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .filter(|(k, _)| !used.contains(k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let body = match (rest_members.len(), rest_members.get("body")) {
-            (1, Some(b)) if !b.is_object() => b.clone(),
-            _ => Value::Object(rest_members),
-        };
-        headers.insert(
-            hyper::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        Bytes::from(body.to_string())
-    };
-    let retry = !op.is_write;
-    let (status, rh, bytes, retries) =
-        send(app, &method, base, &rest, &headers, body, retry).await?;
-    let parsed = record::parse_body(&bytes);
-    let mut result = Map::new();
-    result.insert("status".into(), json!(status));
-    if status != 204 && status != 304 {
-        if let Some(b) = &parsed {
-            result.insert("data".into(), b.clone());
-        }
-    }
-    let mut shown_query: Vec<(String, String)> =
-        crate::contract::template::parse_query(rest.split_once('?').map(|x| x.1).unwrap_or(""));
-    for (k, v) in &mut shown_query {
-        if record::is_secret_field(k, &app.config.scrub.fields) {
-            *v = crate::util::scrub::SCRUBBED.into();
-        }
-    }
-    Ok(Called {
-        request: json!({"method": method.as_str(), "url": format!("{}{}", base.trim_end_matches('/'), path), "query": shown_query}),
-        status,
-        headers: rh,
-        body: parsed,
-        result: Value::Object(result),
-        retries,
-    })
-}
-
-/// A string for a path segment or query value: strings as they are, numbers and booleans
-/// as JSON text.
-fn text_of(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
-        _ => None,
-    }
-}
-
-/// Fill a query value template's `{name}` captures from the input (`{{`/`}}` are braces).
-fn fill_template(tpl: &str, input: &Value, used: &mut Vec<String>) -> Result<String, String> {
-    let chars: Vec<char> = tpl.chars().collect();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if (c == '{' || c == '}') && chars.get(i + 1) == Some(&c) {
-            out.push(c);
-            i += 2;
-        } else if c == '{' {
-            let j = (i + 1..chars.len())
-                .find(|&j| chars[j] == '}')
-                .ok_or_else(|| format!("query template `{tpl}` has an unclosed `{{`"))?;
-            let name: String = chars[i + 1..j].iter().collect();
-            let v = input
-                .get(&name)
-                .and_then(text_of)
-                .ok_or_else(|| format!("the input has no `{name}` for the query"))?;
-            used.push(name);
-            out.push_str(&v);
-            i = j + 1;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    Ok(out)
-}
-
-/// Percent-encode everything but the RFC 3986 unreserved characters.
-fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// The response headers for the report, secret ones scrubbed.
 fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
     let mut m = Map::new();
@@ -636,160 +411,4 @@ fn scrub_headers(h: &HeaderMap, extra: &[String]) -> Value {
         m.insert(k.as_str().to_string(), json!(v));
     }
     Value::Object(m)
-}
-
-/// One tool call through the MCP client, negotiated as `discover` negotiates (module doc).
-async fn mcp_call(
-    app: &App,
-    base: &str,
-    op: &Operation,
-    input: &Value,
-    auth: Option<&str>,
-) -> Result<Called, CallFailure> {
-    let mut client = McpClient::new(&app.forwarding.upstream, base)
-        .with_authorization(auth.map(str::to_string))
-        .with_limits(Limits {
-            read_timeout: app.limits.body_read_timeout,
-            max_body: app.limits.max_body,
-        })
-        .with_retries(2);
-    let unavailable = |e: ClientError, retries: u32| {
-        let message = match e {
-            ClientError::Refused(m) => format!("the MCP server refused the handshake: {m}"),
-            ClientError::Unreachable(m) => m,
-        };
-        ("upstream_unavailable".to_string(), message, retries)
-    };
-    if let Err(e) = client.connect(EraChoice::Auto).await {
-        return Err(unavailable(e, client.retries()));
-    }
-    let sent = client
-        .call_tool(op.id(), input, Some(&op.op.input_schema), !op.is_write)
-        .await;
-    client.close().await;
-    let retries = client.retries();
-    let reply = match sent {
-        Ok(r) => r,
-        Err(ClientError::Unreachable(m)) => {
-            return Err(("upstream_unavailable".into(), m, retries))
-        }
-        Err(ClientError::Refused(m)) => return Err(("upstream_error".into(), m, retries)),
-    };
-    let result = match &reply.message {
-        Some(m) if m.get("result").is_some() => {
-            let r = m["result"].clone();
-            match op.op.result_form.unwrap_or(ResultForm::Structured) {
-                ResultForm::CallToolResult => r,
-                ResultForm::Structured => {
-                    r.get("structuredContent").cloned().unwrap_or_else(|| {
-                        r.pointer("/content/0/text")
-                            .and_then(Value::as_str)
-                            .and_then(|t| serde_json::from_str(t).ok())
-                            .unwrap_or(r.clone())
-                    })
-                }
-            }
-        }
-        Some(m) => {
-            return Err((
-                "upstream_error".into(),
-                format!(
-                    "the MCP server answered tools/call with a JSON-RPC error: {}",
-                    m.get("error").cloned().unwrap_or(Value::Null)
-                ),
-                retries,
-            ))
-        }
-        None => {
-            return Err((
-                "upstream_unavailable".into(),
-                format!(
-                    "the MCP server gave no answer to tools/call (HTTP {})",
-                    reply.status
-                ),
-                retries,
-            ))
-        }
-    };
-    Ok(Called {
-        request: json!({"method": "tools/call", "url": base, "name": op.id()}),
-        status: reply.status,
-        headers: reply.headers,
-        body: reply.message,
-        result,
-        retries,
-    })
-}
-
-/// Field-level differences between the mock's result and the real one.
-fn diff(mock: &Value, real: &Value, path: &str, out: &mut Vec<Value>) {
-    if out.len() >= MAX_DIFFS {
-        return;
-    }
-    match (mock, real) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                let p = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
-                match (a.get(k), b.get(k)) {
-                    (Some(x), Some(y)) => diff(x, y, &p, out),
-                    (x, y) => out.push(json!({"path": p, "mock": x, "upstream": y})),
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            for i in 0..a.len().max(b.len()) {
-                let p = format!("{path}/{i}");
-                match (a.get(i), b.get(i)) {
-                    (Some(x), Some(y)) => diff(x, y, &p, out),
-                    (x, y) => out.push(json!({"path": p, "mock": x, "upstream": y})),
-                }
-            }
-        }
-        (a, b) if crate::mock::path::json_equal(a, b) => {}
-        (a, b) => out.push(
-            json!({"path": if path.is_empty() { "/" } else { path }, "mock": a, "upstream": b}),
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn diffs_are_field_level() {
-        let mut d = Vec::new();
-        diff(
-            &json!({"status": 200, "data": {"a": 1, "b": [1, 2]}}),
-            &json!({"status": 200, "data": {"a": 2, "b": [1], "c": true}}),
-            "",
-            &mut d,
-        );
-        assert_eq!(
-            d,
-            vec![
-                json!({"path": "/data/a", "mock": 1, "upstream": 2}),
-                json!({"path": "/data/b/1", "mock": 2, "upstream": null}),
-                json!({"path": "/data/c", "mock": null, "upstream": true}),
-            ]
-        );
-    }
-
-    #[test]
-    fn templates_fill_from_the_input() {
-        let mut used = Vec::new();
-        let v = fill_template(
-            "SELECT Id FROM Contact WHERE Phone = '{phone}' {{x}}",
-            &json!({"phone": "+1"}),
-            &mut used,
-        )
-        .unwrap();
-        assert_eq!(v, "SELECT Id FROM Contact WHERE Phone = '+1' {x}");
-        assert_eq!(used, vec!["phone"]);
-        assert!(fill_template("{nope}", &json!({}), &mut used).is_err());
-        assert_eq!(encode("a b/ü"), "a%20b%2F%C3%BC");
-    }
 }

@@ -77,11 +77,6 @@ impl ToolCatalog for SchemaCatalog {
     }
 }
 
-/// verify's problem (file name, contract key path) as the crate's.
-pub fn to_problem(p: verify::Problem) -> Problem {
-    Problem::new(Path::new(&p.file), p.path, p.message)
-}
-
 /// Loads every contract of `dir` and checks it against `catalog`: the set, or every problem.
 pub fn load_checked(dir: &Path, catalog: &dyn ToolCatalog) -> Result<ContractSet, Vec<Problem>> {
     let (loaded, mut problems) = verify::load_dir(dir);
@@ -104,7 +99,7 @@ pub fn load_checked(dir: &Path, catalog: &dyn ToolCatalog) -> Result<ContractSet
     if problems.is_empty() {
         Ok(set)
     } else {
-        Err(problems.into_iter().map(to_problem).collect())
+        Err(problems)
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! **Connecting** (the integration's `upstream` URL, `http://` or `https://` through
 //! [`crate::upstream::Upstream`]: rustls with the web PKI roots plus `upstream_ca`) is the
-//! one MCP client, [`crate::profile::mcp::client`]: stateless first (`server/discover`), the
+//! one MCP client, [`crate::upstream::mcp_client`]: stateless first (`server/discover`), the
 //! session era (`initialize`) otherwise, `tools/list` paged with `nextCursor`, the session
 //! ended with `DELETE`. A server that cannot be reached, or that refuses both eras, is exit
 //! code 1 with the reason.
@@ -55,10 +55,10 @@ use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile, ResultForm};
 use crate::operation::load::load_file;
 use crate::operation::mcp_files::{extra_operation, ExtraKind, PromptFile, ResourceFile};
-use crate::profile::mcp::client::{Limits, McpClient};
+use crate::upstream::mcp_client::{Limits, McpClient};
 use crate::upstream::Upstream;
 
-pub use crate::profile::mcp::client::{EraChoice, SESSION_VERSION, STATELESS_VERSION};
+pub use crate::upstream::mcp_client::{EraChoice, SESSION_VERSION, STATELESS_VERSION};
 
 /// How long one request may take (connect + answer).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

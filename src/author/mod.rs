@@ -7,8 +7,10 @@
 //! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |
 //! | [`discover`] | a live MCP server's tools/list → operation files |
 //! | [`generate`] | schema-derived draft mocks (`understudy generate`) |
+//! | [`drift`] | `understudy drift`: each read example sent to the real system (through `crate::upstream`) and its answer diffed against the mock's |
 
 pub mod discover;
+pub mod drift;
 pub mod generate;
 pub mod import;
 pub mod record;

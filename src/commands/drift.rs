@@ -1,5 +1,5 @@
 //! `understudy drift --integration NAME [--operation ID…] [--values] [--format text|json]`
-//! ([`crate::drift`]): load and check the integration's operations, ask the real upstream
+//! ([`crate::author::drift`]): load and check the integration's operations, ask the real upstream
 //! every read example's question, and print per operation what differs, with JSON paths.
 //! Exit 0 when every real answer satisfies its output schema (shape differences are
 //! reported, not failures), 1 when one violates it or the upstream could not be asked (or
@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use super::Exit;
+use crate::author::drift::{self, Report};
 use crate::cli::{DriftArgs, OutputFormat};
 use crate::config::{Config, PROJECT_FILE};
 use crate::contract::ProfileKind;
-use crate::drift::{self, Report};
 use crate::operation::load_integration;
 use crate::profile::Profile;
 use crate::upstream::{Upstream, DEFAULT_TIMEOUT};

@@ -405,6 +405,12 @@ pub fn header_problem(name: &str, value: &str) -> Option<String> {
     None
 }
 
+/// Whether an answer with `status` carries no content (`1xx`, `204`, `304`: RFC 9110): a
+/// rendered envelope's `data` is not sent, and a real answer's body is not its `data`.
+pub fn no_content(status: u16) -> bool {
+    status < 200 || status == 204 || status == 304
+}
+
 /// Render an adapter envelope (SPEC 5.1): HTTP status `status`, JSON body `data` (none when
 /// `data` is absent or the status is 204/304/1xx), plus the extra headers (those that frame
 /// the message — `Content-Length`, `Transfer-Encoding`, `Connection`… — are the server's and
@@ -418,8 +424,7 @@ pub fn render_envelope(result: &Value) -> Result<NativeResponse, HarnessError> {
         ));
     }
     let status = result["status"].as_u64().unwrap_or(200) as u16;
-    let no_body = status == 204 || status == 304 || status < 200;
-    let body = if no_body {
+    let body = if no_content(status) {
         None
     } else {
         result.get("data").cloned()

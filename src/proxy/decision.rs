@@ -1,14 +1,15 @@
 //! The two values a proxied call is decided by (STYLE habit 5: decisions, not side effects):
 //!
-//! - [`Plan`] — what happens to the call, chosen by `super::pipeline::plan` from the mode and
-//!   whether the attempt pinned a mock of the matched operation (SPEC 4): the mock answers,
+//! - [`Plan`] — what happens to the call, chosen by `super::call::plan` from the mode and
+//!   whether the attempt pinned a mock of the matched operation (SPEC 4; the mode rule is
+//!   [`plan_for`] and [`unmocked`], the table of `super::forward`): the mock answers,
 //!   the real system answers, understudy blocks or simulates the write, or the call is refused
 //!   before either (a lease that is over, a request that names nothing).
 //! - [`Decision`] — how the call ended, before its evidence is written: the native response,
 //!   the recorded result and status, who answered, the state change to commit. Only
-//!   `super::pipeline::commit` turns a decision into evidence.
+//!   `super::call::commit` turns a decision into evidence.
 //!
-//! - [`Committed`] / [`StoreFailed`] — what `super::pipeline::commit` made of a decision: its
+//! - [`Committed`] / [`StoreFailed`] — what `super::call::commit` made of a decision: its
 //!   evidence is durable and the response may leave, or the store refused it and the 500
 //!   leaves instead.
 //!
@@ -22,8 +23,11 @@ use serde_json::{Map, Value};
 
 use super::answer::StaticAnswer;
 use crate::app::attempt::IdempotentEntry;
-use crate::error::{CallError, HarnessError, InputError};
+use crate::app::{App, Integration};
+use crate::config::{Mode, UnmatchedWrites};
+use crate::error::{CallError, HarnessCode, HarnessError, InputError};
 use crate::mock::model::Fault;
+use crate::profile::mcp::jsonrpc;
 use crate::profile::{self, NativeResponse, Profile, Wire};
 use crate::records::{EventSource, FaultRecord, ResultStatus};
 
@@ -31,7 +35,7 @@ use crate::records::{EventSource, FaultRecord, ResultStatus};
 #[derive(Debug, Clone)]
 pub enum Plan {
     /// The pinned mock decides (`replay`; `dry-run` and `record-missing` for an operation
-    /// the attempt pinned): `super::pipeline::prepare_mock`, then `run_mocked`.
+    /// the attempt pinned): `super::call::prepare_mock`, then `run_mocked`.
     Mock,
     /// The real system answers (`tag`: marked as test traffic; `capture`: kept for drafts).
     Forward { tag: bool, capture: bool },
@@ -67,7 +71,7 @@ pub struct Decision {
     /// the engine selected it: an input to `crate::operation::fault::decide`, not yet a decision.
     pub fault: Option<Fault>,
     /// The event's `fault` member: the call's answer fails on purpose
-    /// (`super::pipeline::run_mocked` sets it with the fault plan).
+    /// (`super::call::run_mocked` sets it with the fault plan).
     pub fault_record: Option<FaultRecord>,
     /// A static result's answer settled for its pinned revision (`super::answer`), shared
     /// instead of copied: then `response` holds only its head (no body) and `result` is
@@ -119,7 +123,7 @@ impl Decision {
         let d = Decision::harness(e);
         match wire {
             Wire::Http(_) => d,
-            Wire::Mcp => super::mcp::for_mcp(d),
+            Wire::Mcp => d.for_mcp(),
         }
     }
 
@@ -173,6 +177,27 @@ impl Decision {
         d
     }
 
+    /// A decision as an MCP call is recorded: a harness error travels as a JSON-RPC error over
+    /// HTTP 200, and that error object is the event's `result`.
+    pub fn for_mcp(self) -> Decision {
+        let mut d = self;
+        if let Some(CallError::Harness(e)) = &d.error {
+            let code = if e.code == HarnessCode::UnknownTool {
+                jsonrpc::INVALID_PARAMS
+            } else {
+                jsonrpc::INTERNAL_ERROR
+            };
+            let data = profile::mcp::tools::harness_data(e.code, &e.message);
+            d.result = jsonrpc::error(&Value::Null, code, &e.message, Some(data))["error"].clone();
+            d.response = NativeResponse {
+                status: 200,
+                headers: vec![("Understudy-Error".into(), e.code.as_str().into())],
+                body: Some(d.result.clone()),
+            };
+        }
+        d
+    }
+
     /// Who answered the call.
     pub fn from(mut self, source: EventSource) -> Decision {
         self.source = source;
@@ -187,6 +212,45 @@ impl Decision {
         }
         self
     }
+}
+
+/// The plan of a call outside `replay` (the table of `crate::proxy::forward`): the mock's when the
+/// attempt pinned one (`pinned`) in `dry-run` and `record-missing`, else [`unmocked`].
+pub fn plan_for(app: &App, pinned: bool, is_write: bool, integ: &Integration) -> Plan {
+    if pinned && matches!(app.mode, Mode::DryRun | Mode::RecordMissing) {
+        return Plan::Mock;
+    }
+    unmocked(app, is_write, integ.config.unmatched_writes)
+}
+
+/// The mode's rule for a call without a mock.
+pub fn unmocked(app: &App, is_write: bool, unmatched_writes: UnmatchedWrites) -> Plan {
+    match app.mode {
+        Mode::DryRun if is_write => match unmatched_writes {
+            UnmatchedWrites::Block => Plan::Block,
+            UnmatchedWrites::Simulate => Plan::Simulate,
+            UnmatchedWrites::Tag => Plan::Forward {
+                tag: true,
+                capture: false,
+            },
+        },
+        Mode::Record | Mode::RecordMissing if is_write && !app.forwarding.allow_writes => {
+            Plan::Block
+        }
+        Mode::Record | Mode::RecordMissing => Plan::Forward {
+            tag: false,
+            capture: true,
+        },
+        _ => Plan::Forward {
+            tag: false,
+            capture: false,
+        },
+    }
+}
+
+/// Whether the mode keeps what is forwarded for drafts (`record`, `record-missing`).
+pub fn captures(app: &App) -> bool {
+    matches!(app.mode, Mode::Record | Mode::RecordMissing)
 }
 
 /// The evidence of a committed call.

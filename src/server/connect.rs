@@ -66,8 +66,8 @@ use crate::app::hosts::select;
 use crate::app::{App, UpstreamHost};
 use crate::http::request::ViaProxy;
 use crate::http::{full, json_response, to_http, HttpResponse, Request};
+use crate::proxy::call::CallInfo;
 use crate::proxy::forward::policy::refuse_unknown_host;
-use crate::proxy::pipeline::CallInfo;
 use crate::proxy::route::ATTEMPT_HEADER;
 use crate::tls::{self, LeafCache};
 

@@ -119,6 +119,15 @@ pub fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// [`type_name`] without its article, as JSON Schema names the type ("boolean", "number";
+/// every number is `number`): derived from the one mapping, never a second one.
+pub fn bare_type_name(v: &Value) -> &'static str {
+    let t = type_name(v);
+    t.strip_prefix("an ")
+        .or_else(|| t.strip_prefix("a "))
+        .unwrap_or(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

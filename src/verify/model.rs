@@ -6,7 +6,6 @@
 //! expected; parse errors also carry the line and column the parser reported.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -15,37 +14,9 @@ use sha2::{Digest, Sha256};
 
 use super::path::VPath;
 
-/// One finding about a contract file: `file: path: message`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    pub file: String,
-    /// Key path inside the file (`arguments.sources.Contact__c.result_of`); empty for the
-    /// whole file.
-    pub path: String,
-    pub message: String,
-}
-
-impl Problem {
-    pub fn new(file: &str, path: impl Into<String>, message: impl Into<String>) -> Problem {
-        Problem {
-            file: file.to_string(),
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}: {}", self.file, self.message)
-        } else {
-            write!(f, "{}: {}: {}", self.file, self.path, self.message)
-        }
-    }
-}
-
-impl std::error::Error for Problem {}
+/// One finding about a contract file (`file: path: message`, the path a key path such as
+/// `arguments.sources.Contact__c.result_of`): the crate's one [`Problem`].
+pub use crate::error::Problem;
 
 /// `blocking` (the default): a contract that is not `passed` fails the attempt's verdict.
 /// `advisory`: reported only.
@@ -689,7 +660,7 @@ mod tests {
     fn unknown_keys_are_rejected_with_file_and_path_yaml() {
         let text = SPEC_YAML.replace("path: \"date\"", "path: \"date\", from: x");
         let p = one(parse("book_appointment_contract.yaml", &text));
-        assert_eq!(p.file, "book_appointment_contract.yaml");
+        assert_eq!(p.file, Path::new("book_appointment_contract.yaml"));
         assert_eq!(p.path, "arguments.sources.Requested_Date__c.from");
         assert!(p.message.contains("unknown field `from`"), "{p}");
         assert!(p.message.contains("line "), "YAML errors carry a line: {p}");

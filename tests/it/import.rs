@@ -254,8 +254,11 @@ async fn replay_examples(server: &Server, dir: &Path) -> usize {
             serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
         let Some(mock) = &op.mock else { continue };
         for ex in mock["examples"].as_array().unwrap() {
-            let req = understudy::drift::request_for(op.match_spec.as_ref().unwrap(), &ex["input"])
-                .unwrap_or_else(|e| panic!("{}: {e}", op.operation_id));
+            let req = understudy::upstream::request::request_for(
+                op.match_spec.as_ref().unwrap(),
+                &ex["input"],
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", op.operation_id));
             let attempt = server
                 .attempt(json!({"variants": {format!("crm/{}", op.operation_id): ex["variant"]}}))
                 .await;

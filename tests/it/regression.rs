@@ -258,7 +258,7 @@ async fn recording_mcp_server(seen: Arc<Mutex<Vec<(String, String)>>>) -> std::n
 // `target: "upstream"` (then `proxy/forward/execute.rs`) went straight to `initialize`
 // proposing `2025-06-18`, so a dual-era server (rmcp speaks 2026-07-28) saw one understudy
 // speak two protocol versions.
-// One client now (`profile::mcp::client`), used by both.
+// One client now (`upstream::mcp_client`), used by both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_and_execute_upstream_negotiate_the_same_mcp_version() {
     use understudy::author::discover::{discover_tools, EraChoice};
@@ -352,4 +352,120 @@ async fn the_attempt_token_never_reaches_an_error_message_or_the_evidence() {
         "the evidence holds the token: {text}"
     );
     assert_eq!(ev["tool_events"][0]["result_status"], "harness_error");
+}
+
+// What broke (issue 27): `drift.rs` and `admin/execute_upstream.rs` each built the request an
+// input stands for, and disagreed on a `*` path segment: drift refused every one, execute
+// sent Salesforce's API version. One builder now (`upstream::request::build`): the `*` of a
+// `salesforce` operation (the API version recorded drafts templatize) is `v62.0`; any other
+// profile's `*` cannot be built, and says which segment.
+#[test]
+fn a_star_segment_is_the_salesforce_api_version_and_nothing_else() {
+    use understudy::contract::MatchSpec;
+    use understudy::contract::ProfileKind;
+    use understudy::upstream::request::{build, SALESFORCE_API_VERSION};
+    let spec: MatchSpec = serde_json::from_value(
+        json!({"method": "GET", "path": "/services/data/*/query", "query": {"q": "{q}"}}),
+    )
+    .unwrap();
+    let input = json!({"q": "SELECT Id FROM Contact"});
+    let sf = build(&spec, &input, Some(ProfileKind::Salesforce)).unwrap();
+    assert_eq!(SALESFORCE_API_VERSION, "v62.0");
+    assert_eq!(sf.path, "/services/data/v62.0/query");
+    assert_eq!(
+        sf.rest(),
+        "/services/data/v62.0/query?q=SELECT%20Id%20FROM%20Contact"
+    );
+    for other in [Some(ProfileKind::Rest), None] {
+        let e = build(&spec, &input, other).unwrap_err();
+        assert!(e.contains("path segment 3") && e.contains("`*`"), "{e}");
+    }
+}
+
+// What broke (issue 27): the two builders disagreed on which methods carry the rest of the
+// input as a JSON body — drift sent one with DELETE, execute sent one with OPTIONS. One rule
+// now: GET, HEAD, DELETE and OPTIONS send none; every other method sends the input members
+// that are not captures.
+#[test]
+fn get_head_delete_and_options_send_no_body() {
+    use understudy::contract::MatchSpec;
+    use understudy::upstream::request::{build, carries_body};
+    let input = json!({"id": "7", "name": "Ada"});
+    for (method, body) in [
+        ("GET", None),
+        ("HEAD", None),
+        ("DELETE", None),
+        ("OPTIONS", None),
+        ("POST", Some(json!({"name": "Ada"}))),
+        ("PUT", Some(json!({"name": "Ada"}))),
+        ("PATCH", Some(json!({"name": "Ada"}))),
+    ] {
+        let spec: MatchSpec =
+            serde_json::from_value(json!({"method": method, "path": "/items/{id}"})).unwrap();
+        let r = build(&spec, &input, None).unwrap();
+        assert_eq!(r.path, "/items/7");
+        assert_eq!(r.body, body, "{method}");
+        assert_eq!(carries_body(method), body.is_some(), "{method}");
+        let h = r.header_map(None).unwrap();
+        assert_eq!(h.contains_key("content-type"), body.is_some(), "{method}");
+    }
+}
+
+// What broke (issue 27): the two diffs named places differently (`$.a[0]` in drift's report,
+// `/a/0` in the execute API's `diff`), disagreed on arrays of different lengths (drift: one
+// `.length` value, execute: each element), and execute compared a mock envelope's `headers`
+// with a real answer's envelope that never has any. One walk now (`upstream::diff`): each
+// difference carries both notations of one place, an element only one side has is `added`
+// or `removed` at its index, and an envelope's `status` and `data` are compared, not its
+// `headers`.
+#[test]
+fn one_diff_names_each_place_in_both_notations() {
+    use understudy::upstream::diff::{diff, diff_value, Kind};
+    let mock = json!({"status": 200, "headers": {"ETag": "x"},
+                      "data": {"list": [1, 2], "a/b": {"~k": 1}}});
+    let real = json!({"status": 200, "data": {"list": [1], "a/b": {"~k": "1"}}});
+    let d = diff(&mock, &real, true);
+    let places: Vec<(&str, &str, Kind)> = d
+        .iter()
+        .map(|d| (d.path.as_str(), d.pointer.as_str(), d.kind))
+        .collect();
+    assert_eq!(
+        places,
+        vec![
+            (
+                "$.data[\"a/b\"][\"~k\"]",
+                "/data/a~1b/~0k",
+                Kind::ChangedType
+            ),
+            ("$.data.list[1]", "/data/list/1", Kind::Removed),
+        ]
+    );
+    // Shapes only: an element only one side has is a value difference, not reported.
+    assert_eq!(diff(&mock, &real, false).len(), 1);
+    // Two whole values (an MCP tool's output): the root is `$`, `/`.
+    let d = diff_value(&json!(1), &json!(2), true);
+    assert_eq!((d[0].path.as_str(), d[0].pointer.as_str()), ("$", "/"));
+    assert_eq!(
+        d[0].to_api_json(),
+        json!({"path": "/", "mock": 1, "upstream": 2})
+    );
+}
+
+// What broke (issue 27): drift's real-answer envelope kept the body of a 204 or 304 as
+// `data`, execute's left it out. One conversion now (`upstream::answer::envelope`), with the
+// rule record mode and the rendering of a mock follow: 1xx, 204 and 304 carry no content.
+#[test]
+fn a_no_content_answer_has_no_data_in_its_envelope() {
+    use understudy::upstream::answer::envelope;
+    assert_eq!(envelope(204, br#"{"x":1}"#), json!({"status": 204}));
+    assert_eq!(envelope(304, b"stale"), json!({"status": 304}));
+    assert_eq!(
+        envelope(200, br#"{"x":1}"#),
+        json!({"status": 200, "data": {"x": 1}})
+    );
+    assert_eq!(envelope(200, b"  "), json!({"status": 200}));
+    assert_eq!(
+        envelope(404, b"gone"),
+        json!({"status": 404, "data": "gone"})
+    );
 }

@@ -36,7 +36,7 @@ fn kept_header(name: &str) -> Option<String> {
 pub(super) fn envelope(h: &HttpCall) -> Value {
     let mut m = Map::new();
     m.insert("status".into(), json!(h.status));
-    let no_body = h.status == 204 || h.status == 304 || h.status < 200;
+    let no_body = crate::profile::no_content(h.status);
     if !no_body {
         if let Some(b) = &h.response_body {
             m.insert("data".into(), b.clone());

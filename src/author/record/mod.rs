@@ -195,23 +195,7 @@ impl ToolOutcome {
     }
 }
 
-/// A body as [`Exchange`] keeps it: `None` when empty, the JSON value when it parses, else the
-/// text as a JSON string when it is UTF-8 (form bodies, plain text), else `None` (binary
-/// bodies are not recorded, nor JSON nested within 8 levels of what the store keeps,
-/// [`crate::util::json::MAX_STORED_DEPTH`]: evidence then holds the body's summary).
-pub fn parse_body(bytes: &[u8]) -> Option<Value> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return None;
-    }
-    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-        // Deeper than the store keeps: the caller's summary (bytes, content type) instead.
-        return (!crate::util::json::deeper_than(&v, crate::util::json::MAX_STORED_DEPTH - 8))
-            .then_some(v);
-    }
-    std::str::from_utf8(bytes)
-        .ok()
-        .map(|s| Value::String(s.to_string()))
-}
+pub use crate::upstream::answer::parse_body;
 
 /// The drafts of one integration (see [`drafts()`]).
 #[derive(Debug, Clone, PartialEq)]

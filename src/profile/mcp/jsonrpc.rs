@@ -23,6 +23,50 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// 2026-07-28: the requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
+/// A POST body as the MCP endpoint reads it: parsed once, where it arrives, then passed on —
+/// to the dialect ([`super::McpEndpoint::handle_posted`]), to the forwarding of a message the
+/// real server answers, and to every answer that echoes its `id` ([`Posted::id`]) — so no
+/// later stage parses the body again.
+#[derive(Debug, Clone)]
+pub struct Posted {
+    /// The JSON value, or why the body is not JSON (serde's message).
+    parsed: Result<Value, String>,
+}
+
+impl Posted {
+    /// Parse a POST body (the one parse of an MCP request's body).
+    pub fn parse(body: &[u8]) -> Posted {
+        Posted {
+            parsed: serde_json::from_slice(body).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Nothing was posted (a `GET` or `DELETE`, which carry no message).
+    pub fn none() -> Posted {
+        Posted {
+            parsed: Err("no message".into()),
+        }
+    }
+
+    /// The JSON value, when the body is JSON.
+    pub fn value(&self) -> Option<&Value> {
+        self.parsed.as_ref().ok()
+    }
+
+    /// The JSON value, or serde's message for a body that is not JSON.
+    pub fn parsed(&self) -> Result<&Value, &str> {
+        self.parsed.as_ref().map_err(String::as_str)
+    }
+
+    /// The `id` an answer to this message echoes: a request's id, else `null`.
+    pub fn id(&self) -> Value {
+        self.value()
+            .and_then(|v| classify(v).ok())
+            .map(|m| m.id())
+            .unwrap_or(Value::Null)
+    }
+}
+
 /// One client message, classified.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {

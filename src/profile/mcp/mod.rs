@@ -125,7 +125,6 @@
 
 pub mod ask;
 pub mod catalog;
-pub mod client;
 pub mod http;
 pub mod jsonrpc;
 pub mod listen;
@@ -151,13 +150,13 @@ use serde_json::{json, Map, Value};
 
 use self::http::{accepts, one, Accepts, One};
 use self::jsonrpc::{
-    classify, Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    classify, Message, Posted, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, SESSION_NOT_FOUND,
     TRANSPORT_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use self::profile::profile;
 use self::session::Sessions;
-use self::tools::{render_outcome, CallAnswer};
+use self::tools::{finish_stateless, render_outcome, CallAnswer};
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
 
@@ -494,19 +493,6 @@ fn meta(params: Option<&Map<String, Value>>) -> Option<&Map<String, Value>> {
     params?.get("_meta")?.as_object()
 }
 
-/// Add what every 2026-07-28 result carries: `resultType` and the server's identity.
-fn finish_stateless(result: &mut Value, server_name: &str) {
-    if let Value::Object(m) = result {
-        m.entry("resultType").or_insert_with(|| json!("complete"));
-        let meta = m.entry("_meta").or_insert_with(|| json!({}));
-        if let Value::Object(meta) = meta {
-            meta.entry(META_SERVER_INFO).or_insert_with(
-                || json!({"name": server_name, "version": env!("CARGO_PKG_VERSION")}),
-            );
-        }
-    }
-}
-
 fn value_at<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
     path.iter().try_fold(v, |cur, k| cur.get(k))
 }
@@ -586,6 +572,25 @@ impl McpEndpoint {
         backend: &B,
         early: Option<ask::Early>,
     ) -> McpResponse {
+        let posted = if *method == Method::POST {
+            Posted::parse(body)
+        } else {
+            Posted::none()
+        };
+        self.handle_posted(method, headers, &posted, backend, early)
+            .await
+    }
+
+    /// [`McpEndpoint::handle_streaming`] of a body the caller parsed already ([`Posted`]: the
+    /// one parse of the request's body).
+    pub async fn handle_posted<B: McpBackend + ?Sized>(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        body: &Posted,
+        backend: &B,
+        early: Option<ask::Early>,
+    ) -> McpResponse {
         if !http::origin_allowed(headers, &self.allowed_origins) {
             return refuse(
                 403,
@@ -608,7 +613,7 @@ impl McpEndpoint {
     async fn post<B: McpBackend + ?Sized>(
         &self,
         headers: &HeaderMap,
-        body: &[u8],
+        body: &Posted,
         backend: &B,
         early: Option<ask::Early>,
     ) -> McpResponse {
@@ -629,21 +634,21 @@ impl McpEndpoint {
                 &Value::Null,
             );
         }
-        let value: Value = match serde_json::from_slice(body) {
+        let value: &Value = match body.parsed() {
             Ok(v) => v,
             Err(e) => return refuse(400, PARSE_ERROR, &format!("Parse error: {e}"), &Value::Null),
         };
         // The same nesting bound as every other request body: arguments nested deeper would
         // be recorded into evidence the store could not read back.
         let max = crate::util::json::MAX_BODY_DEPTH;
-        if crate::util::json::json_depth(&value) > max {
+        if crate::util::json::json_depth(value) > max {
             let message = format!("Parse error: the message is nested more than {max} levels deep");
             return refuse(400, PARSE_ERROR, &message, &Value::Null);
         }
-        if let Value::Array(items) = &value {
+        if let Value::Array(items) = value {
             return self.batch(items, headers, accepts, backend).await;
         }
-        let msg = match classify(&value) {
+        let msg = match classify(value) {
             Ok(m) => m,
             Err(inv) => return refuse(400, INVALID_REQUEST, &inv.message, &inv.id),
         };
@@ -870,11 +875,12 @@ impl McpEndpoint {
 /// -32603 (-32602 for `unknown_tool`) with the `understudy_error` data, echoing the id of
 /// `body` when it is a single request, and `Understudy-Error: <code>`.
 pub fn harness_reply(body: &[u8], e: &HarnessError) -> McpResponse {
-    let id = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| classify(&v).ok())
-        .map(|m| m.id())
-        .unwrap_or(Value::Null);
+    harness_reply_to(&Posted::parse(body), e)
+}
+
+/// [`harness_reply`] to a message parsed already.
+pub fn harness_reply_to(message: &Posted, e: &HarnessError) -> McpResponse {
+    let id = message.id();
     let code = if e.code == HarnessCode::UnknownTool {
         INVALID_PARAMS
     } else {

@@ -6,9 +6,9 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::http::{b64url_decode, b64url_encode};
-use super::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS};
+use super::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS};
 use super::profile::{fill, profile};
-use super::{ToolCallOutcome, ToolInfo};
+use super::{ToolCallOutcome, ToolInfo, META_SERVER_INFO};
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
 
@@ -232,7 +232,7 @@ pub fn render_outcome(
                         format!(
                             "tool `{name}` has result_form call_tool_result but its mock \
                              rendered a {}, not a CallToolResult object",
-                            kind_of(&v)
+                            crate::util::json::bare_type_name(&v)
                         ),
                     ))
                 }
@@ -250,17 +250,6 @@ pub fn render_outcome(
                 harness: Some(HarnessCode::UnknownTool),
             }
         }
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
@@ -313,6 +302,71 @@ pub fn primitive_text(v: &Value) -> Option<String> {
         Value::Bool(b) => Some(b.to_string()),
         Value::Number(n) => Some(n.to_string()),
         _ => None,
+    }
+}
+
+/// Add what every 2026-07-28 result carries: `resultType` and the server's identity.
+pub fn finish_stateless(result: &mut Value, server_name: &str) {
+    if let Value::Object(m) = result {
+        m.entry("resultType").or_insert_with(|| json!("complete"));
+        let meta = m.entry("_meta").or_insert_with(|| json!({}));
+        if let Value::Object(meta) = meta {
+            meta.entry(META_SERVER_INFO).or_insert_with(
+                || json!({"name": server_name, "version": env!("CARGO_PKG_VERSION")}),
+            );
+        }
+    }
+}
+
+/// One `tools/call` answer as a whole HTTP answer, for a call answered outside the session
+/// machinery (a mocked, blocked or simulated call of a forwarded MCP endpoint): the JSON-RPC
+/// result or error echoing `id` — a 2026-07-28 (`stateless`) result finished as every one is
+/// ([`finish_stateless`], `server_name`) —, as JSON, or as one SSE event when the client
+/// accepts only SSE or `prefer_sse` (the integration's `mcp_sse`) and it accepts SSE; a
+/// harness error names its code in `Understudy-Error`, and `Understudy-Source: mock` says
+/// understudy answered.
+pub fn tool_call_answer(
+    id: &Value,
+    answer: CallAnswer,
+    stateless: bool,
+    server_name: &str,
+    headers: &hyper::HeaderMap,
+    prefer_sse: bool,
+) -> super::McpResponse {
+    let (msg, harness) = match answer {
+        CallAnswer::Result(mut r) => {
+            if stateless {
+                finish_stateless(&mut r, server_name);
+            }
+            (jsonrpc::result(id, r), None)
+        }
+        CallAnswer::Error {
+            code,
+            message,
+            data,
+            harness,
+        } => (jsonrpc::error(id, code, &message, data), harness),
+    };
+    let acc = super::http::accepts(headers);
+    let as_sse = acc.sse && (!acc.json || prefer_sse);
+    let mut headers = if as_sse {
+        super::sse::headers()
+    } else {
+        vec![("Content-Type".to_string(), "application/json".to_string())]
+    };
+    if let Some(code) = harness {
+        headers.push(("Understudy-Error".into(), code.as_str().into()));
+    }
+    headers.push(("Understudy-Source".into(), "mock".into()));
+    let body = if as_sse {
+        super::McpBody::Sse(vec![super::sse::event(None, &msg)])
+    } else {
+        super::McpBody::Json(msg.to_string().into_bytes())
+    };
+    super::McpResponse {
+        status: 200,
+        headers,
+        body,
     }
 }
 

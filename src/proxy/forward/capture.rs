@@ -1,7 +1,7 @@
 //! What a forwarded call leaves behind: its evidence `result` (the real answer as an
-//! envelope, [`http_result`]), scrubbed of secrets — the request's secret set is computed
-//! once per call ([`secret_values`], carried in `CallInfo::secrets`) and cut out of every
-//! string ([`scrub`]) — and, in the record modes, the [`Exchange`] kept for the drafts.
+//! envelope, [`http_result`]), scrubbed of secrets (`crate::proxy::call::scrub`, with the
+//! request's secret set computed once per call) — and, in the record modes, the
+//! [`Exchange`] kept for the drafts.
 
 use hyper::http::HeaderMap;
 use serde_json::{json, Map, Value};
@@ -10,7 +10,6 @@ use super::relay::BodyEnd;
 use crate::app::App;
 use crate::author::record::{self, Call, Exchange, HttpCall};
 use crate::http::{is_sse, Request};
-use crate::util::json::cut_secrets;
 
 /// Bodies up to this size are kept in evidence; larger ones are summarized.
 pub const EVIDENCE_BODY_LIMIT: usize = 256 * 1024;
@@ -123,80 +122,4 @@ pub(crate) fn header_pairs(h: &HeaderMap) -> Vec<(String, String)> {
 pub(crate) fn keep_exchange(app: &App, mut ex: Exchange) {
     record::scrub_exchange(&mut ex, &app.config.scrub);
     app.forwarding.recorder.push(ex);
-}
-
-/// The secret values a request carries, at least 8 characters long: secret headers (whole,
-/// and the credential after a scheme such as `Bearer `; each cookie value), secret query
-/// parameters and secret fields of a JSON body (the denylist of [`crate::author::record::scrub`] plus
-/// the project's `scrub`).
-pub(crate) fn secret_values(app: &App, req: &Request) -> Vec<String> {
-    let mut out = Vec::new();
-    let fields = &app.config.scrub.fields;
-    for (k, v) in &req.query {
-        if record::is_secret_field(k, fields) && v.len() >= 8 {
-            out.push(v.clone());
-        }
-    }
-    if let Ok(Some(body)) = req.json() {
-        secret_fields(body, fields, &mut out);
-    }
-    for (k, v) in &req.headers {
-        if !record::is_secret_header(k.as_str(), &app.config.scrub.headers) {
-            continue;
-        }
-        let Ok(v) = v.to_str() else { continue };
-        let v = v.trim();
-        for part in std::iter::once(v).chain(v.split_once(' ').map(|(_, t)| t.trim())) {
-            if part.len() >= 8 && !out.iter().any(|o| o == part) {
-                out.push(part.to_string());
-            }
-        }
-        // Cookies: each value.
-        if k == hyper::header::COOKIE {
-            for c in v.split(';') {
-                if let Some((_, val)) = c.split_once('=') {
-                    let val = val.trim();
-                    if val.len() >= 8 {
-                        out.push(val.to_string());
-                    }
-                }
-            }
-        }
-    }
-    // Longest first, so a value containing another is cut whole.
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out.dedup();
-    out
-}
-
-/// The values of secret fields anywhere in `v`.
-fn secret_fields(v: &Value, fields: &[String], out: &mut Vec<String>) {
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                if record::is_secret_field(k, fields) {
-                    let text = match x {
-                        Value::String(s) => s.clone(),
-                        Value::Null => continue,
-                        other => other.to_string(),
-                    };
-                    if text.len() >= 8 {
-                        out.push(text);
-                    }
-                } else {
-                    secret_fields(x, fields, out);
-                }
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|x| secret_fields(x, fields, out)),
-        _ => {}
-    }
-}
-
-/// Scrub a value for evidence: the one scrubber (`crate::util::scrub`: names, shapes, known
-/// secrets, so an echo of a named secret gets the same mark), then the request's secret
-/// values.
-pub(crate) fn scrub(app: &App, secrets: &[String], v: &mut Value) {
-    app.store.scrubber().json(v);
-    cut_secrets(v, secrets);
 }

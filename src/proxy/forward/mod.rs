@@ -1,8 +1,8 @@
 //! Reaching the real system (SPEC 4, 5.3, 7, 11): carrying out every [`Plan`] but
 //! [`Plan::Mock`] — forwarded, tagged, blocked, simulated — for HTTP profiles here ([`run`])
-//! and for MCP endpoints in [`mcp`]; on-demand real calls are `crate::admin::execute_upstream`,
+//! and for MCP endpoints in `crate::proxy::mcp::forward`; on-demand real calls are `crate::admin::execute_upstream`,
 //! the drafts of captured exchanges [`crate::app::recorder`]. No second pipeline: routing,
-//! the plan and the commit are `super::pipeline`'s.
+//! the plan and the commit are `super::call`'s stages.
 //!
 //! | module | owns |
 //! |---|---|
@@ -10,9 +10,9 @@
 //! | [`send`] | the upstream URL, sending, reading a small answer whole |
 //! | [`relay`] | streaming a large or SSE answer, finishing the call at its end |
 //! | [`capture`] | evidence results, secret scrubbing, exchanges for drafts |
-//! | [`mcp`] | the MCP endpoint outside `replay` |
 //!
-//! What happens to a call ([`crate::proxy::pipeline::plan`], SPEC 4):
+//! What happens to a call ([`crate::proxy::call::plan`], the mode rule
+//! [`crate::proxy::decision::plan_for`], SPEC 4):
 //!
 //! | mode | operation with a pinned mock | anything else |
 //! |---|---|---|
@@ -90,7 +90,6 @@
 //! order; blocked writes and failed calls are not captured.
 
 pub mod capture;
-pub mod mcp;
 pub mod policy;
 pub mod relay;
 pub mod send;
@@ -102,15 +101,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use hyper::http::{HeaderMap, HeaderValue, Response};
 
-use self::capture::{http_exchange, http_result, keep_exchange, scrub, secret_values, Capture};
+use self::capture::{http_exchange, http_result, keep_exchange, Capture};
 use self::relay::{relay, BodyEnd, Finisher};
 use self::send::{buffer, rest_of, send_upstream, upstream_host, Buffered};
 use crate::app::attempt::Attempt;
 use crate::app::App;
 use crate::error::{HarnessCode, HarnessError};
 use crate::http::{full, is_sse, to_http, HttpResponse, Request};
-use crate::proxy::decision::{Decision, Plan};
-use crate::proxy::pipeline::{self, CallInfo, Identified, StoreFailed};
+use crate::proxy::call::{self, scrub, secret_values, CallInfo, Identified};
+use crate::proxy::decision::{Decision, Plan, StoreFailed};
 use crate::records::{EventSource, ResultStatus};
 
 /// The response header naming who answered a forwarded call.
@@ -130,7 +129,8 @@ pub async fn run(
     id: Identified<'_>,
     plan: Plan,
 ) -> HttpResponse {
-    info.secrets = Some(secret_values(app, &req).into());
+    let body = req.json().ok().flatten();
+    info.secrets = Some(secret_values(app, &req, body).into());
     let Identified {
         integ,
         profile,
@@ -187,7 +187,7 @@ pub async fn run(
 
 /// Commit a call decided here and answer its response (or the store's 500).
 async fn answer(app: &App, attempt: &Attempt, info: CallInfo, d: Decision) -> HttpResponse {
-    match pipeline::record(app, attempt, info, d).await {
+    match call::record(app, attempt, info, d).await {
         Ok(c) => to_http(c.response),
         Err(f) => to_http(f.response),
     }
@@ -303,7 +303,7 @@ impl Finisher for HttpDone {
                 scrub(&self.app, secrets, &mut result);
             }
             let d = Decision::forwarded(self.status, result, self.source.clone());
-            pipeline::record(&self.app, &self.attempt, info, d).await?;
+            call::record(&self.app, &self.attempt, info, d).await?;
             if let Some(c) = &self.capture {
                 if end.complete && !end.truncated {
                     let ex = http_exchange(c, &self.req, self.status, &self.headers, &end.bytes);

@@ -1,58 +1,18 @@
-//! The rule of the mode for a call no mock answers (SPEC 4, 5.3; the table of
-//! [`super`]): forwarded, tagged, blocked or simulated — and what a blocked or simulated
-//! write answers: the message naming why, and the deterministic fake id of a simulated one.
+//! What a blocked or simulated write answers (SPEC 4, 5.3; the table of [`super`]; the rule
+//! of the mode that decides it is `crate::proxy::decision::plan_for`): the message naming
+//! why, and the deterministic fake id of a simulated one.
 //! Also the evidence of a forward-proxy request to a host no integration covers
 //! ([`refuse_unknown_host`]).
 
 use sha2::{Digest, Sha256};
 
-use crate::app::{App, Integration};
-use crate::config::{Mode, UnmatchedWrites};
+use crate::app::App;
+use crate::config::Mode;
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::profile::{NativeResponse, Profile};
-use crate::proxy::decision::{Decision, Plan};
-use crate::proxy::pipeline::{self, CallInfo};
+use crate::proxy::call::{self, CallInfo};
+use crate::proxy::decision::Decision;
 use crate::records::{AttemptRecord, ResultStatus};
-use crate::util::ids::hex;
-
-/// The plan of a call outside `replay` (module doc of [`super`]): the mock's when the
-/// attempt pinned one (`pinned`) in `dry-run` and `record-missing`, else [`unmocked`].
-pub fn plan_for(app: &App, pinned: bool, is_write: bool, integ: &Integration) -> Plan {
-    if pinned && matches!(app.mode, Mode::DryRun | Mode::RecordMissing) {
-        return Plan::Mock;
-    }
-    unmocked(app, is_write, integ.config.unmatched_writes)
-}
-
-/// The mode's rule for a call without a mock.
-pub fn unmocked(app: &App, is_write: bool, unmatched_writes: UnmatchedWrites) -> Plan {
-    match app.mode {
-        Mode::DryRun if is_write => match unmatched_writes {
-            UnmatchedWrites::Block => Plan::Block,
-            UnmatchedWrites::Simulate => Plan::Simulate,
-            UnmatchedWrites::Tag => Plan::Forward {
-                tag: true,
-                capture: false,
-            },
-        },
-        Mode::Record | Mode::RecordMissing if is_write && !app.forwarding.allow_writes => {
-            Plan::Block
-        }
-        Mode::Record | Mode::RecordMissing => Plan::Forward {
-            tag: false,
-            capture: true,
-        },
-        _ => Plan::Forward {
-            tag: false,
-            capture: false,
-        },
-    }
-}
-
-/// Whether the mode keeps what is forwarded for drafts (`record`, `record-missing`).
-pub fn captures(app: &App) -> bool {
-    matches!(app.mode, Mode::Record | Mode::RecordMissing)
-}
 
 /// Why a write was blocked, in words the agent (and the log) can act on.
 pub fn blocked_message(app: &App, integration: &str, what: &str) -> String {
@@ -95,7 +55,7 @@ pub fn fake_id(
     b.copy_from_slice(&h[..16]);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let x = hex(&b);
+    let x = crate::util::ids::hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &x[..8],
@@ -145,7 +105,7 @@ pub async fn refuse_unknown_host(
         HarnessCode::UnknownHost,
         message,
     )));
-    match pipeline::record(app, &attempt, info, d).await {
+    match call::record(app, &attempt, info, d).await {
         Ok(c) => c.response,
         Err(f) => f.response,
     }

@@ -16,7 +16,8 @@ use hyper::body::{Body, Frame, Incoming};
 use tokio::task::JoinHandle;
 
 use crate::http::HttpBody;
-use crate::proxy::pipeline::{CallInfo, StoreFailed};
+use crate::proxy::call::CallInfo;
+use crate::proxy::decision::StoreFailed;
 
 /// A streamed body is copied (for evidence and drafts) up to this many bytes.
 pub const CAPTURE_LIMIT: usize = 10 * 1024 * 1024;

@@ -32,14 +32,14 @@ use http_body_util::BodyExt;
 use hyper::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::{json, Map, Value};
 
-use super::http::encode_header_value;
-use super::sse::parse_events;
-use super::tools::{param_headers, primitive_text};
-use super::{
+use super::client::{Upstream, UpstreamErrorKind};
+use crate::profile::mcp::http::encode_header_value;
+use crate::profile::mcp::sse::parse_events;
+use crate::profile::mcp::tools::{param_headers, primitive_text};
+use crate::profile::mcp::{
     HEADER_METHOD, HEADER_NAME, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
     META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, META_SERVER_INFO,
 };
-use crate::upstream::{Upstream, UpstreamErrorKind};
 
 /// The version proposed in the session era's `initialize`.
 pub const SESSION_VERSION: &str = "2025-11-25";
@@ -520,7 +520,7 @@ impl<'a> McpClient<'a> {
         };
         let status = resp.status().as_u16();
         let mut headers = resp.headers().clone();
-        crate::upstream::strip_response_headers(&mut headers);
+        super::client::strip_response_headers(&mut headers);
         let sse = crate::http::is_sse(&headers);
         let mut body = http_body_util::Limited::new(resp.into_body(), self.limits.max_body);
         let mut buf = Vec::new();
