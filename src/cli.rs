@@ -107,6 +107,11 @@ pub struct ServeFlags {
     /// Record modes: let writes through to the real upstream instead of blocking them (403).
     #[arg(long)]
     pub allow_writes: bool,
+    /// Let `POST /_understudy/api/tools/execute` with `target: "upstream"` and
+    /// `allow_write: true` send a write to the real system (refused with 403
+    /// `upstream_writes_disabled` without it).
+    #[arg(long)]
+    pub allow_upstream_writes: bool,
     #[arg(long, value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
 }

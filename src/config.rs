@@ -136,9 +136,93 @@ pub(crate) struct RawConfig {
     /// When calls become durable: `call` (before the answer, the default) or `attempt`.
     #[serde(default)]
     durability: Durability,
+    /// Extra `Host` values the control plane answers to (`name` or `name:port`).
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
+    /// Extra `Origin`s that may drive the control plane (and the only ones sent CORS headers).
+    #[serde(default)]
+    allowed_origins: Vec<String>,
+    /// Whether a loopback peer without proxy headers needs no admin token (default true).
+    #[serde(default)]
+    trust_loopback: Option<bool>,
+    /// Scoped admin tokens, stored as SHA-256 only.
+    #[serde(default)]
+    admin_tokens: Vec<AdminToken>,
     /// Integration name (`[a-z0-9_-]{1,64}`, not starting with `_`) → its definition; at least one.
     #[schemars(extend("propertyNames" = {"pattern": "^[a-z0-9-][a-z0-9_-]{0,63}$"}, "minProperties" = 1))]
     integrations: BTreeMap<String, RawIntegration>,
+}
+
+/// What an admin token may do (`docs/src/operations/security.md` has the route table).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Evidence, attempts, the UI, metrics, the tool list.
+    Read,
+    /// Create and end attempts, post agent events, verify.
+    Run,
+    /// Save revisions, flush drafts, `POST /tools/execute`.
+    Manage,
+}
+
+impl Scope {
+    /// Every scope (what `--admin-token` grants).
+    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Run, Scope::Manage];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Run => "run",
+            Scope::Manage => "manage",
+        }
+    }
+}
+
+/// One entry of `"admin_tokens"`: a named token, stored as the lower-case hex SHA-256 of
+/// the token (never the token itself), with its scopes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdminToken {
+    pub name: String,
+    pub sha256: String,
+    pub scopes: Vec<Scope>,
+}
+
+/// Who may drive the control plane (`/_understudy/…`): the project file's
+/// `allowed_hosts`, `allowed_origins`, `trust_loopback` and `admin_tokens`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    /// Extra `Host` values the listener answers to (`name` or `name:port`).
+    pub allowed_hosts: Vec<String>,
+    /// Extra `Origin`s (`https://dash.example.com`) that may drive it; also the only
+    /// origins ever sent `Access-Control-Allow-*`.
+    pub allowed_origins: Vec<String>,
+    /// Whether a loopback peer without proxy headers needs no token (default true).
+    pub trust_loopback: bool,
+    pub admin_tokens: Vec<AdminToken>,
+}
+
+impl Default for Control {
+    fn default() -> Control {
+        Control {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            trust_loopback: true,
+            admin_tokens: Vec::new(),
+        }
+    }
 }
 
 /// One integration of the project file.
@@ -190,6 +274,8 @@ pub struct Config {
     /// `"durability"`: when calls of the default attempt, and of attempts whose
     /// `POST /attempts` body names none, are durable (default `call`: before the answer).
     pub durability: Durability,
+    /// `allowed_hosts`, `allowed_origins`, `trust_loopback`, `admin_tokens`.
+    pub control: Control,
     pub integrations: BTreeMap<String, IntegrationConfig>,
 }
 
@@ -304,6 +390,37 @@ impl Config {
                 ));
             }
         }
+        for (i, t) in raw.admin_tokens.iter().enumerate() {
+            let hex = t.sha256.len() == 64
+                && t.sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hex {
+                return Err(err(
+                    format!("admin_tokens/{i}/sha256"),
+                    "expected the lower-case hex SHA-256 of the token (64 characters, e.g. the output of `printf %s \"$TOKEN\" | sha256sum`), never the token itself".into(),
+                ));
+            }
+            if t.scopes.is_empty() {
+                return Err(err(
+                    format!("admin_tokens/{i}/scopes"),
+                    "expected at least one of \"read\", \"run\", \"manage\"".into(),
+                ));
+            }
+        }
+        for (i, o) in raw.allowed_origins.iter().enumerate() {
+            let ok = (o.starts_with("http://") || o.starts_with("https://"))
+                && o.trim_end_matches('/')
+                    .splitn(4, '/')
+                    .nth(3)
+                    .is_none_or(|r| r.is_empty());
+            if !ok {
+                return Err(err(
+                    format!("allowed_origins/{i}"),
+                    format!("`{o}` is not an origin: expected scheme://host[:port], e.g. https://dash.example.com"),
+                ));
+            }
+        }
         let mut integrations = BTreeMap::new();
         for (name, ri) in raw.integrations {
             let at = |k: &str| format!("integrations/{name}{k}");
@@ -367,6 +484,12 @@ impl Config {
                 None => Some(base_dir.join("contracts")).filter(|d| d.is_dir()),
             },
             durability: raw.durability,
+            control: Control {
+                allowed_hosts: raw.allowed_hosts,
+                allowed_origins: raw.allowed_origins,
+                trust_loopback: raw.trust_loopback.unwrap_or(true),
+                admin_tokens: raw.admin_tokens,
+            },
             integrations,
             base_dir,
         })

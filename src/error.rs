@@ -94,6 +94,8 @@ pub struct InputError {
     pub details: Vec<String>,
     /// HTTP status the profile should use (400 by default; 422 for an idempotency mismatch).
     pub status: u16,
+    /// The evidence's error code: `input_error`, or `too_deep` for a body nested too deep.
+    pub code: &'static str,
 }
 
 impl InputError {
@@ -103,7 +105,19 @@ impl InputError {
             path: None,
             details: Vec::new(),
             status: 400,
+            code: "input_error",
         }
+    }
+
+    /// The input error of a request body that could not be read (not JSON, or nested too
+    /// deep: code `too_deep`).
+    pub fn of_body(message: String) -> Self {
+        let too_deep = message.starts_with(crate::util::json::TOO_DEEP);
+        let mut e = InputError::new(message);
+        if too_deep {
+            e.code = "too_deep";
+        }
+        e
     }
     pub fn at(mut self, path: impl Into<String>) -> Self {
         self.path = Some(path.into());
@@ -140,10 +154,11 @@ impl CallError {
             CallError::Harness(e) => e.path.as_deref(),
         }
     }
-    /// `{"code","message","path"}` as in SPEC section 9; input errors use code `input_error`.
+    /// `{"code","message","path"}` as in SPEC section 9; input errors use code `input_error`
+    /// (`too_deep` for a body nested too deep).
     pub fn to_json(&self) -> serde_json::Value {
         let code = match self {
-            CallError::Input(_) => "input_error",
+            CallError::Input(e) => e.code,
             CallError::Harness(e) => e.code.as_str(),
         };
         serde_json::json!({ "code": code, "message": self.message(), "path": self.path() })

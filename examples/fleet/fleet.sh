@@ -14,6 +14,12 @@
 # dir, default $FLEET_DIR/pgdata; an existing one is reused, so state survives a restart),
 # UNDERSTUDY_BIN (default target/release/understudy, built when missing), FLEET_STORE (an
 # existing postgres:// URL: no PostgreSQL is started).
+# FLEET_ADMIN_TOKEN: the admin token of the control plane (`/_understudy/…`; default: a
+# random one, written to $FLEET_DIR/admin-token). Why a token: behind nginx every request
+# reaches the servers from loopback, so loopback cannot be what grants access — nginx adds
+# X-Forwarded-For, and the fleet's project file (a copy of FLEET_CONFIG beside it) sets
+# "trust_loopback": false and names the front address in "allowed_hosts" (the servers see
+# nginx's Host, not their own port). Send `Authorization: Bearer $FLEET_ADMIN_TOKEN`.
 # Needs Debian's postgresql and nginx-light (nginx) packages. As root, PostgreSQL runs as
 # the user `pgtest` (created when missing): the server refuses to run as root.
 set -euo pipefail
@@ -48,6 +54,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   if [ "$PG_STARTED" = 1 ]; then as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null 2>&1 || true; fi
+  rm -f "${FLEET_CFG:-}"
   if [ "$OWN_DIR" = 1 ]; then rm -rf "$DIR"; fi
   log "stopped"
 }
@@ -81,7 +88,23 @@ else
   log "PostgreSQL on 127.0.0.1:$PGPORT"
 fi
 
-# 2. The understudy processes (one after the other: the first creates the schema and the
+# 2. The fleet's project file: the given one plus the control-plane settings of a server
+# behind a reverse proxy (see the header), beside it so its relative paths still resolve.
+TOKEN="${FLEET_ADMIN_TOKEN:-$(python3 -c 'import secrets; print(secrets.token_hex(24))')}"
+umask 077; printf '%s\n' "$TOKEN" >"$DIR/admin-token"; umask 022
+FLEET_CFG="$(dirname "$CONFIG")/.understudy.fleet-$PORT.json"
+python3 - "$CONFIG" "$FLEET_CFG" "$PORT" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+port = sys.argv[3]
+cfg["allowed_hosts"] = sorted(set(cfg.get("allowed_hosts", []) + [f"127.0.0.1:{port}", f"localhost:{port}"]))
+cfg["trust_loopback"] = False
+json.dump(cfg, open(sys.argv[2], "w"), indent=2)
+PY
+CONFIG="$FLEET_CFG"
+export UNDERSTUDY_ADMIN_TOKEN="$TOKEN"
+
+# 3. The understudy processes (one after the other: the first creates the schema and the
 # shared default attempt, the others adopt them — starting them together works too).
 UPSTREAMS=""
 for i in $(seq 1 "$PROCS"); do
@@ -100,7 +123,7 @@ for i in $(seq 1 "$PROCS"); do
   log "understudy $i on 127.0.0.1:$P (pid ${PIDS[-1]})"
 done
 
-# 3. nginx, round robin, keep-alive to the upstreams. A non-idempotent request is never
+# 4. nginx, round robin, keep-alive to the upstreams. A non-idempotent request is never
 # retried on another process (nginx's default since 1.9.13): a call reaches one process.
 mkdir -p "$DIR/nginx-tmp"; chmod 777 "$DIR/nginx-tmp"
 cat >"$DIR/nginx.conf" <<CONF
@@ -126,6 +149,7 @@ $UPSTREAMS    keepalive 64;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Host \$http_host;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
       proxy_buffering off;
       proxy_read_timeout 120s;
     }
@@ -137,7 +161,9 @@ for _ in $(seq 1 100); do
   python3 - "$PORT" <<'PY' && break
 import sys, urllib.request
 try:
-    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/_understudy/api/health", timeout=1).read()
+    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/crm/", timeout=1).read()
+except urllib.error.HTTPError:
+    pass
 except Exception:
     sys.exit(1)
 PY

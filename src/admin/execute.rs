@@ -167,6 +167,21 @@ pub(crate) async fn execute(app: &Arc<App>, req: &Request) -> Result<Reply, ApiE
                 ),
             ));
         }
+        if op.is_write && b.allow_write && !b.dry_run && !app.forwarding.allow_upstream_writes {
+            app.metrics.refused("upstream_writes_disabled");
+            tracing::warn!(
+                operation = %op.key(),
+                "POST /tools/execute: a real upstream write refused (serve without --allow-upstream-writes)"
+            );
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "upstream_writes_disabled",
+                format!(
+                    "`{}` is a write and `target: \"upstream\"` with `allow_write: true` would send it to the real system: this server was started without `--allow-upstream-writes`, so nothing was sent (start `understudy serve --allow-upstream-writes` to allow it, or use `dry_run: true`)",
+                    op.key()
+                ),
+            ));
+        }
         let opts = UpstreamOptions {
             allow_write: b.allow_write,
             dry_run: b.dry_run,

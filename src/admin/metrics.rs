@@ -10,6 +10,7 @@
 //! | `understudy_reload_problems{integration}` | gauge | problems of the last refused hot reload (0 once one succeeds) |
 //! | `understudy_connections_total` | counter | accepted connections |
 //! | `understudy_store_flushes_total` | counter | group flushes of the store |
+//! | `understudy_admin_refusals_total{code}` | counter | requests to `/_understudy/…` refused by the control-plane gate ([`super::gate`]: `forbidden_host`, `forbidden_origin`, `content_type`, `unauthorized`, `forbidden_scope`) or by `upstream_writes_disabled` |
 //!
 //! Counters start at zero with each process.
 
@@ -126,6 +127,14 @@ pub fn text(app: &App) -> Result<String, ApiError> {
         "understudy_store_flushes_total {}",
         app.store.flush_count()
     );
+    let _ = writeln!(
+        o,
+        "# HELP understudy_admin_refusals_total Requests to /_understudy refused by the control-plane gate, by code."
+    );
+    let _ = writeln!(o, "# TYPE understudy_admin_refusals_total counter");
+    for (code, n) in app.metrics.refusals() {
+        let _ = writeln!(o, "understudy_admin_refusals_total{{code=\"{code}\"}} {n}");
+    }
     Ok(o)
 }
 

@@ -1,34 +1,44 @@
 //! The admin API on the proxy's own listener, under `/_understudy/api` (SPEC 6, 8, 9).
 //!
-//! | method and path | does | module |
-//! |---|---|---|
-//! | `GET /health` | liveness: `{"status":"ok","mode","version","integrations":[…]}` | here |
-//! | `GET /metrics` | Prometheus text (`text/plain; version=0.0.4`): calls by integration/operation/result_status, latency histogram, open attempts, revisions saved | [`metrics`] |
-//! | `GET /tools` | every integration with its operations: `{"integrations":[{"integration","profile","upstream","operations":[{"operation_id","title","description","input_schema","output_schema","is_write","contract_hash","has_mock","latest_revision","stale"}],"builtin_operations":[…]}]}` | [`testing`] |
-//! | `GET /tools/{integration}/testing` | per operation: `contract` (the hashed object), `contract_hash`, `latest_revision` `{revision,contract_hash,definition_hash,saved_at,source}` or null, `revisions` (count), `file_definition_hash`, `stale` (+ `stale_reason`); and `problems` of the last refused hot reload | [`testing`] |
-//! | `POST /tools/{integration}/testing` | `{"action":"generate","operation_id"}` → schema-derived draft (`supported:false` + `reasons` when beyond it); `{"action":"save","operation_id","contract_hash","definition"}` → 201 new revision (200 `created:false` when equal to the latest), 409 `contract_changed`, 422 `check_failed`; `{"action":"check",…}` → the save's checks without saving | [`testing`] |
-//! | `POST /tools/testing` | inline operation: `{"action":"check"\|"generate","operation":{…operation file…},"definition"?,"profile"?\|"integration"?}` — same checks (422 listing problems) and drafts, stores nothing | [`testing`] |
-//! | `POST /tools/execute` | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}` (headers `Request-Timeout`, `Request-Timeout-Millis`) → the object of `understudy exec` plus the tool-test members (`dry_run`, `source`, `is_write`, `blocked_side_effects`, …); `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`], [`execute_request`], [`execute_upstream`] |
-//! | `POST /drafts/flush` | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
-//! | `GET /revisions/{integration}/{operation_id}` | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}, "expect_calls"?: true, "exclusive"?: false}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
-//! | `GET /attempts/{id}` | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
-//! | (`{id}` = `default`) | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
-//! | `GET /attempts/{id}/evidence` | the evidence envelope of SPEC 8 with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
-//! | `POST /attempts/{id}/events` | record an agent-side event (SPEC 15): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
-//! | `POST /attempts/{id}/verify` | evaluate tool-call contracts now: `{"contracts"?:[ids of the loaded set]}` (none: the pinned ones) → `{"attempt_id","contract_results","passed"}`; 422 `unknown_contract` | [`verify`] |
-//! | `GET /attempts/{id}/state` | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
-//! | `DELETE /attempts/{id}` | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
+//! | method and path | scope | does | module |
+//! |---|---|---|---|
+//! | `GET /health` | any token | liveness: `{"status":"ok","mode","version","integrations":[…]}` | here |
+//! | `GET /metrics` | read | Prometheus text (`text/plain; version=0.0.4`): calls by integration/operation/result_status, latency histogram, open attempts, revisions saved | [`metrics`] |
+//! | `GET /tools` | read | every integration with its operations: `{"integrations":[{"integration","profile","upstream","operations":[{"operation_id","title","description","input_schema","output_schema","is_write","contract_hash","has_mock","latest_revision","stale"}],"builtin_operations":[…]}]}` | [`testing`] |
+//! | `GET /tools/{integration}/testing` | read | per operation: `contract` (the hashed object), `contract_hash`, `latest_revision` `{revision,contract_hash,definition_hash,saved_at,source}` or null, `revisions` (count), `file_definition_hash`, `stale` (+ `stale_reason`); and `problems` of the last refused hot reload | [`testing`] |
+//! | `POST /tools/{integration}/testing` | manage | `{"action":"generate","operation_id"}` → schema-derived draft (`supported:false` + `reasons` when beyond it); `{"action":"save","operation_id","contract_hash","definition"}` → 201 new revision (200 `created:false` when equal to the latest), 409 `contract_changed`, 422 `check_failed`; `{"action":"check",…}` → the save's checks without saving | [`testing`] |
+//! | `POST /tools/testing` | read | inline operation: `{"action":"check"\|"generate","operation":{…operation file…},"definition"?,"profile"?\|"integration"?}` — same checks (422 listing problems) and drafts, stores nothing | [`testing`] |
+//! | `POST /tools/execute` | manage | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}` (headers `Request-Timeout`, `Request-Timeout-Millis`) → the object of `understudy exec` plus the tool-test members (`dry_run`, `source`, `is_write`, `blocked_side_effects`, …); `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`], [`execute_request`], [`execute_upstream`] |
+//! | `POST /drafts/flush` | manage | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
+//! | `GET /revisions/{integration}/{operation_id}` | read | the revision history, oldest first, definitions included | [`testing`] |
+//! | `POST /attempts` | run | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}, "expect_calls"?: true, "exclusive"?: false}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
+//! | `GET /attempts/{id}` | read | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
+//! | (`{id}` = `default`) | | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
+//! | `GET /attempts/{id}/evidence` | read | the evidence envelope of SPEC 8 with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
+//! | `POST /attempts/{id}/events` | run | record an agent-side event (SPEC 15): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
+//! | `POST /attempts/{id}/verify` | run | evaluate tool-call contracts now: `{"contracts"?:[ids of the loaded set]}` (none: the pinned ones) → `{"attempt_id","contract_results","passed"}`; 422 `unknown_contract` | [`verify`] |
+//! | `GET /attempts/{id}/state` | read | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
+//! | `DELETE /attempts/{id}` | run | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
 //!
 //! [`client`] is this API's reader for the commands that read evidence from a running server
 //! (`--url`).
 //!
-//! **Auth** (SPEC 9): with an admin token (`--admin-token` / `UNDERSTUDY_ADMIN_TOKEN`) every
-//! route needs `Authorization: Bearer <token>`, compared in constant time; without one the API
-//! answers only loopback peers (and `serve` refuses a non-loopback listener without a token).
+//! The pages of [`ui`] (`GET /_understudy/ui/`, `…/ui/attempts/{id}`,
+//! `…/ui/attempts/{id}/junit.xml`) need `read`. The router dispatches from one table,
+//! [`ROUTES`], which carries each route's scope.
+//!
+//! **Who may call** ([`gate`], the security model in `docs/src/operations/security.md`):
+//! first the Host, Origin and Content-Type rules (403 `forbidden_host`,
+//! `forbidden_origin`, `content_type` in the shape `{"understudy_error":{…}}`); then a
+//! bearer token — `--admin-token` / `UNDERSTUDY_ADMIN_TOKEN` has every scope, an
+//! `admin_tokens` entry of `understudy.json` (`{"name","sha256","scopes"}`) its own — or,
+//! when no token is configured, a loopback peer without proxy headers unless
+//! `"trust_loopback": false`; then the route's scope (403 `forbidden_scope` naming it).
+//! `serve` refuses a non-loopback listener without a token.
 //!
 //! **Errors** have one shape: `{"error":{"code","message","details":[…]}}`; the message says
 //! what to do, `details` carries the machine-readable facts. Codes: `unauthorized` (401),
+//! `forbidden_scope` (403: `details` `[{"scope_needed","token"}]`), `upstream_writes_disabled` (403),
 //! `not_found` (404: names the unknown integration/operation/attempt and lists the known
 //! ones), `method_not_allowed` (405), `bad_request` (400: the body's JSON path and what was
 //! expected), `unknown_operation` (422), `check_failed` (422: every problem as
@@ -44,6 +54,7 @@ pub mod client;
 pub mod execute;
 pub mod execute_request;
 pub mod execute_upstream;
+pub mod gate;
 pub mod metrics;
 pub mod testing;
 pub mod ui;
@@ -60,6 +71,7 @@ use serde_json::{json, Value};
 use crate::app::attempt::{self, Lease};
 use crate::app::generations::IntegrationMap;
 use crate::app::{cleanup_report, App, Integration};
+use crate::config::Scope;
 use crate::error::Problem;
 use crate::http::{json_response, HttpResponse, Request};
 
@@ -153,61 +165,247 @@ impl From<(StatusCode, Value)> for Reply {
 
 type Routed = Result<Reply, ApiError>;
 
-/// Answer one admin request.
-pub async fn handle(app: &Arc<App>, req: Request) -> HttpResponse {
-    if let Err(e) = authorize(app, &req) {
-        return e.response();
+/// What a route needs of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Any authenticated caller, whatever its scopes (liveness).
+    AnyCaller,
+    /// A token with this scope.
+    Scope(Scope),
+}
+
+/// Which handler answers a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteId {
+    Health,
+    Metrics,
+    Tools,
+    InlineTesting,
+    Execute,
+    FlushDrafts,
+    GetTesting,
+    PostTesting,
+    Revisions,
+    CreateAttempt,
+    GetAttempt,
+    Evidence,
+    State,
+    EndAttempt,
+    Events,
+    Verify,
+    Ui,
+}
+
+/// One route of the control plane: method (`GET` also answers `HEAD`), path pattern
+/// (`{name}` matches one segment), the scope it needs, and its handler.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub need: Need,
+    pub id: RouteId,
+}
+
+const fn r(method: &'static str, path: &'static str, need: Need, id: RouteId) -> Route {
+    Route {
+        method,
+        path,
+        need,
+        id,
     }
-    let routed = if ui::is_ui_path(&req.path) {
-        ui::handle(app, &req).await
-    } else {
-        route(app, &req).await
+}
+
+const READ: Need = Need::Scope(Scope::Read);
+const RUN: Need = Need::Scope(Scope::Run);
+const MANAGE: Need = Need::Scope(Scope::Manage);
+
+/// Every route of `/_understudy/…`, the one table the router dispatches from (the module
+/// doc's table says what each does; `docs/src/operations/security.md` lists the scopes).
+pub const ROUTES: &[Route] = &[
+    r(
+        "GET",
+        "/_understudy/api/health",
+        Need::AnyCaller,
+        RouteId::Health,
+    ),
+    r("GET", "/_understudy/api/metrics", READ, RouteId::Metrics),
+    r("GET", "/_understudy/api/tools", READ, RouteId::Tools),
+    r(
+        "POST",
+        "/_understudy/api/tools/testing",
+        READ,
+        RouteId::InlineTesting,
+    ),
+    r(
+        "POST",
+        "/_understudy/api/tools/execute",
+        MANAGE,
+        RouteId::Execute,
+    ),
+    r(
+        "POST",
+        "/_understudy/api/drafts/flush",
+        MANAGE,
+        RouteId::FlushDrafts,
+    ),
+    r(
+        "GET",
+        "/_understudy/api/tools/{integration}/testing",
+        READ,
+        RouteId::GetTesting,
+    ),
+    r(
+        "POST",
+        "/_understudy/api/tools/{integration}/testing",
+        MANAGE,
+        RouteId::PostTesting,
+    ),
+    r(
+        "GET",
+        "/_understudy/api/revisions/{integration}/{operation_id}",
+        READ,
+        RouteId::Revisions,
+    ),
+    r(
+        "POST",
+        "/_understudy/api/attempts",
+        RUN,
+        RouteId::CreateAttempt,
+    ),
+    r(
+        "GET",
+        "/_understudy/api/attempts/{id}",
+        READ,
+        RouteId::GetAttempt,
+    ),
+    r(
+        "DELETE",
+        "/_understudy/api/attempts/{id}",
+        RUN,
+        RouteId::EndAttempt,
+    ),
+    r(
+        "GET",
+        "/_understudy/api/attempts/{id}/evidence",
+        READ,
+        RouteId::Evidence,
+    ),
+    r(
+        "GET",
+        "/_understudy/api/attempts/{id}/state",
+        READ,
+        RouteId::State,
+    ),
+    r(
+        "POST",
+        "/_understudy/api/attempts/{id}/events",
+        RUN,
+        RouteId::Events,
+    ),
+    r(
+        "POST",
+        "/_understudy/api/attempts/{id}/verify",
+        RUN,
+        RouteId::Verify,
+    ),
+    r("GET", "/_understudy/ui", READ, RouteId::Ui),
+    r("GET", "/_understudy/ui/attempts/{id}", READ, RouteId::Ui),
+    r(
+        "GET",
+        "/_understudy/ui/attempts/{id}/junit.xml",
+        READ,
+        RouteId::Ui,
+    ),
+];
+
+/// The route `method path` names: `Ok(route)`, `Err(Some(allow))` for a known path and
+/// another method (405), `Err(None)` for an unknown path.
+pub fn find_route(method: &str, path: &str) -> Result<&'static Route, Option<String>> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let matches = |route: &Route| {
+        let pat: Vec<&str> = route.path.split('/').filter(|s| !s.is_empty()).collect();
+        pat.len() == segs.len()
+            && pat
+                .iter()
+                .zip(&segs)
+                .all(|(p, s)| (p.starts_with('{') && p.ends_with('}')) || p == s)
     };
-    match routed {
+    let mut methods = Vec::new();
+    for route in ROUTES.iter().filter(|r| matches(r)) {
+        if route.method == method || (route.method == "GET" && method == "HEAD") {
+            return Ok(route);
+        }
+        methods.push(route.method);
+    }
+    if methods.is_empty() {
+        Err(None)
+    } else {
+        Err(Some(methods.join(" or ")))
+    }
+}
+
+/// Answer one request to `/_understudy/…`: the gate ([`gate`]: Host, Origin,
+/// Content-Type), the caller and its scope, then the route.
+pub async fn handle(app: &Arc<App>, req: Request) -> HttpResponse {
+    if let Err(refusal) = gate::check(app, &req) {
+        gate::note_refusal(app, &req, refusal.code);
+        return refusal.response();
+    }
+    if let Some(r) = gate::preflight(app, &req) {
+        return r;
+    }
+    let mut resp = answer(app, &req).await;
+    gate::cors(app, &req, &mut resp);
+    resp
+}
+
+async fn answer(app: &Arc<App>, req: &Request) -> HttpResponse {
+    let caller = match gate::authenticate(app, req) {
+        Ok(c) => c,
+        Err(e) => {
+            gate::note_refusal(app, req, "unauthorized");
+            return e.response();
+        }
+    };
+    let route = match find_route(&req.method, &req.path) {
+        Ok(r) => r,
+        Err(Some(allow)) => {
+            let mut r = ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{} is not allowed on {}: use {allow}", req.method, req.path),
+            )
+            .response();
+            if let Ok(v) = hyper::http::HeaderValue::from_str(&allow.replace(" or ", ", ")) {
+                r.headers_mut().insert(hyper::header::ALLOW, v);
+            }
+            return r;
+        }
+        Err(None) => return not_found(req).response(),
+    };
+    if let Need::Scope(need) = route.need {
+        if !caller.may(need) {
+            gate::note_refusal(app, req, "forbidden_scope");
+            return gate::forbidden_scope(
+                &caller,
+                need,
+                &format!("{} {}", route.method, route.path),
+            )
+            .response();
+        }
+    }
+    match dispatch(app, req, route.id).await {
         Ok(Reply::Json(status, body)) => json_response(status, &body),
         Ok(Reply::Http(r)) => r,
         Err(e) => e.response(),
     }
 }
 
-/// SPEC 9: bearer token in constant time, or loopback only when no token is configured.
-fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
-    match &app.admin_token {
-        Some(expected) => {
-            let given = req
-                .header("authorization")
-                .and_then(|h| {
-                    let (scheme, rest) = h.trim().split_once(' ')?;
-                    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-                })
-                .unwrap_or("");
-            // Compare digests so the comparison time does not depend on the token length.
-            let a = attempt::token_hash(given);
-            let b = attempt::token_hash(expected);
-            if !given.is_empty() && attempt::ct_eq(a.as_bytes(), b.as_bytes()) {
-                Ok(())
-            } else {
-                Err(ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
-                    "the admin API needs `Authorization: Bearer <admin token>`",
-                ))
-            }
-        }
-        None if req.peer.ip().is_loopback() => Ok(()),
-        None => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "without an admin token the admin API answers only loopback clients",
-        )),
+async fn dispatch(app: &Arc<App>, req: &Request, id: RouteId) -> Routed {
+    if id == RouteId::Ui {
+        return ui::handle(app, req).await;
     }
-}
-
-async fn route(app: &Arc<App>, req: &Request) -> Routed {
     let rest = req.path.strip_prefix(PREFIX).unwrap_or("");
-    if !(rest.is_empty() || rest.starts_with('/')) || !req.path.starts_with(PREFIX) {
-        return Err(not_found(req));
-    }
     let mut parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     // `attempts/default/…` names the default attempt, so a local user can read the evidence
     // of token-less calls without looking up its id (attempt ids are UUIDs: no collision).
@@ -218,74 +416,45 @@ async fn route(app: &Arc<App>, req: &Request) -> Routed {
             parts[1] = &default_id;
         }
     }
-    let m = req.method.as_str();
+    let at = |i: usize| parts.get(i).copied().unwrap_or("");
     let json = |r: ApiResult| r.map(Reply::from);
-    match (m, parts.as_slice()) {
-        ("GET" | "HEAD", ["health"]) => Ok(health(app).into()),
-        ("GET" | "HEAD", ["metrics"]) => metrics::render(app),
-        ("GET" | "HEAD", ["tools"]) => json(testing::tools(app)),
-        ("POST", ["tools", "testing"]) => json(testing::inline(app, req)),
-        ("POST", ["tools", "execute"]) => execute::execute(app, req).await,
-        ("POST", ["drafts", "flush"]) => match crate::app::recorder::flush_drafts(app).await {
+    match id {
+        RouteId::Health => Ok(health(app).into()),
+        RouteId::Metrics => metrics::render(app),
+        RouteId::Tools => json(testing::tools(app)),
+        RouteId::InlineTesting => json(testing::inline(app, req)),
+        RouteId::Execute => execute::execute(app, req).await,
+        RouteId::FlushDrafts => match crate::app::recorder::flush_drafts(app).await {
             Ok(v) => Ok(Reply::Json(StatusCode::OK, v)),
             Err(e) => Err(ApiError::new(StatusCode::CONFLICT, "not_recording", e)),
         },
-        ("GET" | "HEAD", ["tools", integration, "testing"]) => {
-            json(testing::get_testing(app, integration))
-        }
-        ("POST", ["tools", integration, "testing"]) => {
-            json(testing::post_testing(app, integration, req).await)
-        }
-        ("GET" | "HEAD", ["revisions", integration, operation]) => {
-            json(testing::revisions(app, integration, operation))
-        }
-        ("POST", ["attempts"]) => json(create_attempt(app, req)),
-        ("GET" | "HEAD", ["attempts", id]) => json(get_attempt(app, id, req).await),
-        ("GET" | "HEAD", ["attempts", id, "evidence"]) => json(evidence(app, id).await),
-        ("GET" | "HEAD", ["attempts", id, "state"]) => json(execute::attempt_state(app, id).await),
-        ("DELETE", ["attempts", id]) => json(end_attempt(app, id).await),
-        ("POST", ["attempts", id, "events"]) => json(verify::post_event(app, id, req).await),
-        ("POST", ["attempts", id, "verify"]) => json(verify::verify(app, id, req).await),
-        (_, p) => match allowed(p) {
-            Some(allow) => {
-                let mut r = ApiError::new(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "method_not_allowed",
-                    format!("{} is not allowed on {}: use {allow}", req.method, req.path),
-                )
-                .response();
-                if let Ok(v) = hyper::http::HeaderValue::from_str(&allow.replace(" or ", ", ")) {
-                    r.headers_mut().insert(hyper::header::ALLOW, v);
-                }
-                Ok(Reply::Http(r))
-            }
-            None => Err(not_found(req)),
-        },
+        RouteId::GetTesting => json(testing::get_testing(app, at(1))),
+        RouteId::PostTesting => json(testing::post_testing(app, at(1), req).await),
+        RouteId::Revisions => json(testing::revisions(app, at(1), at(2))),
+        RouteId::CreateAttempt => json(create_attempt(app, req)),
+        RouteId::GetAttempt => json(get_attempt(app, at(1), req).await),
+        RouteId::Evidence => json(evidence(app, at(1)).await),
+        RouteId::State => json(execute::attempt_state(app, at(1)).await),
+        RouteId::EndAttempt => json(end_attempt(app, at(1)).await),
+        RouteId::Events => json(verify::post_event(app, at(1), req).await),
+        RouteId::Verify => json(verify::verify(app, at(1), req).await),
+        RouteId::Ui => ui::handle(app, req).await,
     }
 }
 
-/// The methods of a known route (for 405), `None` for an unknown path.
-fn allowed(parts: &[&str]) -> Option<&'static str> {
-    Some(match parts {
-        ["health"] | ["metrics"] | ["tools"] => "GET",
-        ["tools", "testing"] | ["tools", "execute"] | ["drafts", "flush"] => "POST",
-        ["tools", _, "testing"] => "GET or POST",
-        ["revisions", _, _] => "GET",
-        ["attempts"] => "POST",
-        ["attempts", _] => "GET or DELETE",
-        ["attempts", _, "evidence" | "state"] => "GET",
-        ["attempts", _, "events" | "verify"] => "POST",
-        _ => return None,
-    })
-}
-
 fn not_found(req: &Request) -> ApiError {
+    let routes: Vec<String> = ROUTES
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
         format!(
-            "no admin route {} {}; routes: GET {PREFIX}/health, GET {PREFIX}/metrics, GET {PREFIX}/tools, GET|POST {PREFIX}/tools/{{integration}}/testing, POST {PREFIX}/tools/testing, POST {PREFIX}/tools/execute, POST {PREFIX}/drafts/flush, GET {PREFIX}/revisions/{{integration}}/{{operation_id}}, POST {PREFIX}/attempts, GET|DELETE {PREFIX}/attempts/{{id}}, GET {PREFIX}/attempts/{{id}}/evidence, GET {PREFIX}/attempts/{{id}}/state, POST {PREFIX}/attempts/{{id}}/events, POST {PREFIX}/attempts/{{id}}/verify",
-            req.method, req.path
+            "no route {} {}; routes: {}",
+            req.method,
+            req.path,
+            routes.join(", ")
         ),
     )
 }
@@ -342,6 +511,11 @@ pub(crate) fn parse_body<T: DeserializeOwned>(req: &Request, what: &str) -> Resu
         Ok(None) => Err(ApiError::bad_request(format!(
             "{what}: expected a JSON object body, got an empty body"
         ))),
+        Err(m) if m.starts_with(crate::util::json::TOO_DEEP) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "too_deep",
+            format!("{what}: {m}"),
+        )),
         Err(m) => Err(ApiError::bad_request(format!("{what}: {m}"))),
     }
 }

@@ -11,9 +11,20 @@ use crate::profile::mcp::McpEndpoint;
 #[derive(Debug, Default)]
 pub struct Endpoints {
     map: Mutex<HashMap<(String, String), Arc<McpEndpoint>>>,
+    /// The project's `allowed_origins`: MCP's own Origin rule (loopback origins) extended
+    /// by the same list as the control plane's.
+    allowed_origins: Vec<String>,
 }
 
 impl Endpoints {
+    /// Endpoints whose Origin rule also admits `allowed_origins`.
+    pub fn with_allowed_origins(allowed_origins: Vec<String>) -> Endpoints {
+        Endpoints {
+            allowed_origins,
+            ..Endpoints::default()
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<McpEndpoint>>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -22,7 +33,12 @@ impl Endpoints {
     pub fn get(&self, attempt_id: &str, integ: &Integration) -> Arc<McpEndpoint> {
         self.lock()
             .entry((attempt_id.to_string(), integ.name().to_string()))
-            .or_insert_with(|| Arc::new(McpEndpoint::new(integ.config.mcp_sse)))
+            .or_insert_with(|| {
+                Arc::new(
+                    McpEndpoint::new(integ.config.mcp_sse)
+                        .with_allowed_origins(self.allowed_origins.clone()),
+                )
+            })
             .clone()
     }
 

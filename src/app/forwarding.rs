@@ -19,6 +19,8 @@ pub struct ForwardOptions {
     pub out_dir: Option<PathBuf>,
     /// `--allow-writes` (record modes).
     pub allow_writes: bool,
+    /// `serve --allow-upstream-writes`: `POST /tools/execute` may send a write upstream.
+    pub allow_upstream_writes: bool,
     /// Bound on the wait for an upstream's response head.
     pub upstream_timeout: Duration,
 }
@@ -28,6 +30,7 @@ impl Default for ForwardOptions {
         ForwardOptions {
             out_dir: None,
             allow_writes: false,
+            allow_upstream_writes: false,
             upstream_timeout: upstream::DEFAULT_TIMEOUT,
         }
     }
@@ -39,6 +42,8 @@ impl Default for ForwardOptions {
 pub struct Forwarding {
     pub upstream: Upstream,
     pub allow_writes: bool,
+    /// `serve --allow-upstream-writes` (`crate::admin::execute`).
+    pub allow_upstream_writes: bool,
     pub recorder: Recorder,
     /// (integration, tool) → is a write, from forwarded `tools/list` answers.
     learned: Mutex<HashMap<(String, String), bool>>,
@@ -68,6 +73,7 @@ impl Forwarding {
         Ok(Forwarding {
             upstream,
             allow_writes: opts.allow_writes,
+            allow_upstream_writes: opts.allow_upstream_writes,
             recorder: Recorder::new(opts.out_dir),
             learned: Mutex::new(HashMap::new()),
             simulated: Mutex::new(HashMap::new()),

@@ -15,6 +15,9 @@ pub struct Metrics {
     calls: Mutex<BTreeMap<(String, String, String), u64>>,
     /// Latency histogram: bucket upper bounds in ms ([`Metrics::BUCKETS_MS`]) plus +Inf.
     latency: Mutex<([u64; 12], f64, u64)>,
+    /// Control-plane refusals (`forbidden_host`, `forbidden_origin`, `content_type`,
+    /// `unauthorized`, `forbidden_scope`, `upstream_writes_disabled`) → count.
+    refusals: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Metrics {
@@ -46,6 +49,24 @@ impl Metrics {
     /// A snapshot of the call counters.
     pub fn calls(&self) -> BTreeMap<(String, String, String), u64> {
         self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Count one refusal of the control plane, by its code.
+    pub fn refused(&self, code: &'static str) {
+        *self
+            .refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(code)
+            .or_default() += 1;
+    }
+
+    /// A snapshot of the refusal counters.
+    pub fn refusals(&self) -> BTreeMap<&'static str, u64> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// A snapshot of the latency histogram: (per-bucket counts, sum ms, count).

@@ -77,6 +77,30 @@ pub enum StartError {
     Unsupported(String),
 }
 
+/// The project's own secret names and credentials, added to the store's scrubber
+/// (`crate::util::scrub`): the `redact` list and `scrub` names, the admin token, and every
+/// `UNDERSTUDY_UPSTREAM_AUTH_*` value of the environment.
+pub fn configure_scrubber(store: &Store, config: &Config, admin_token: Option<&str>) {
+    let s = store.scrubber();
+    s.add_names(
+        config
+            .redact
+            .iter()
+            .chain(&config.scrub.fields)
+            .chain(&config.scrub.headers),
+    );
+    let env: Vec<String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("UNDERSTUDY_UPSTREAM_AUTH_"))
+        .map(|(_, v)| v)
+        .collect();
+    s.add_credentials(env.iter().map(String::as_str).chain(admin_token));
+    // `Bearer <token>` values: the token alone too.
+    s.add_credentials(
+        env.iter()
+            .filter_map(|v| v.split_once(' ').map(|(_, t)| t.trim())),
+    );
+}
+
 /// How to build an [`App`].
 pub struct AppOptions {
     pub config: Config,
@@ -191,6 +215,8 @@ impl App {
         let contracts_dir = config.contracts.clone();
         let loaded = started.elapsed();
         let store = Store::open_configured(config.store.as_deref(), &config.data_dir)?;
+        configure_scrubber(&store, &config, admin_token.as_deref());
+        crate::util::scrub::set_log_scrubber(store.scrubber().clone());
         // The file rule of `reload`: only a file changed since its last sync appends (one
         // flush for all of them).
         let ops = integrations.values().flat_map(|i| i.operations.iter());
@@ -209,6 +235,8 @@ impl App {
             }
         }
         let hosts = hosts::upstream_hosts(&integrations);
+        let mcp =
+            endpoints::Endpoints::with_allowed_origins(config.control.allowed_origins.clone());
         let app = App {
             config,
             mode,
@@ -220,7 +248,7 @@ impl App {
             clock,
             limits,
             metrics: Metrics::default(),
-            mcp: endpoints::Endpoints::default(),
+            mcp,
             forwarding,
             hosts,
             contracts: contracts::Contracts::new(contracts_dir, contract_set),

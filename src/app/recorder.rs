@@ -211,6 +211,35 @@ impl Recorder {
     }
 }
 
+/// The drafts as they may be written: every value through the one scrubber
+/// (`crate::util::scrub`: shapes and known secrets the name-based capture scrub cannot see),
+/// the contract hash renewed when a contract changed.
+fn scrub_drafts(
+    scrubber: &crate::util::scrub::Scrubber,
+    set: &mut record::DraftSet,
+    profile: crate::contract::ProfileKind,
+) {
+    for d in &mut set.files {
+        if let Some((_, v)) = &mut d.extra {
+            scrubber.json(v);
+        }
+        let Ok(mut v) = serde_json::to_value(&d.op) else {
+            continue;
+        };
+        if scrubber.json(&mut v) {
+            if let Ok(op) = serde_json::from_value(v) {
+                d.op = op;
+                crate::author::import::rehash(&mut d.op, profile);
+            }
+        }
+    }
+    for n in &mut set.notes {
+        if let Some(t) = scrubber.text(n) {
+            *n = t;
+        }
+    }
+}
+
 /// Write the drafts of every integration that captured something into `<out>/<integration>/`
 /// (module doc). The answer:
 /// `{"out": DIR, "exchanges": n, "integrations": {"<name>": {"dir", "exchanges", "dropped",
@@ -260,9 +289,11 @@ pub async fn flush_drafts(app: &App) -> Result<Value, String> {
         let earlier: HashMap<PathBuf, String> = recorder.lock().written.clone();
         let job_dir = dir.clone();
         let left_out = capture_notes.get(&name).cloned().unwrap_or_default();
+        let scrubber = app.store.scrubber().clone();
         let result = tokio::task::spawn_blocking(move || {
             let mut set = record::drafts(&exchanges, &existing, profile, &scrub);
             set.notes.extend(left_out);
+            scrub_drafts(&scrubber, &mut set, profile);
             remove_unchanged(&job_dir, &earlier);
             let files = record::write_drafts(&job_dir, &set)?;
             let hashes: Vec<(PathBuf, String)> = files

@@ -97,12 +97,13 @@ pub fn serve(args: &ServeArgs) -> Exit {
     };
     let code = rt.block_on(async move {
         // Refuse a non-loopback address without an admin token before opening any socket.
-        if admin_token.is_none() {
+        let has_token = admin_token.is_some() || !config.control.admin_tokens.is_empty();
+        if !has_token {
             match tokio::net::lookup_host(&config.listen).await {
                 Ok(addrs) => {
                     if let Some(a) = addrs.into_iter().find(|a| !a.ip().is_loopback()) {
                         eprintln!(
-                            "understudy serve: refusing to listen on {} ({}, not loopback) without an admin token: set --admin-token or UNDERSTUDY_ADMIN_TOKEN",
+                            "understudy serve: refusing to listen on {} ({}, not loopback) without an admin token: set --admin-token or UNDERSTUDY_ADMIN_TOKEN, or `admin_tokens` in understudy.json",
                             config.listen,
                             a.ip()
                         );
@@ -129,7 +130,7 @@ pub fn serve(args: &ServeArgs) -> Exit {
                 return Exit::Problems;
             }
         };
-        if admin_token.is_none() && !addr.ip().is_loopback() {
+        if !has_token && !addr.ip().is_loopback() {
             eprintln!(
                 "understudy serve: refusing to listen on {addr} (not loopback) without an admin token: set --admin-token or UNDERSTUDY_ADMIN_TOKEN"
             );
@@ -154,6 +155,7 @@ pub fn serve(args: &ServeArgs) -> Exit {
         app_opts.admin_token = admin_token;
         app_opts.forward.out_dir = args.out.clone();
         app_opts.forward.allow_writes = flags.allow_writes;
+        app_opts.forward.allow_upstream_writes = flags.allow_upstream_writes;
         let app = match tokio::task::block_in_place(|| App::build(app_opts)) {
             Ok(a) => Arc::new(a),
             Err(e) => {
@@ -223,7 +225,7 @@ fn init_logging(json: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_writer(|| crate::util::scrub::LogWriter::new(std::io::stderr()));
     let _ = if json {
         builder.json().try_init()
     } else {

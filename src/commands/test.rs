@@ -618,9 +618,13 @@ fn init_logging(file: Option<std::fs::File>) {
     let _ = match file {
         Some(f) => builder
             .with_ansi(false)
-            .with_writer(std::sync::Mutex::new(f))
+            .with_writer(move || {
+                crate::util::scrub::LogWriter::new(f.try_clone().expect("the log file handle"))
+            })
             .try_init(),
-        None => builder.with_writer(std::io::stderr).try_init(),
+        None => builder
+            .with_writer(|| crate::util::scrub::LogWriter::new(std::io::stderr()))
+            .try_init(),
     };
 }
 

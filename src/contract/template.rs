@@ -12,7 +12,9 @@
 //!   takes any text (possibly empty) up to the next literal part, trying later occurrences of
 //!   that literal when an earlier one leaves the rest unmatched. Extra parameters the template
 //!   does not name are ignored;
-//! - `headers`: header name (case-insensitive) → literal value (compared after trimming).
+//! - `headers`: header name (case-insensitive) → literal value (compared after trimming), or
+//!   `*`: the header is present, whatever its value (what an import makes of a credential,
+//!   which is never stored).
 //!
 //! No regular expressions are involved. [`CompiledMatch::specificity`] orders candidates
 //! (more literal segments first, then more query/header constraints), and
@@ -22,6 +24,9 @@
 use crate::contract::MatchSpec;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
+
+/// A header template that matches any value of a present header.
+pub const ANY_VALUE: &str = "*";
 
 /// A request as the matcher sees it, normalized once at the edge.
 #[derive(Debug, Clone, Copy)]
@@ -460,7 +465,7 @@ impl CompiledMatch {
             let got: Vec<String> = values
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string())
                 .collect();
-            if !got.iter().any(|g| g == want) {
+            if want != ANY_VALUE && !got.iter().any(|g| g == want) {
                 return Err(Mismatch {
                     what: format!("header `{name}`: expected `{want}`, got `{}`", got[0]),
                     score,
@@ -499,7 +504,7 @@ impl CompiledMatch {
                 .headers
                 .iter()
                 .filter(|(k2, _)| k2 == k)
-                .all(|(_, b)| a == b)
+                .all(|(_, b)| a == b || a == ANY_VALUE || b == ANY_VALUE)
         });
         query_ok && headers_ok
     }

@@ -136,6 +136,12 @@ fn parse_json(body: &[u8]) -> Result<Option<Value>, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
+    if crate::util::json::text_deeper_than(body, MAX_BODY_DEPTH) {
+        return Err(format!(
+            "{} {MAX_BODY_DEPTH} levels deep",
+            crate::util::json::TOO_DEEP
+        ));
+    }
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
     if json_depth(&v) > MAX_BODY_DEPTH {

@@ -400,7 +400,7 @@ pub fn build_input(
         }
     }
     match body {
-        Err(m) => return Err(InputError::new(m)),
+        Err(m) => return Err(InputError::of_body(m)),
         Ok(None) => {}
         Ok(Some(Value::Object(o))) => {
             for (k, v) in o {

@@ -212,11 +212,24 @@ async fn handle(
             )
         }
     };
+    let mut headers = parts.headers;
+    // HTTP/2 carries the host as `:authority`, an absolute-form target as its authority
+    // (which then wins over `Host`, RFC 9112 3.2.2): the control-plane gate reads it as
+    // `Host` (`crate::admin::gate`).
+    if crate::admin::is_admin_path(parts.uri.path()) {
+        if let Some(v) = parts
+            .uri
+            .authority()
+            .and_then(|a| hyper::http::HeaderValue::from_str(a.as_str()).ok())
+        {
+            headers.insert(hyper::header::HOST, v);
+        }
+    }
     let request = Request::new(
         parts.method.as_str(),
         parts.uri.path(),
         parts.uri.query(),
-        parts.headers,
+        headers,
         body,
         peer,
         received,

@@ -188,6 +188,7 @@ mod postgres;
 #[cfg(test)]
 mod tests;
 
+use crate::util::scrub::Scrubber;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -233,11 +234,80 @@ pub struct CallRecord {
     pub result_json: Option<EncodedResult>,
 }
 
+/// The scrubber key of a backend: the fleet's row in PostgreSQL, else `<data_dir>/scrub.key`
+/// (32 random bytes as hex, mode 0600), made on first use. A key that cannot be kept is
+/// made for this process only (marks then differ between runs; secrets still never pass).
+fn scrub_key(backend: &Backend) -> [u8; 32] {
+    let proposed = crate::util::scrub::new_key();
+    let kept = match backend {
+        Backend::Postgres(p) => p.scrub_key(hex_of(&proposed)),
+        Backend::Embedded(e) => {
+            let file = e.data_dir().join("scrub.key");
+            match std::fs::read_to_string(&file) {
+                Ok(t) => Ok(t.trim().to_string()),
+                Err(_) => {
+                    crate::util::fs::write_atomic_mode(&file, hex_of(&proposed).as_bytes(), 0o600)
+                        .map(|()| hex_of(&proposed))
+                        .map_err(|e| StoreError::Backend(format!("{}: {e}", file.display())))
+                }
+            }
+        }
+    };
+    match kept.map(|h| key_of_hex(&h)) {
+        Ok(Some(k)) => k,
+        Ok(None) | Err(_) => {
+            tracing::warn!(
+                "the scrubber key cannot be read or kept: using one for this process only"
+            );
+            proposed
+        }
+    }
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn key_of_hex(h: &str) -> Option<[u8; 32]> {
+    if h.len() != 64 {
+        return None;
+    }
+    let mut k = [0u8; 32];
+    for (i, out) in k.iter_mut().enumerate() {
+        *out = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(k)
+}
+
+impl Store {
+    /// A call's event as it may be stored: arguments, result and error scrubbed.
+    fn scrub_event(&self, e: &mut ToolEvent) {
+        self.scrubber.json(&mut e.arguments);
+        self.scrubber.json(&mut e.result);
+        if let Some(err) = &mut e.error {
+            self.scrubber.json(err);
+        }
+    }
+
+    fn scrub_states(&self, states: &mut BTreeMap<String, Map<String, Value>>) {
+        for m in states.values_mut() {
+            for v in m.values_mut() {
+                self.scrubber.json(v);
+            }
+        }
+    }
+}
+
 /// A call's `result` encoded once as JSON for the events of many calls: checked against
 /// [`MAX_STORED_DEPTH`] like every stored value (so it can be read back) when it is made,
 /// and shared by reference counting.
 #[derive(Debug, Clone)]
-pub struct EncodedResult(bytes::Bytes);
+pub struct EncodedResult(
+    bytes::Bytes,
+    /// Its scrubbed form (`None`: nothing to scrub), computed at its first store write and
+    /// shared by every clone: once per revision, not per call.
+    Arc<std::sync::OnceLock<Option<bytes::Bytes>>>,
+);
 
 impl EncodedResult {
     /// `None` when `result` nests too deep to be stored (the call then carries its value,
@@ -248,7 +318,19 @@ impl EncodedResult {
         }
         serde_json::to_vec(result)
             .ok()
-            .map(|v| EncodedResult(bytes::Bytes::from(v)))
+            .map(|v| EncodedResult(bytes::Bytes::from(v), Arc::default()))
+    }
+
+    /// The form to store, when scrubbing changes it.
+    fn scrubbed(&self, s: &Scrubber) -> Option<EncodedResult> {
+        let done = self.1.get_or_init(|| {
+            let mut v: Value = serde_json::from_slice(&self.0).ok()?;
+            s.json(&mut v)
+                .then(|| serde_json::to_vec(&v).ok().map(bytes::Bytes::from))
+                .flatten()
+        });
+        done.clone()
+            .map(|b| EncodedResult(b, Arc::new(std::sync::OnceLock::from(None))))
     }
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
@@ -278,6 +360,8 @@ impl Drop for CallLock {
 pub struct Store {
     inner: Arc<Backend>,
     sets: Arc<Sets>,
+    /// The one scrubber (`crate::util::scrub`), keyed per data dir (per fleet).
+    scrubber: Arc<Scrubber>,
     /// Test hook: how many coming [`Store::wait_durable`] calls fail ([`Store::fail_next_flushes_for_test`]).
     #[cfg(any(test, feature = "test-hooks"))]
     fail_flushes: Arc<std::sync::atomic::AtomicU64>,
@@ -324,7 +408,9 @@ impl Store {
     }
 
     fn of(backend: Backend) -> Store {
+        let scrubber = Arc::new(Scrubber::new(scrub_key(&backend)));
         Store {
+            scrubber,
             inner: Arc::new(backend),
             sets: Arc::default(),
             #[cfg(any(test, feature = "test-hooks"))]
@@ -480,6 +566,12 @@ impl Store {
         }
     }
 
+    /// The scrubber of everything this store keeps and everything exported from it
+    /// (`crate::util::scrub`): its key is this data dir's (this fleet's).
+    pub fn scrubber(&self) -> &Arc<Scrubber> {
+        &self.scrubber
+    }
+
     /// The data dir this store was opened in (for PostgreSQL: the project's data dir, which
     /// then holds no store).
     pub fn data_dir(&self) -> &Path {
@@ -587,10 +679,17 @@ impl Store {
             return Err(StoreError::Invalid("an attempt needs a token hash".into()));
         }
         if a.pins.is_empty() && a.revision_set.is_none() {
-            return on!(self, b => b.put_attempt(a));
+            let mut stored = a.clone();
+            if let Some(fs) = &mut stored.final_state {
+                self.scrub_states(fs);
+            }
+            return on!(self, b => b.put_attempt(&stored));
         }
         // The stored form names the revision set; the set itself is stored once.
         let mut stored = a.clone();
+        if let Some(fs) = &mut stored.final_state {
+            self.scrub_states(fs);
+        }
         if !a.pins.is_empty() {
             let id = a.pins.id().to_string();
             self.put_revision_set(&id, &a.pins)?;
@@ -729,8 +828,23 @@ impl Store {
     /// [`Store::wait_durable`], whose commit covers every write that returned before it.
     /// (Lets the server release an attempt's state lock before the fsync, so calls to one
     /// attempt share fsyncs too.)
-    pub fn write_call(&self, attempt_id: &str, rec: CallRecord) -> Result<u64, StoreError> {
+    pub fn write_call(&self, attempt_id: &str, mut rec: CallRecord) -> Result<u64, StoreError> {
         check_attempt_id(attempt_id)?;
+        // The one place a call's evidence is made durable: nothing secret passes
+        // (`crate::util::scrub`), in every mode.
+        self.scrub_event(&mut rec.event);
+        if let Some(s) = rec
+            .result_json
+            .as_ref()
+            .and_then(|r| r.scrubbed(&self.scrubber))
+        {
+            rec.result_json = Some(s);
+        }
+        if let Some((_, m)) = &mut rec.state {
+            m.values_mut().for_each(|v| {
+                self.scrubber.json(v);
+            });
+        }
         let e = &rec.event;
         let state = rec.state.as_ref().map(|(_, m)| m);
         for (what, v) in [
@@ -772,9 +886,17 @@ impl Store {
     pub fn write_agent_event(
         &self,
         attempt_id: &str,
-        event: AgentEvent,
+        mut event: AgentEvent,
     ) -> Result<u64, StoreError> {
         check_attempt_id(attempt_id)?;
+        if let Some(t) = &event.text {
+            if let Some(n) = self.scrubber.text(t) {
+                event.text = Some(n);
+            }
+        }
+        if let Some(d) = &mut event.data {
+            self.scrubber.json(d);
+        }
         if event
             .data
             .as_ref()

@@ -63,6 +63,40 @@ pub const MAX_BODY_DEPTH: usize = 64;
 /// values, so an acknowledged call can never make an attempt's evidence unreadable.
 pub const MAX_STORED_DEPTH: usize = 100;
 
+/// The start of the message of a body nested deeper than [`MAX_BODY_DEPTH`]: an input error
+/// with the code `too_deep` wherever it is reported.
+pub const TOO_DEEP: &str = "the request body is nested more than";
+
+/// Whether JSON text nests more than `limit` arrays/objects, read from the bytes before any
+/// parse (brackets inside strings do not count), so a body that is too deep is refused as
+/// such rather than as a parser's recursion error.
+pub fn text_deeper_than(bytes: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            match b {
+                _ if esc => esc = false,
+                b'\\' => esc = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// The nesting depth of a JSON value (a scalar is 0, `[]` and `{}` are 1). Recursive: call it
 /// only on values serde_json parsed (at most 127 levels).
 pub fn json_depth(v: &Value) -> usize {

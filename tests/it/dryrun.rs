@@ -1042,7 +1042,8 @@ async fn execute_upstream_reports_the_real_answer_and_its_difference_from_the_mo
     let p = crm_project("replay", &format!("http://{addr}"), json!({}));
     p.op("crm", support::sf_lookup_op());
     p.op("crm", support::sf_update_op());
-    let s = start(&p, |_| {}).await;
+    // A real write upstream through POST /tools/execute needs `serve --allow-upstream-writes`.
+    let s = start(&p, |o| o.forward.allow_upstream_writes = true).await;
     let v = execute_upstream(
         &s.app,
         "crm",

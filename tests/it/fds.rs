@@ -218,8 +218,10 @@ fn open_fds(pid: u32) -> usize {
 
 /// One HTTP/1.1 request on an open connection; the answer's status and body.
 async fn request_on(conn: &mut TcpStream, method: &str, path: &str, body: &str) -> (u16, String) {
+    // The listener's own name: the control plane refuses any other Host.
+    let host = conn.peer_addr().unwrap();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let (status, _, body) = exchange(conn, &req).await;

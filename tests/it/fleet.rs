@@ -440,6 +440,7 @@ fn the_fleet_recipe_serves_the_quick_start_through_nginx() {
         .env("FLEET_PORT", port.to_string())
         .env("FLEET_DIR", work.path())
         .env("FLEET_DATA", work.path().join("pgdata"))
+        .env("FLEET_ADMIN_TOKEN", "fleet-test-admin-token-1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(work.path().join("fleet.log")).unwrap())
@@ -477,13 +478,17 @@ fn the_fleet_recipe_serves_the_quick_start_through_nginx() {
             )
             .await;
             assert!(book.status < 300, "{}", book.text);
-            let ev = send(&format!("{base}/_understudy/api/attempts/default/evidence"), "GET", None, &[]).await;
+            // Behind nginx loopback grants nothing: the admin API needs the fleet's token.
+            let auth = ("authorization", "Bearer fleet-test-admin-token-1");
+            let r = send(&format!("{base}/_understudy/api/attempts/default/evidence"), "GET", None, &[]).await;
+            assert_eq!(r.status, 401, "{}", r.text);
+            let ev = send(&format!("{base}/_understudy/api/attempts/default/evidence"), "GET", None, &[auth]).await;
             assert_eq!(ev.status, 200, "{}", ev.text);
             let ev = ev.json();
             let events = ev["tool_events"].as_array().unwrap();
             assert!(events.len() >= 2, "both calls in the shared default attempt: {ev}");
             // An attempt's calls and evidence through the load balancer.
-            let a = send(&format!("{base}/_understudy/api/attempts"), "POST", Some(&json!({ "test_run_id": "fleet" })), &[]).await;
+            let a = send(&format!("{base}/_understudy/api/attempts"), "POST", Some(&json!({ "test_run_id": "fleet" })), &[auth]).await;
             assert_eq!(a.status, 201, "{}", a.text);
             let a = a.json();
             let crm = a["base_urls"]["crm"].as_str().unwrap().to_string();
@@ -493,7 +498,7 @@ fn the_fleet_recipe_serves_the_quick_start_through_nginx() {
                 let r = send(&format!("{base}{path}/services/data/v60.0/query?q=SELECT+Id,+FirstName,+LastName,+Phone+FROM+Contact+WHERE+Phone+=+'555-0100'"), "GET", None, &[]).await;
                 assert_eq!(r.status, 200, "{}", r.text);
             }
-            let ev = send(&format!("{base}/_understudy/api/attempts/{id}/evidence"), "GET", None, &[]).await;
+            let ev = send(&format!("{base}/_understudy/api/attempts/{id}/evidence"), "GET", None, &[auth]).await;
             assert_eq!(ev.status, 200, "{}", ev.text);
             let ev = ev.json();
             assert_eq!(ev["tool_events"].as_array().unwrap().len(), 4);

@@ -212,8 +212,15 @@ async fn invalid_utf8_in_path_query_header_and_body_is_a_clear_4xx() {
     // Non-ASCII bytes in a header value reach no handler as text (and break nothing).
     let out = raw(
         s.addr,
-        b"GET /_understudy/api/health HTTP/1.1\r\nHost: x\r\nX-Odd: \xff\xfe\r\nConnection: close\r\n\r\n"
-            .to_vec(),
+        [
+            format!(
+                "GET /_understudy/api/health HTTP/1.1\r\nHost: {}\r\nX-Odd: ",
+                s.addr
+            )
+            .as_bytes(),
+            b"\xff\xfe\r\nConnection: close\r\n\r\n",
+        ]
+        .concat(),
     )
     .await;
     assert!(

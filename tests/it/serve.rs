@@ -1429,8 +1429,10 @@ async fn slow_headers_and_idle_connections_are_closed() {
         assert_eq!(n, 0, "closed without an answer");
         // A keep-alive connection is closed once idle.
         let mut idle = std::net::TcpStream::connect(addr).unwrap();
-        idle.write_all(b"GET /_understudy/api/health HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
+        idle.write_all(
+            format!("GET /_understudy/api/health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
         let mut buf = Vec::new();
         let _ = idle.read_to_end(&mut buf);
         let text = String::from_utf8_lossy(&buf);

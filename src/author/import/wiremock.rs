@@ -168,6 +168,14 @@ pub fn import(source: &Path, profile: ProfileKind) -> Result<Imported, String> {
             None => vec![(String::new(), v)],
         };
         for (at, m) in list {
+            if let Some(name) = m.pointer("/response/bodyFileName").and_then(Value::as_str) {
+                confine(
+                    f,
+                    &join(&at, "response/bodyFileName"),
+                    name,
+                    files_dir.as_deref(),
+                )?;
+            }
             match serde_path_to_error::deserialize::<_, Mapping>(&m) {
                 Ok(m) => {
                     if let Some(s) = convert(f, &at, m, files_dir.as_deref(), &mut notes) {
@@ -188,6 +196,45 @@ pub fn import(source: &Path, profile: ProfileKind) -> Result<Imported, String> {
         notes,
         info: Vec::new(),
     })
+}
+
+/// `bodyFileName` is read only from inside the input's own directory (the parent of
+/// `__files`): an absolute path, a `..` that climbs out, or a symbolic link that leads out
+/// is refused, naming the file and the JSON path.
+fn confine(file: &Path, at: &str, name: &str, files_dir: Option<&Path>) -> Result<(), String> {
+    use std::path::Component;
+    let root = files_dir.and_then(Path::parent).unwrap_or(Path::new("."));
+    let refuse = || {
+        Err(format!(
+            "{}: {at}: `{name}` is outside the input's directory {}: import reads files only from inside it",
+            file.display(),
+            root.display()
+        ))
+    };
+    let p = Path::new(name);
+    // `__files` is one level below the root.
+    let mut depth: i64 = 1;
+    for c in p.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return refuse();
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return refuse(),
+        }
+    }
+    if let (Some(dir), Ok(r)) = (files_dir, root.canonicalize()) {
+        if let Ok(real) = dir.join(p).canonicalize() {
+            if !real.starts_with(&r) {
+                return refuse();
+            }
+        }
+    }
+    Ok(())
 }
 
 fn join(a: &str, b: &str) -> String {
@@ -315,6 +362,15 @@ fn convert(
     let mut headers = BTreeMap::new();
     for (k, v) in &req.headers {
         match equal_to(v) {
+            // A credential is never stored: the header only has to be present.
+            Some(_) if crate::util::scrub::is_secret_header(k) => {
+                headers.insert(k.clone(), crate::contract::template::ANY_VALUE.to_string());
+                note(
+                    notes,
+                    &format!("request/headers/{k}"),
+                    "a credential: matched as present (`*`), its value is not kept".into(),
+                );
+            }
             Some(s) => {
                 headers.insert(k.clone(), s);
             }

@@ -271,6 +271,25 @@ pub fn parse(file_name: &str, text: &str) -> Result<ToolCallContract, Vec<Proble
     let is_json = Path::new(file_name)
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if text.len() > MAX_CONTRACT_BYTES {
+        return Err(vec![Problem::new(
+            file_name,
+            "",
+            format!(
+                "the file is {} bytes: a contract file may be at most {MAX_CONTRACT_BYTES} bytes (1 MiB)",
+                text.len()
+            ),
+        )]);
+    }
+    if !is_json {
+        if let Some((line, what)) = yaml_alias(text) {
+            return Err(vec![Problem::new(
+                file_name,
+                "",
+                format!("line {line}: YAML {what} are refused in contract files (an alias can expand a small file into a huge value): write the value out"),
+            )]);
+        }
+    }
     let parsed: Result<ToolCallContract, (String, String)> = if is_json {
         let mut de = serde_json::Deserializer::from_str(text);
         match serde_path_to_error::deserialize(&mut de) {
@@ -301,6 +320,46 @@ pub fn parse(file_name: &str, text: &str) -> Result<ToolCallContract, Vec<Proble
     } else {
         Err(problems)
     }
+}
+
+/// The largest contract file read.
+pub const MAX_CONTRACT_BYTES: usize = 1 << 20;
+
+/// The first YAML anchor (`&name`) or alias (`*name`) outside quotes and comments: its line
+/// (1-based) and what it is.
+fn yaml_alias(text: &str) -> Option<(usize, &'static str)> {
+    for (n, line) in text.lines().enumerate() {
+        let b = line.as_bytes();
+        let (mut quote, mut prev) = (0u8, b' ');
+        for (i, &c) in b.iter().enumerate() {
+            if quote != 0 {
+                if c == quote {
+                    quote = 0;
+                }
+                continue;
+            }
+            match c {
+                b'#' if prev == b' ' || i == 0 => break,
+                b'"' | b'\'' if matches!(prev, b' ' | b':' | b'[' | b'{' | b',' | b'-') => {
+                    quote = c
+                }
+                b'&' | b'*'
+                    if matches!(prev, b' ' | b'[' | b'{' | b',' | b'-' | b':')
+                        && b.get(i + 1)
+                            .is_some_and(|x| x.is_ascii_alphanumeric() || *x == b'_') =>
+                {
+                    // Only at the start of a node: what precedes the spaces is an indicator.
+                    let before = line[..i].trim_end();
+                    if before.is_empty() || before.ends_with([':', '-', '[', '{', ',']) {
+                        return Some((n + 1, if c == b'&' { "anchors" } else { "aliases" }));
+                    }
+                }
+                _ => {}
+            }
+            prev = c;
+        }
+    }
+    None
 }
 
 fn path_text(p: &serde_path_to_error::Path) -> String {

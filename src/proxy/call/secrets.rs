@@ -79,6 +79,8 @@ fn secret_fields(v: &Value, fields: &[String], out: &mut Vec<String>) {
 
 /// Scrub a value for evidence: secret fields, then the request's secret values.
 pub fn scrub(app: &App, secrets: &[String], v: &mut Value) {
-    record::scrub_json(v, &app.config.scrub.fields);
+    // The one scrubber (`crate::util::scrub`): names, shapes and known secrets, so an echo
+    // of a named secret gets the same mark.
+    app.store.scrubber().json(v);
     cut_secrets(v, secrets);
 }

@@ -231,7 +231,7 @@ async fn outside_replay(
                 // The client's answer to a request of the server (elicitation, sampling): kept
                 // for the capture of the tool call that asked, before the server can see it.
                 if let (true, Some(mut answer)) = (capturing, ToolOutcome::of_response(m)) {
-                    crate::author::record::scrub_json(answer.value_mut(), &app.config.scrub.fields);
+                    app.store.scrubber().json(answer.value_mut());
                     app.forwarding.recorder.keep_answer(
                         integ.name(),
                         &session_of(&req),

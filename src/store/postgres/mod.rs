@@ -267,6 +267,24 @@ impl Postgres {
         &self.data_dir
     }
 
+    /// The fleet's scrubber key: `proposed` when no process stored one before.
+    pub(in crate::store) fn scrub_key(&self, proposed: String) -> Result<String, StoreError> {
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            conn.execute(
+                "INSERT INTO understudy_scrub_key (id, key) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+                &[&proposed],
+            )
+            .await
+            .map_err(pg_err)?;
+            let row = conn
+                .query_one("SELECT key FROM understudy_scrub_key WHERE id = 1", &[])
+                .await
+                .map_err(pg_err)?;
+            Ok(row.get::<_, String>(0))
+        })
+    }
+
     fn block<T, F>(&self, f: impl FnOnce(Arc<Shared>) -> F) -> Result<T, StoreError>
     where
         T: Send + 'static,

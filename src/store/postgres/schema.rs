@@ -67,6 +67,13 @@ CREATE TABLE understudy_revision_sets (
     pins text NOT NULL
 );
 "#,
+    // The fleet's scrubber key (`crate::util::scrub`): one row, made by the first process.
+    r#"
+CREATE TABLE understudy_scrub_key (
+    id  integer PRIMARY KEY CHECK (id = 1),
+    key text    NOT NULL
+);
+"#,
 ];
 
 /// The schema version this build writes.
