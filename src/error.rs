@@ -110,9 +110,8 @@ impl InputError {
     }
 
     /// The input error of a request body that could not be read (not JSON, or nested too
-    /// deep: code `too_deep`).
-    pub fn of_body(message: String) -> Self {
-        let too_deep = message.starts_with(crate::util::json::TOO_DEEP);
+    /// deep: code `too_deep`; the caller, which parsed the body, says which).
+    pub fn of_body(message: String, too_deep: bool) -> Self {
         let mut e = InputError::new(message);
         if too_deep {
             e.code = "too_deep";

@@ -400,7 +400,10 @@ pub fn build_input(
         }
     }
     match body {
-        Err(m) => return Err(InputError::of_body(m)),
+        Err(m) => {
+            let too_deep = m.starts_with(crate::util::json::TOO_DEEP);
+            return Err(InputError::of_body(m, too_deep));
+        }
         Ok(None) => {}
         Ok(Some(Value::Object(o))) => {
             for (k, v) in o {
