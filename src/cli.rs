@@ -1,6 +1,6 @@
 //! Command-line definitions (clap derive) — definitions only; [`crate::commands`] runs them.
 //!
-//! Every subcommand of SPEC section 10. Exit codes: 0 success, 1 problems found (`check`,
+//! Every subcommand of docs/src/reference/cli.md. Exit codes: 0 success, 1 problems found (`check`,
 //! `generate` unsupported, `evidence` verdict `fail`), 2 usage errors (clap's too), and for
 //! `exec` 3 input error, 4 harness error.
 
@@ -24,7 +24,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run the proxy in record mode and write draft operation files on stop.
     Record(RecordArgs),
-    /// Validate operation files (SPEC 3.4); prints every problem with file and JSON path.
+    /// Validate operation files (docs/src/reference/mock-definition.md#checks-and-limits); prints every problem with file and JSON path.
     Check(CheckArgs),
     /// Evaluate one call of an operation offline; prints the object of `POST /tools/execute`.
     Exec(ExecArgs),
@@ -44,10 +44,10 @@ pub enum Command {
     /// Write an attempt's report as JSON, JUnit XML or HTML.
     Report(ReportArgs),
     /// Turn a HAR, a Postman collection, WireMock mappings or an OpenAPI document into
-    /// operation files (SPEC 19).
+    /// operation files (docs/src/reference/import-drift.md).
     Import(ImportArgs),
     /// Send each read example to the real upstream and report where the answers drifted from
-    /// the mocks (SPEC 19); exit 1 when a real answer violates its output schema.
+    /// the mocks (docs/src/reference/import-drift.md); exit 1 when a real answer violates its output schema.
     Drift(DriftArgs),
     /// Print the JSON Schema of a file you write (for editors), or write them all with --all.
     Schema(SchemaArgs),
@@ -83,7 +83,7 @@ pub struct ServeFlags {
     /// project file).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// The fleet store, `postgres://USER@HOST:PORT/DB` (SPEC 17), instead of the embedded
+    /// The fleet store, `postgres://USER@HOST:PORT/DB` (docs/src/operations/fleet-store.md), instead of the embedded
     /// store in the data dir; overrides the project file's `store`.
     /// [env: UNDERSTUDY_STORE] (read by `serve` when the flag is absent)
     #[arg(long, value_name = "URL")]
@@ -253,7 +253,7 @@ pub struct VerifyArgs {
 }
 
 /// `understudy test [--config F] [--contract ID…] [--variant I/OP=V…] [--mode M]
-/// [--forward-proxy] [--report-dir D] [--timeout S] -- CMD ARGS…` (SPEC 16).
+/// [--forward-proxy] [--report-dir D] [--timeout S] -- CMD ARGS…` (docs/src/getting-started/first-test.md).
 #[derive(Debug, Clone, Args)]
 pub struct TestArgs {
     /// Project file (default: ./understudy.json).

@@ -1,4 +1,4 @@
-//! The project file `understudy.json` (SPEC 2.1): serde model (`deny_unknown_fields`),
+//! The project file `understudy.json` (docs/src/reference/config.md): serde model (`deny_unknown_fields`),
 //! validation, resolved paths, and the one merge with command-line flags.
 //!
 //! Relative paths in the file are relative to the file's own directory; paths given on the
@@ -18,7 +18,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
 /// file's profile, in its ancestors).
 pub const PROJECT_FILE: &str = "understudy.json";
 
-/// Server mode (SPEC section 4).
+/// Server mode (docs/src/reference/modes.md).
 #[derive(
     Debug,
     Clone,
@@ -70,7 +70,7 @@ impl fmt::Display for Mode {
 
 pub use crate::records::Durability;
 
-/// What `dry-run` does with a write that matches no mocked operation (SPEC 5.3).
+/// What `dry-run` does with a write that matches no mocked operation (docs/src/concepts/errors.md).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
 )]
@@ -259,16 +259,16 @@ pub struct Config {
     pub listen: String,
     /// Default `<base>/.understudy`.
     pub data_dir: PathBuf,
-    /// `"store": "postgres://…"` (SPEC 17): the fleet store instead of the embedded one in
+    /// `"store": "postgres://…"` (docs/src/operations/fleet-store.md): the fleet store instead of the embedded one in
     /// `data_dir`; `--store URL` / `UNDERSTUDY_STORE` override it.
     pub store: Option<String>,
     pub mode: Mode,
-    /// Default `<base>/certs` (SPEC 11).
+    /// Default `<base>/certs` (docs/src/reference/https.md).
     pub ca_dir: PathBuf,
     pub upstream_ca: Option<PathBuf>,
     pub scrub: Scrub,
     pub redact: Vec<String>,
-    /// The tool-call contracts directory (SPEC 14): `contracts` resolved, else
+    /// The tool-call contracts directory (docs/src/reference/contracts.md): `contracts` resolved, else
     /// `<base>/contracts` when that directory exists, else none.
     pub contracts: Option<PathBuf>,
     /// `"durability"`: when calls of the default attempt, and of attempts whose
@@ -495,7 +495,7 @@ impl Config {
         })
     }
 
-    /// Command-line flags override the file (SPEC 2.1). Paths given here are relative to the
+    /// Command-line flags override the file (docs/src/reference/config.md). Paths given here are relative to the
     /// current directory, as usual for flags.
     pub fn apply_overrides(
         &mut self,

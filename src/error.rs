@@ -1,15 +1,15 @@
-//! The error vocabulary shared by every layer (SPEC 5.2, 5.3).
+//! The error vocabulary shared by every layer (docs/src/concepts/errors.md).
 //!
 //! Every failure of a call says who is at fault: the caller (an [`InputError`], an ordinary
 //! tool error the agent may recover from) or the test setup (a [`HarnessError`] with one of the
-//! codes of SPEC 5.3, which always fails the attempt's verdict). A file that cannot be used —
+//! codes of docs/src/concepts/errors.md, which always fails the attempt's verdict). A file that cannot be used —
 //! the project file or an operation file — is a [`Problem`]: file, JSON path, message.
 
 use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The harness error codes of SPEC 5.3. `as_str` gives the wire spelling.
+/// The harness error codes of docs/src/concepts/errors.md. `as_str` gives the wire spelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HarnessCode {
@@ -134,7 +134,7 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// `"input_error"` or `"harness_error"`, as in `error_kind` of SPEC section 9.
+    /// `"input_error"` or `"harness_error"`, as in `error_kind` of docs/src/reference/admin-api.md.
     pub fn kind(&self) -> &'static str {
         match self {
             CallError::Input(_) => "input_error",
@@ -153,7 +153,7 @@ impl CallError {
             CallError::Harness(e) => e.path.as_deref(),
         }
     }
-    /// `{"code","message","path"}` as in SPEC section 9; input errors use code `input_error`
+    /// `{"code","message","path"}` as in docs/src/reference/admin-api.md; input errors use code `input_error`
     /// (`too_deep` for a body nested too deep).
     pub fn to_json(&self) -> serde_json::Value {
         let code = match self {

@@ -1,9 +1,9 @@
-//! The serde types the data dir keeps (SPEC 6, 8, 12, 14, 15): revisions, attempts and their
+//! The serde types the data dir keeps (docs/src/concepts/attempts.md, docs/src/reference/evidence-envelope.md, docs/src/operations/durability.md, docs/src/reference/contracts.md, docs/src/reference/events.md): revisions, attempts and their
 //! pins (of revisions and of tool-call contracts), the one [`ToolEvent`] recorded per call and
-//! the [`AgentEvent`]s a test runner posts (SPEC 15), which share the attempt's sequence. The store encodes them as JSON and knows
+//! the [`AgentEvent`]s a test runner posts (docs/src/reference/events.md), which share the attempt's sequence. The store encodes them as JSON and knows
 //! nothing else about them; the evidence module reads them to build the envelope and verdict.
 //!
-//! Field names are the SPEC's: they are the stored form and the exported form at once, so a
+//! Field names are the evidence envelope's (docs/src/reference/evidence-envelope.md): they are the stored form and the exported form at once, so a
 //! rename here is a format change.
 //!
 //! The words of an event are typed ([`ResultStatus`], [`EventSource`], serde snake_case) but
@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::mock::model::Fault;
 
-/// An immutable, numbered copy of a mock definition (SPEC 1, 12).
+/// An immutable, numbered copy of a mock definition (docs/src/concepts/operations.md, docs/src/operations/durability.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RevisionRecord {
     pub revision: u64,
@@ -130,7 +130,7 @@ pub struct Pin {
 /// Shared, not copied: every attempt pinned between two changes of the revisions holds the
 /// same `Arc`, so creating an attempt copies no pin, and the store keeps each set once,
 /// named by [`Pins::id`] (an attempt record stores that id in `revision_set`). Serializes as
-/// the plain map (the exported `pins` of SPEC 6.2 and 8, and the stored form of records
+/// the plain map (the exported `pins` of docs/src/concepts/attempts.md, docs/src/reference/evidence-envelope.md, and the stored form of records
 /// written before revision sets).
 #[derive(Clone, Default)]
 pub struct Pins(Arc<PinsInner>);
@@ -211,7 +211,7 @@ impl<'de> Deserialize<'de> for Pins {
     }
 }
 
-/// One attempt (SPEC 6).
+/// One attempt (docs/src/concepts/attempts.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRecord {
     /// Must not contain a NUL character.
@@ -237,12 +237,12 @@ pub struct AttemptRecord {
     pub is_default: bool,
     /// `{"status":"verified","remaining_state_keys":0}` once cleanup ran.
     pub cleanup: Option<Value>,
-    /// Tool-call contract id → the pinned contract (SPEC 14): its hash and the contract
+    /// Tool-call contract id → the pinned contract (docs/src/reference/contracts.md): its hash and the contract
     /// itself, so a verdict read after a restart or a contract edit evaluates this version.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub contracts: BTreeMap<String, PinnedContract>,
     /// The state as it stood when the attempt ended (integration → state object): ending
-    /// drops the live state, the envelope keeps this snapshot as `final_state` (SPEC 14).
+    /// drops the live state, the envelope keeps this snapshot as `final_state` (docs/src/reference/contracts.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_state: Option<BTreeMap<String, Map<String, Value>>>,
     /// Seeded chaos of `POST /attempts` `"faults"`: `"<integration>/<operation_id>"` → when
@@ -365,7 +365,7 @@ impl<'de> Deserialize<'de> for Durability {
     }
 }
 
-/// A tool-call contract an attempt pinned at creation (SPEC 14).
+/// A tool-call contract an attempt pinned at creation (docs/src/reference/contracts.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PinnedContract {
     /// `sha256:` of the contract's RFC 8785 canonical JSON.
@@ -375,7 +375,7 @@ pub struct PinnedContract {
     pub contract: Value,
 }
 
-/// One agent-side event (SPEC 15): what the agent said or what the runner observed, posted to
+/// One agent-side event (docs/src/reference/events.md): what the agent said or what the runner observed, posted to
 /// `POST /attempts/{id}/events`. It shares the attempt's sequence with the tool calls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentEvent {
@@ -407,7 +407,7 @@ pub enum AgentEventKind {
 }
 
 impl AgentEventKind {
-    /// Every kind of SPEC 15.
+    /// Every kind of docs/src/reference/events.md.
     pub const KNOWN: [AgentEventKind; 4] = [
         AgentEventKind::AgentMessage,
         AgentEventKind::CallerMessage,
@@ -425,7 +425,7 @@ impl AgentEventKind {
         }
     }
 
-    /// A kind of SPEC 15, or `None`.
+    /// A kind of docs/src/reference/events.md, or `None`.
     pub fn parse(s: &str) -> Option<AgentEventKind> {
         AgentEventKind::KNOWN.into_iter().find(|k| k.as_str() == s)
     }
@@ -479,7 +479,7 @@ pub struct ToolEvent {
     pub fault: Option<FaultRecord>,
 }
 
-/// The `result_status` of an event (SPEC 8).
+/// The `result_status` of an event (docs/src/reference/evidence-envelope.md).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultStatus {
@@ -490,13 +490,13 @@ pub enum ResultStatus {
     Simulated,
     Forwarded,
     Replayed,
-    /// A status outside SPEC 8's list, kept as read: the verdict fails on it.
+    /// A status outside docs/src/reference/evidence-envelope.md's list, kept as read: the verdict fails on it.
     #[serde(untagged)]
     Unknown(String),
 }
 
 impl ResultStatus {
-    /// Every status of SPEC 8.
+    /// Every status of docs/src/reference/evidence-envelope.md.
     pub const KNOWN: [ResultStatus; 7] = [
         ResultStatus::Ok,
         ResultStatus::InputError,
@@ -522,7 +522,7 @@ impl ResultStatus {
     }
 }
 
-/// Reads a word as stored: a status of SPEC 8, else [`ResultStatus::Unknown`] with its text.
+/// Reads a word as stored: a status of docs/src/reference/evidence-envelope.md, else [`ResultStatus::Unknown`] with its text.
 impl From<&str> for ResultStatus {
     fn from(s: &str) -> Self {
         ResultStatus::KNOWN

@@ -20,7 +20,7 @@
 //!   `lease_expired`. The lease and pin rules are the attempt module's
 //!   ([`crate::app::attempt::lease_error`], [`crate::app::attempt::stale_pin`]), as for a proxied call.
 //! - **Which state**: `state` when given (a JSON object: the integration's state); else the
-//!   attempt's current state of the integration (with a shared store, SPEC 17, read under
+//!   attempt's current state of the integration (with a shared store, docs/src/operations/fleet-store.md, read under
 //!   the attempt's row lock, so a write through another process is seen); else the
 //!   definition's `initial_state`.
 //! - **Isolation**: nothing is committed — the answer's `state_after` shows what the call
@@ -75,7 +75,7 @@ use crate::operation::Operation;
 use crate::records::Pin;
 use crate::util::json::type_name;
 
-/// The longest variant delay: the delay limit of SPEC 3.4 (a mock never takes longer).
+/// The longest variant delay: the delay limit of docs/src/reference/mock-definition.md#checks-and-limits (a mock never takes longer).
 pub const MAX_DELAY_S: f64 = 30.0;
 
 #[derive(Debug, Deserialize)]
@@ -221,7 +221,7 @@ pub(crate) async fn execute(app: &Arc<App>, req: &Request) -> Result<Reply, ApiE
         (Some(s), _) => Some(s.clone()),
         (None, Some(a)) => {
             let mut g = a.lock.lock().await;
-            // SPEC 17: with a shared store, the state any process wrote last (read under the
+            // docs/src/operations/fleet-store.md: with a shared store, the state any process wrote last (read under the
             // attempt's row lock, released at once: an execute commits nothing).
             let _row = crate::app::attempt::read_in_store(&app.store, &a.id, &mut g)
                 .await
@@ -466,7 +466,7 @@ where
 pub(crate) async fn attempt_state(app: &App, id: &str) -> ApiResult {
     let a = lookup(app, id)?;
     let mut g = a.lock.lock().await;
-    // SPEC 17: the state any process wrote last (see `execute`).
+    // docs/src/operations/fleet-store.md: the state any process wrote last (see `execute`).
     let _row = crate::app::attempt::read_in_store(&app.store, &a.id, &mut g)
         .await
         .map_err(store_err)?;

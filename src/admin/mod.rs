@@ -1,4 +1,4 @@
-//! The admin API on the proxy's own listener, under `/_understudy/api` (SPEC 6, 8, 9).
+//! The admin API on the proxy's own listener, under `/_understudy/api` (docs/src/concepts/attempts.md, docs/src/reference/evidence-envelope.md, docs/src/reference/admin-api.md).
 //!
 //! | method and path | scope | does | module |
 //! |---|---|---|---|
@@ -11,11 +11,11 @@
 //! | `POST /tools/execute` | manage | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}` (headers `Request-Timeout`, `Request-Timeout-Millis`) → the object of `understudy exec` plus the tool-test members (`dry_run`, `source`, `is_write`, `blocked_side_effects`, …); `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`], [`execute_request`], [`execute_upstream`] |
 //! | `POST /drafts/flush` | manage | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | read | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | run | create an attempt (SPEC 6.2, 14): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}, "expect_calls"?: true, "exclusive"?: false}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
+//! | `POST /attempts` | run | create an attempt (docs/src/concepts/attempts.md, docs/src/reference/contracts.md): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}, "expect_calls"?: true, "exclusive"?: false}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
 //! | `GET /attempts/{id}` | read | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
 //! | (`{id}` = `default`) | | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
-//! | `GET /attempts/{id}/evidence` | read | the evidence envelope of SPEC 8 with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
-//! | `POST /attempts/{id}/events` | run | record an agent-side event (SPEC 15): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
+//! | `GET /attempts/{id}/evidence` | read | the evidence envelope of docs/src/reference/evidence-envelope.md with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
+//! | `POST /attempts/{id}/events` | run | record an agent-side event (docs/src/reference/events.md): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
 //! | `POST /attempts/{id}/verify` | run | evaluate tool-call contracts now: `{"contracts"?:[ids of the loaded set]}` (none: the pinned ones) → `{"attempt_id","contract_results","passed"}`; 422 `unknown_contract` | [`verify`] |
 //! | `GET /attempts/{id}/state` | read | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
 //! | `DELETE /attempts/{id}` | run | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
@@ -845,7 +845,7 @@ pub(crate) async fn end_attempt(app: &App, id: &str) -> ApiResult {
     );
     let mut rec = a.record();
     if a.lease(app.clock.now()) != Lease::Ended {
-        // The end snapshot (SPEC 14): what `final_state` reads once the live state is gone.
+        // The end snapshot (docs/src/reference/contracts.md): what `final_state` reads once the live state is gone.
         rec.final_state = Some(app.store.state(id).map_err(store_err)?);
         let remaining = app.store.clear_state(id).map_err(store_err)?;
         rec.ended_at = Some(crate::util::time::rfc3339(app.clock.now()));

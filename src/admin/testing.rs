@@ -8,7 +8,7 @@
 //!    `contract_changed` with the hash sent, the current one and the current contract — a
 //!    definition checked against an old contract is never relabelled as current;
 //! 2. the definition (its `contract_hash` member is optional; when present it must be the
-//!    current one) is checked like an operation file's mock (SPEC 3.4: limits, variants,
+//!    current one) is checked like an operation file's mock (docs/src/reference/mock-definition.md#checks-and-limits: limits, variants,
 //!    every example evaluated and compared, output schema, native envelope), together with the
 //!    cross-file checks against the integration's other operations (their latest revisions):
 //!    any problem → 422 `check_failed` listing every one;
@@ -16,7 +16,7 @@
 //!    `source: "api"`: 201 with its number, or 200 `created: false` with the latest revision
 //!    when the latest already has this definition and contract (nothing is relabelled).
 //!
-//! The operation file on disk is **not** rewritten: revisions live in the store (SPEC 12).
+//! The operation file on disk is **not** rewritten: revisions live in the store (docs/src/operations/durability.md).
 //! The saved revision serves every attempt created afterwards (and the default attempt,
 //! which is re-pinned); an unchanged file never supersedes it — editing the file does (the
 //! file rule of [`crate::app::generations`]). `GET /revisions/…` gives the definition to copy
@@ -58,7 +58,7 @@ fn revision_summary(r: &RevisionRecord) -> Value {
     })
 }
 
-/// The object the contract hash is computed over (SPEC 1).
+/// The object the contract hash is computed over (docs/src/concepts/operations.md).
 fn contract_json(op: &Operation) -> Value {
     json!({
         "operation": format!("{}:{}", op.profile.as_str(), op.id()),
@@ -345,7 +345,7 @@ fn marker(key: &str) -> PathBuf {
     PathBuf::from(format!("<request body: {key}>"))
 }
 
-/// Every check of `definition` as the mock of `op` (SPEC 3.4), then the cross-file checks
+/// Every check of `definition` as the mock of `op` (docs/src/reference/mock-definition.md#checks-and-limits), then the cross-file checks
 /// against the integration's other operations as they serve (their latest revisions).
 fn check_definition(
     app: &App,
@@ -420,7 +420,7 @@ fn check_failed(problems: Vec<Value>, what: &str) -> ApiError {
         StatusCode::UNPROCESSABLE_ENTITY,
         "check_failed",
         format!(
-            "{what} fails {} check(s) (SPEC 3.4); each is in `details` as {{file, path, message}} with its JSON path in the request body",
+            "{what} fails {} check(s) (docs/src/reference/mock-definition.md#checks-and-limits); each is in `details` as {{file, path, message}} with its JSON path in the request body",
             problems.len()
         ),
     )

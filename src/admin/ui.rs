@@ -1,4 +1,4 @@
-//! The evidence pages of a running server (SPEC 16), under the admin API's access rules
+//! The evidence pages of a running server (docs/src/getting-started/first-test.md), under the admin API's access rules
 //! (`super::authorize`: loopback only without an admin token, else the bearer token):
 //!
 //! | method and path | answers |

@@ -1,4 +1,4 @@
-//! The admin routes of agent-side events and tool-call contracts (SPEC 14, 15):
+//! The admin routes of agent-side events and tool-call contracts (docs/src/reference/contracts.md, docs/src/reference/events.md):
 //! `POST /attempts/{id}/events` and `POST /attempts/{id}/verify`.
 //!
 //! **Events.** The body is `{"name","kind","test_run_id"?,"text"?,"data"?}` (`kind` one of
@@ -141,7 +141,7 @@ pub(crate) async fn post_event(app: &App, id: &str, req: &Request) -> ApiResult 
                 format!("attempt `{id}` has ended: its evidence is closed, events are refused (post events before DELETE {PREFIX}/attempts/{{id}})"),
             ));
         }
-        // And a shared store's row lock (SPEC 17): one sequence with the calls of every
+        // And a shared store's row lock (docs/src/operations/fleet-store.md): one sequence with the calls of every
         // process; held until after `write_agent_event`.
         let _row = crate::app::attempt::lock_in_store(&app.store, &a.id, &mut g).await;
         ev.timestamp = crate::util::time::rfc3339(app.clock.now());

@@ -1,4 +1,4 @@
-//! Attempts (SPEC 6): capability tokens, leases, pins, and the per-attempt state lock.
+//! Attempts (docs/src/concepts/attempts.md): capability tokens, leases, pins, and the per-attempt state lock.
 //!
 //! - **Tokens** are 256 random bits from the OS (`getrandom`), spelled `ust_` + 64 lowercase
 //!   hex characters (URL-safe). Only `sha256(token)` (hex) is stored; a lookup finds the
@@ -15,7 +15,7 @@
 //! - **State lock**: one [`tokio::sync::Mutex`] per attempt ([`Attempt::lock`]) guards the
 //!   state of *all* the attempt's integrations and its idempotency table. A call evaluates,
 //!   validates, renders and records its evidence (with the new state) while holding it, so
-//!   concurrent calls to one attempt behave as if run one after another (SPEC 3.3), whichever
+//!   concurrent calls to one attempt behave as if run one after another (docs/src/reference/mock-definition.md#state), whichever
 //!   integration they come through. Different attempts never share a lock.
 //! - [`Attempts`] is the in-memory registry; attempts not in memory (after a restart) are
 //!   loaded from the store on first use, exactly once.
@@ -64,7 +64,7 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// The opaque evidence token of an idempotency key (SPEC 5.4): the first 16 hex characters
+/// The opaque evidence token of an idempotency key (docs/src/reference/operation-files.md#idempotency): the first 16 hex characters
 /// of HMAC-SHA256(key = the attempt secret, message = the raw key).
 pub fn idempotency_key_ref(secret_hex: &str, key: &str) -> String {
     let secret = unhex(secret_hex).unwrap_or_else(|| secret_hex.as_bytes().to_vec());
@@ -76,7 +76,7 @@ pub fn idempotency_key_ref(secret_hex: &str, key: &str) -> String {
 }
 
 /// A W3C `traceparent` value → its trace id, or `None` when the header is invalid
-/// (PROTOCOLS 4.1: version `00` layout, `ff` forbidden, lowercase hex, non-zero ids).
+/// (docs/src/reference/evidence-envelope.md#tool-events: version `00` layout, `ff` forbidden, lowercase hex, non-zero ids).
 /// Future versions (`01`–`fe`) are parsed by their first four fields, as the spec asks.
 pub fn trace_id(traceparent: &str) -> Option<String> {
     let t = traceparent.trim_matches([' ', '\t']);
@@ -171,7 +171,7 @@ impl Lease {
 }
 
 /// The first response of an idempotent call, replayed for a repeat with the same key and
-/// the same arguments (SPEC 5.4).
+/// the same arguments (docs/src/reference/operation-files.md#idempotency).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdempotentEntry {
     pub arguments: Value,
@@ -255,7 +255,7 @@ impl AttemptState {
     }
 }
 
-/// Takes the store's row lock of one call (SPEC 17) for an attempt whose in-memory lock the
+/// Takes the store's row lock of one call (docs/src/operations/fleet-store.md) for an attempt whose in-memory lock the
 /// caller holds (`state` is what it guards), and makes `state` what the store says: with a
 /// shared store (PostgreSQL) another process may have called since, so the pre-call state
 /// and the idempotency table read under the row lock replace the in-memory copy (unless
@@ -641,7 +641,7 @@ pub struct NewAttempt<'a> {
     pub pins: crate::records::Pins,
     pub variants: BTreeMap<String, String>,
     pub is_default: bool,
-    /// The tool-call contracts it pins (SPEC 14).
+    /// The tool-call contracts it pins (docs/src/reference/contracts.md).
     pub contracts: BTreeMap<String, crate::records::PinnedContract>,
     /// Seeded chaos per operation (validated by the caller: [`crate::operation::fault::chaos_problems`]).
     pub faults: crate::records::ChaosFaults,

@@ -1,4 +1,4 @@
-//! The tool-call contracts of a running server (SPEC 14): the set loaded from the project's
+//! The tool-call contracts of a running server (docs/src/reference/contracts.md): the set loaded from the project's
 //! contracts directory, checked against the operations, swapped on a hot reload, and what an
 //! attempt pins from it.
 //!

@@ -1,5 +1,5 @@
 //! The swappable operation sets of a running server ([`Integrations`], the type of
-//! `App::integrations`), what a hot reload (SPEC 12; the polling task is
+//! `App::integrations`), what a hot reload (docs/src/operations/durability.md; the polling task is
 //! `crate::server::reload`) does to them, and the file rule.
 //!
 //! **Generations.** `App::integrations` derefs to the *current generation*: the map of

@@ -1,4 +1,4 @@
-//! The forward proxy's host table (SPEC 11): which integration an upstream host:port (and
+//! The forward proxy's host table (docs/src/reference/https.md): which integration an upstream host:port (and
 //! base path) names. Built once with the integrations ([`super::App::build`]) instead of per
 //! proxied request; `crate::server::connect` selects from it.
 

@@ -14,7 +14,7 @@
 //! | [`recorder`] | record modes: the captured exchanges and the drafts written from them |
 //! | [`endpoints`] | the MCP endpoints (and so sessions) per attempt and integration |
 //! | [`metrics`] | the counters of `GET /metrics` |
-//! | [`contracts`] | the tool-call contracts (SPEC 14): loaded, checked, hot-reloaded, pinned by attempts |
+//! | [`contracts`] | the tool-call contracts (docs/src/reference/contracts.md): loaded, checked, hot-reloaded, pinned by attempts |
 //!
 //! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
 //! operation file (any problem refuses the start, with the `check` messages), open the store,
@@ -274,7 +274,7 @@ impl App {
     }
 
     /// End the default attempts of earlier runs and create this run's. A shared store
-    /// (PostgreSQL, SPEC 17) keeps ONE default attempt for the whole fleet: a process adopts
+    /// (PostgreSQL, docs/src/operations/fleet-store.md) keeps ONE default attempt for the whole fleet: a process adopts
     /// the live one (created by whichever process started first) instead of ending it, so
     /// calls without a token reach the same attempt through any process.
     fn start_default_attempt(&self) -> Result<(), StartError> {
@@ -328,7 +328,7 @@ impl App {
         Ok(())
     }
 
-    /// The latest revision of every operation file (SPEC 6.2) as one shared revision set,
+    /// The latest revision of every operation file (docs/src/concepts/attempts.md) as one shared revision set,
     /// listing stale ones: a latest revision checked against another contract hash than the
     /// file's current one. Computed once per (generation, [`Store::revision_epoch`]): every
     /// attempt created between two changes shares the same set, and creating one reads no

@@ -1,4 +1,4 @@
-//! The recorder of `record` and `record-missing` (SPEC 7): the exchanges captured while
+//! The recorder of `record` and `record-missing` (docs/src/guides/record.md): the exchanges captured while
 //! forwarding, kept in memory per integration in arrival order, and [`flush_drafts`], which
 //! turns them into draft operation files (`crate::author::record::drafts` + `write_drafts`).
 //!

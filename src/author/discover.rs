@@ -1,4 +1,4 @@
-//! `understudy discover --integration NAME [--config F] [--out DIR]` (SPEC 7, 10): ask the
+//! `understudy discover --integration NAME [--config F] [--out DIR]` (docs/src/guides/record.md, docs/src/reference/cli.md): ask the
 //! integration's real MCP server for its tools and write one operation file per tool.
 //!
 //! **Connecting** (the integration's `upstream` URL, `http://` or `https://` through
@@ -17,7 +17,7 @@
 //!   and are dropped;
 //! - with an `outputSchema`: `output_schema` = it (a mock's result is then the structured
 //!   output); without one: `"result_form": "call_tool_result"` and an output schema of the
-//!   CallToolResult object ([`call_tool_result_schema`]) — SPEC 5.1's default for a tool
+//!   CallToolResult object ([`call_tool_result_schema`]) — docs/src/reference/mock-definition.md#the-envelope-rule's default for a tool
 //!   discovered without an `outputSchema`.
 //!
 //! An existing file keeps everything that is not the discovered contract (`mock`, `write`,
@@ -35,7 +35,7 @@
 //! Every written file is run through the per-file checks of `check`; problems are reported
 //! (the file is still written: the contract is what the server says).
 //!
-//! **Resources and prompts** (SPEC 18): `resources/list`, `resources/templates/list` and
+//! **Resources and prompts** (docs/src/reference/mcp.md): `resources/list`, `resources/templates/list` and
 //! `prompts/list` are asked too (every page); each listed item becomes
 //! `resources/<name>.json` / `prompts/<name>.json` beside the tools (the
 //! [`ResourceFile::from_listed`] / [`PromptFile::from_listed`] fields — the same files

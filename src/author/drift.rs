@@ -1,4 +1,4 @@
-//! `understudy drift` (SPEC 19): where a real answer's shape (and, on request, values)
+//! `understudy drift` (docs/src/reference/import-drift.md): where a real answer's shape (and, on request, values)
 //! differs from what the mock renders for the same input.
 //!
 //! # The run ([`run`])

@@ -1,5 +1,5 @@
-//! `understudy check`: validate operation files (SPEC 3.4) and, with a project file, its
-//! tool-call contracts (SPEC 14: the model, known tool names, argument paths the tool's input
+//! `understudy check`: validate operation files (docs/src/reference/mock-definition.md#checks-and-limits) and, with a project file, its
+//! tool-call contracts (docs/src/reference/contracts.md: the model, known tool names, argument paths the tool's input
 //! schema allows, patterns that compile), and print every problem with its file and path (a
 //! JSON path for operation files, the contract's key path for contracts); exit 1 when there
 //! are problems, 2 for usage errors.
@@ -51,7 +51,7 @@ pub fn check(args: &CheckArgs) -> Exit {
                         );
                     }
                 }
-                // The tool-call contracts (SPEC 14), against the operations just loaded.
+                // The tool-call contracts (docs/src/reference/contracts.md), against the operations just loaded.
                 if let Some(dir) = &cfg.contracts {
                     match load_checked(dir, &catalog) {
                         Ok(set) => contracts = set.len(),

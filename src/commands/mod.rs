@@ -1,5 +1,5 @@
 //! The command line: one file per subcommand, and the only code of the crate that prints or
-//! picks the process exit code (SPEC section 10, [`Exit`]).
+//! picks the process exit code (docs/src/reference/cli.md, [`Exit`]).
 //!
 //! | module | subcommand |
 //! |---|---|
@@ -40,7 +40,7 @@ use crate::cli::{CaCommand, Cli, Command};
 use crate::config::Config;
 use crate::contract::ProfileKind;
 
-/// The process exit code of a subcommand (SPEC section 10).
+/// The process exit code of a subcommand (docs/src/reference/cli.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     /// 0: success (`evidence`: verdict `pass`; `verify`: every blocking contract passed).

@@ -1,5 +1,5 @@
 //! `understudy report ATTEMPT --format json|junit|html [--out FILE] [--report-dir D]
-//! [--data-dir D] [--config F]` (SPEC 16): the attempt's envelope from the store (as
+//! [--data-dir D] [--config F]` (docs/src/getting-started/first-test.md): the attempt's envelope from the store (as
 //! `understudy evidence` reads it, with the project's redactions), rendered by
 //! [`crate::evidence::report`]. `--report-dir D` writes all three formats into D.
 //!

@@ -136,7 +136,7 @@ pub fn serve(args: &ServeArgs) -> Exit {
             );
             return Exit::Usage;
         }
-        // --tls / --forward-proxy: the local CA (SPEC 11), before anything is served.
+        // --tls / --forward-proxy: the local CA (docs/src/reference/https.md), before anything is served.
         let ca_dir = flags.ca_dir.clone().unwrap_or_else(|| config.ca_dir.clone());
         let transport = match Transport::for_serve(
             &ca_dir,

@@ -1,5 +1,5 @@
 //! `understudy test [--config F] [--contract ID…] [--variant I/OP=V…] [--mode M]
-//! [--forward-proxy] [--report-dir D] [--timeout S] -- CMD ARGS…` (SPEC 16).
+//! [--forward-proxy] [--report-dir D] [--timeout S] -- CMD ARGS…` (docs/src/getting-started/first-test.md).
 //!
 //! 1. Starts the server in process on `127.0.0.1:<free port>` (the project's integrations,
 //!    store and mode; `--mode` overrides; the record modes are refused: use `record`).

@@ -1,5 +1,5 @@
 //! `understudy verify ATTEMPT [--contract FILE…] [--data-dir D] [--config F] [--format
-//! text|json]` (SPEC 14): evaluate tool-call contracts over an attempt's recorded evidence,
+//! text|json]` (docs/src/reference/contracts.md): evaluate tool-call contracts over an attempt's recorded evidence,
 //! after the fact. The contracts are the given files (parsed and validated like the contracts
 //! directory; a broken file is a usage error), else the ones the attempt pinned.
 //!

@@ -1,4 +1,4 @@
-//! Contract and definition hashes (SPEC section 1).
+//! Contract and definition hashes (docs/src/concepts/operations.md).
 //!
 //! The contract hash is `sha256:` + lowercase hex SHA-256 of the RFC 8785 canonical JSON of
 //! `{"description","input_schema","operation","output_schema"}`, where `operation` is
@@ -28,7 +28,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// The contract hash of SPEC section 1 (`"sha256:<64 hex>"`).
+/// The contract hash of docs/src/concepts/operations.md (`"sha256:<64 hex>"`).
 pub fn contract_hash(
     profile: &str,
     operation_id: &str,

@@ -1,4 +1,4 @@
-//! Operation files (SPEC 2.2): the file model ([`OperationFile`]) and the [`ProfileKind`] it
+//! Operation files (docs/src/reference/operation-files.md): the file model ([`OperationFile`]) and the [`ProfileKind`] it
 //! is written for, match templates ([`template`]), RFC 6570 URI templates ([`uri_template`]),
 //! the contract hash ([`hash`]) and the JSON Schema compiler every layer uses
 //! ([`compile_schema`]). Nothing here knows the mock engine: loading a directory, the checks
@@ -17,7 +17,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-/// The wire dialect of an integration (SPEC section 1), as the project file names it.
+/// The wire dialect of an integration (docs/src/concepts/operations.md), as the project file names it.
 #[derive(
     Debug,
     Clone,
@@ -111,7 +111,7 @@ pub struct OperationFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub annotations: Option<Value>,
-    /// MCP only (SPEC 5.1).
+    /// MCP only (docs/src/reference/mock-definition.md#the-envelope-rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         description = "MCP only: `structured` (the mock's result is the tool's structured output, the default) or `call_tool_result` (the whole CallToolResult)."
@@ -153,7 +153,7 @@ pub struct MatchSpec {
     pub headers: BTreeMap<String, String>,
 }
 
-/// Where the idempotency key of a write comes from (SPEC 5.4): exactly one of the two.
+/// Where the idempotency key of a write comes from (docs/src/reference/operation-files.md#idempotency): exactly one of the two.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(extend("oneOf" = [{"required": ["header"]}, {"required": ["input"]}]))]
@@ -191,7 +191,7 @@ pub fn valid_operation_id(id: &str) -> bool {
 }
 
 impl OperationFile {
-    /// The contract hash of this operation under `profile` (SPEC section 1).
+    /// The contract hash of this operation under `profile` (docs/src/concepts/operations.md).
     pub fn contract_hash(&self, profile: &str) -> String {
         hash::contract_hash(
             profile,

@@ -1,4 +1,4 @@
-//! Match templates (SPEC 2.2): which HTTP request an operation answers.
+//! Match templates (docs/src/reference/operation-files.md): which HTTP request an operation answers.
 //!
 //! A [`MatchSpec`] is compiled once into a [`CompiledMatch`]:
 //! - `method`, compared case-insensitively;
@@ -510,7 +510,7 @@ impl CompiledMatch {
     }
 
     /// Two matchers of one integration tie when a request can match both with equal
-    /// specificity — a `check` error (SPEC 2.2).
+    /// specificity — a `check` error (docs/src/reference/operation-files.md).
     pub fn ties_with(&self, other: &CompiledMatch) -> bool {
         self.specificity() == other.specificity() && self.may_overlap(other)
     }

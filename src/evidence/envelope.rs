@@ -44,7 +44,7 @@ pub struct Inputs<'a> {
     pub attempt: &'a AttemptRecord,
     /// The attempt's tool calls (any order).
     pub calls: &'a [ToolEvent],
-    /// The attempt's agent-side events (SPEC 15; any order).
+    /// The attempt's agent-side events (docs/src/reference/events.md; any order).
     pub events: &'a [AgentEvent],
     /// The live state: the final state while the attempt runs (once it ended, the record's
     /// end snapshot is used instead).
@@ -74,7 +74,7 @@ impl<'a> Inputs<'a> {
     }
 }
 
-/// The SPEC 8 envelope of one attempt without agent-side events (see [`envelope_of`]).
+/// The docs/src/reference/evidence-envelope.md envelope of one attempt without agent-side events (see [`envelope_of`]).
 pub fn envelope(
     attempt: &AttemptRecord,
     events: &[ToolEvent],
@@ -90,7 +90,7 @@ pub fn envelope(
     })
 }
 
-/// The SPEC 8 envelope of one attempt, with `events`, `contract_results` (one per pinned
+/// The docs/src/reference/evidence-envelope.md envelope of one attempt, with `events`, `contract_results` (one per pinned
 /// contract, evaluated now), `verdict_reasons` and `verdict`.
 pub fn envelope_of(inputs: &Inputs<'_>) -> Value {
     let attempt = inputs.attempt;
@@ -541,7 +541,7 @@ mod tests {
     }
 
     // Mutation testing found `t > exp` → `>=` survived: a call at the very instant the lease
-    // expires is still inside it (SPEC: calls *after* the lease fail), one a millisecond later
+    // expires is still inside it (docs/src/reference/verdict.md: calls *after* the lease fail), one a millisecond later
     // is not.
     #[test]
     fn a_call_at_the_instant_the_lease_expires_is_inside_it() {

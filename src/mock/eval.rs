@@ -1,11 +1,11 @@
-//! Evaluation of a version-1 definition (SPEC 3.1–3.3). See [`Engine::evaluate`].
+//! Evaluation of a version-1 definition (docs/src/reference/mock-definition.md#selection, docs/src/reference/mock-definition.md#state). See [`Engine::evaluate`].
 //!
 //! [`Engine::new`] compiles a [`Definition`] once: every dot path, reference and literal is
 //! parsed and checked (see [`crate::mock::expr`] and [`crate::mock::path`]), so a call only
 //! walks the compiled tree. The engine is pure — no clock, no I/O — and never applies state:
 //! it returns an [`Outcome`] whose `state_patch` the caller commits.
 //!
-//! # Rules (SPEC 3.1)
+//! # Rules (docs/src/reference/mock-definition.md#selection)
 //! - Variant: the one named by the attempt, else `default_variant`; an unknown name is harness
 //!   `unknown_variant`.
 //! - Rules are tried in order; the first whose conditions all hold wins (an empty `when` always
@@ -187,7 +187,7 @@ struct CompiledVariant {
     delay_ms: u64,
     fault: Option<Fault>,
     rules: Box<[CompiledRule]>,
-    /// `ask_client` (SPEC 18), compiled.
+    /// `ask_client` (docs/src/reference/mcp.md), compiled.
     ask: Option<CompiledAsk>,
 }
 
@@ -568,7 +568,7 @@ impl Engine {
         self.def.initial_state.clone().unwrap_or_default()
     }
 
-    /// The server-to-client requests the variant declares (`ask_client`, SPEC 18), params
+    /// The server-to-client requests the variant declares (`ask_client`, docs/src/reference/mcp.md), params
     /// rendered against the input and state; `None` when the variant asks nothing (or does not
     /// exist: evaluation reports that).
     pub fn ask(

@@ -1,4 +1,4 @@
-//! References and expressions of SPEC 3.2 — `$input`, `$state`, `$number`, `$dateAdd` — compiled
+//! References and expressions of docs/src/reference/mock-definition.md#rendering-expressions — `$input`, `$state`, `$number`, `$dateAdd` — compiled
 //! once into a [`Template`] tree, then rendered per call without parsing anything.
 //!
 //! # What is an expression
@@ -20,7 +20,7 @@
 //! `NaN`/`Infinity` — and must be finite as an f64. Without a fraction it becomes an integer
 //! (`"7"` → `7`; one beyond 64 bits becomes the nearest f64); with one, an f64 (`"42.50"` →
 //! `42.5`). Booleans, null, arrays and objects are rejected. Leading zeros are allowed (`"007"`
-//! → `7`), as the SPEC grammar allows them.
+//! → `7`), as the grammar of docs/src/reference/mock-definition.md allows them.
 //!
 //! # `$dateAdd` (decision)
 //! `value` is `YYYY-MM-DD` or an RFC 3339 date-time (`T` or `t` between date and time, `Z`/`z`
@@ -521,7 +521,7 @@ fn compile_date_add(x: &Value, at: &str, problems: &mut Vec<HarnessError>) -> Te
 // ---------------------------------------------------------------------------------------------
 // Rendering
 
-/// The client's answer a call carries (SPEC 18, `ask_client`): the input's reserved member
+/// The client's answer a call carries (docs/src/reference/mcp.md, `ask_client`): the input's reserved member
 /// [`crate::mock::model::RESPONSE_MEMBER`], or `null` when the call asked nothing.
 #[inline]
 pub fn response_of(input: &Value) -> &Value {

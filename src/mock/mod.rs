@@ -1,4 +1,4 @@
-//! The version-1 mock definition (SPEC section 3): model, references and expressions,
+//! The version-1 mock definition (docs/src/reference/mock-definition.md): model, references and expressions,
 //! evaluation. The engine alone: it knows no operation file (`contract`), no wire and no
 //! store; the checks, drafts and the call core that join it to a contract are
 //! `crate::operation`.

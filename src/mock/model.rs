@@ -1,4 +1,4 @@
-//! The file model of a version-1 mock definition (SPEC section 3), mirrored with serde.
+//! The file model of a version-1 mock definition (docs/src/reference/mock-definition.md), mirrored with serde.
 //! Unknown keys are rejected everywhere (`deny_unknown_fields`).
 
 use serde::{Deserialize, Serialize};
@@ -50,11 +50,11 @@ pub struct Variant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(description = "A deliberate failure of the answer; rules without one inherit it.")]
     pub fault: Option<Fault>,
-    /// MCP (SPEC 18): log and progress notifications sent before the result, data only.
+    /// MCP (docs/src/reference/mcp.md): log and progress notifications sent before the result, data only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(description = "MCP: log and progress notifications sent before the result.")]
     pub notifications: Option<Vec<Value>>,
-    /// MCP (SPEC 18): a request to the client before answering,
+    /// MCP (docs/src/reference/mcp.md): a request to the client before answering,
     /// `{"method": "elicitation/create" | "sampling/createMessage" | "roots/list", "params": {...},
     /// "key"?: "name"}` (params may use `$input` and `$state`); the answer is then readable as
     /// `$response`. Or a list of such requests, each with a `key` and an optional `round`
@@ -82,7 +82,7 @@ pub struct Rule {
     pub delay_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
-    /// MCP (SPEC 18): replaces the variant's `notifications` when this rule wins.
+    /// MCP (docs/src/reference/mcp.md): replaces the variant's `notifications` when this rule wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(description = "MCP: replaces the variant's `notifications` when this rule wins.")]
     pub notifications: Option<Vec<Value>>,
@@ -92,7 +92,7 @@ pub struct Rule {
 /// `{"kind": …, "after_effect": true|false, …kind-specific fields}`. Data only: what each
 /// kind means on the wire, which fields it takes and their limits are [`crate::operation::fault`]'s
 /// (`check` reports every problem with its path). A rule that omits `fault` falls back to
-/// its variant's, like `result`, `set_state` and `delay_ms` (SPEC 3.1).
+/// its variant's, like `result`, `set_state` and `delay_ms` (docs/src/reference/mock-definition.md#selection).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(transform = fault_kind_rules)]
@@ -240,13 +240,13 @@ impl std::fmt::Display for FaultKind {
 pub enum Source {
     Input,
     State,
-    /// MCP (SPEC 18): the client's answer to the variant's `ask_client` request, read from
+    /// MCP (docs/src/reference/mcp.md): the client's answer to the variant's `ask_client` request, read from
     /// the input's reserved member [`RESPONSE_MEMBER`].
     #[schemars(description = "MCP: the client's answer to the variant's `ask_client` request.")]
     Response,
 }
 
-/// One server-to-client request of a variant's `ask_client` (SPEC 18), rendered for a call.
+/// One server-to-client request of a variant's `ask_client` (docs/src/reference/mcp.md), rendered for a call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientRequest {
     /// The request's key: the `inputRequests` key in 2026-07-28 and, for the list form, the
@@ -271,7 +271,7 @@ pub struct ClientRequests {
 pub const DEFAULT_ASK_KEY: &str = "ask";
 
 /// The input member that carries the client's answer to a server-to-client request
-/// (`ask_client`, SPEC 18): what `{"$response": path}` and `source: "response"` read.
+/// (`ask_client`, docs/src/reference/mcp.md): what `{"$response": path}` and `source: "response"` read.
 pub const RESPONSE_MEMBER: &str = "$response";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -310,7 +310,7 @@ pub struct Example {
     pub state: Option<Map<String, Value>>,
 }
 
-/// Limits of SPEC 3.4.
+/// Limits of docs/src/reference/mock-definition.md#checks-and-limits.
 pub mod limits {
     pub const MAX_BYTES: usize = 100 * 1000;
     pub const MAX_VARIANTS: usize = 30;

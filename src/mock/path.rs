@@ -1,11 +1,11 @@
-//! Dot paths (SPEC 3.1: `a.b.0.c`) and the JSON comparisons of conditions.
+//! Dot paths (docs/src/reference/mock-definition.md#selection: `a.b.0.c`) and the JSON comparisons of conditions.
 //!
 //! A [`DotPath`] is parsed once, when a definition is compiled, and then resolved against an
 //! input or a state without allocating. Also here: [`json_equal`] (deep equality with numbers
 //! compared by value) and [`pointer_push`], which builds the `variants/found/result/…` paths
 //! that errors carry.
 //!
-//! Decisions (SPEC is silent on them):
+//! Decisions (the documented rules leave them open):
 //! - A path is one or more non-empty segments separated by `.`: `""`, `"a..b"`, `".a"` and
 //!   `"a."` are malformed. A segment may hold any other character (spaces included); there is no
 //!   escape for a key that contains a `.`.
@@ -93,7 +93,7 @@ impl DotPath {
 
     /// Every value this path reaches when a segment that is exactly `*` matches every element
     /// of an array or every member of an object (the `sources` paths of tool-call contracts,
-    /// SPEC 14), in document order. Without a `*` segment this is [`resolve`] as a list.
+    /// docs/src/reference/contracts.md), in document order. Without a `*` segment this is [`resolve`] as a list.
     /// The mock engine never calls it: in a definition `*` is an ordinary member name.
     ///
     /// [`resolve`]: DotPath::resolve

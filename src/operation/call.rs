@@ -4,7 +4,7 @@
 //! - the live proxy call (`proxy::pipeline`, which adds idempotency, the pinned revision, the
 //!   static-result memo and the native render on its wire, and commits);
 //! - `understudy exec` and `POST /tools/execute`, through [`execute`] / [`execute_with`]
-//!   ([`ExecResult::to_json`] is the object of SPEC section 9).
+//!   ([`ExecResult::to_json`] is the object of docs/src/reference/admin-api.md).
 //!
 //! Pure: no I/O, no lock, no sleep. Each function returns a decision value (`Ok`, or the
 //! error the call ends with); the caller commits the state patch and waits `delay_ms`.
@@ -104,7 +104,7 @@ pub fn result_path(def: &Definition, variant: &str, rule: Option<usize>) -> Stri
     }
 }
 
-/// The outcome of one isolated call ([`execute`]): the object of SPEC section 9 with
+/// The outcome of one isolated call ([`execute`]): the object of docs/src/reference/admin-api.md with
 /// [`ExecResult::to_json`], plus what the caller needs to commit (`state_patch`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecResult {

@@ -40,7 +40,7 @@
 //!   (`Call::succeeded` is false: the agent never got the answer).
 //! - `after_effect: false` — nothing changed: no commit, no idempotency entry. Evidence:
 //!   `result_status: "blocked"` with a `fault` member — a side effect held back, not
-//!   effective, listed in `blocked_side_effects`. This stays within SPEC 8's list on
+//!   effective, listed in `blocked_side_effects`. This stays within docs/src/reference/evidence-envelope.md's list on
 //!   purpose: a reader that ignores the `fault` member still sees *no effect*, so a fault
 //!   can never turn a missing effect into a pass (`ok` + fault would read as a success to
 //!   such a reader; `harness_error` would fail a run that asked for the fault).

@@ -1,7 +1,7 @@
 //! Loading operation files: one file ([`load_file`]), an inline JSON value ([`parse_operation`],
 //! for the admin API) or the files of a directory ([`list_dir`]; a whole operations directory,
 //! MCP resources and prompts included, is [`super::load_dir`]). Loading only parses;
-//! the checks of SPEC 3.4 are [`crate::operation::check`]. Problems carry the file and the
+//! the checks of docs/src/reference/mock-definition.md#checks-and-limits are [`crate::operation::check`]. Problems carry the file and the
 //! JSON path.
 
 use super::cache::{CheckCache, Passed};

@@ -1,4 +1,4 @@
-//! MCP resources and prompts as files beside the tools (SPEC 18): `resources/<name>.json` and
+//! MCP resources and prompts as files beside the tools (docs/src/reference/mcp.md): `resources/<name>.json` and
 //! `prompts/<name>.json` inside an `mcp` integration's operations directory.
 //!
 //! Each file becomes an ordinary operation (operation id = the resource or prompt name), so

@@ -7,7 +7,7 @@
 //! - [`load`]: reading operation files (parse only); [`load_dir`]: a whole operations directory,
 //!   MCP resources and prompts ([`mcp_files`]) included;
 //! - [`lazy`]: the file's mock engine, compiled on first use;
-//! - [`check`]: every SPEC 3.4 check of one file and the cross-file checks ([`check_loaded`]);
+//! - [`check`]: every docs/src/reference/mock-definition.md#checks-and-limits check of one file and the cross-file checks ([`check_loaded`]);
 //! - [`call`]: THE call core — validate the input, decide (engine), validate the output,
 //!   render — shared by the live proxy call, `understudy exec` and `POST /tools/execute`;
 //! - [`fault`]: faults on purpose — their checks, seeded chaos, the plan a call follows (pure).
@@ -36,7 +36,7 @@ use crate::mock::path::DotPath;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Where the idempotency key of a write comes from (SPEC 5.4), compiled from the file's
+/// Where the idempotency key of a write comes from (docs/src/reference/operation-files.md#idempotency), compiled from the file's
 /// `idempotency` (`check` refuses a file that names both or neither).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdempotencySource {
@@ -63,7 +63,7 @@ pub struct Operation {
     pub file: PathBuf,
     /// The file as written.
     pub op: OperationFile,
-    /// The current contract hash (SPEC section 1) under `profile`.
+    /// The current contract hash (docs/src/concepts/operations.md) under `profile`.
     pub contract_hash: String,
     /// HTTP profiles: the compiled `match`. `None` for MCP.
     pub matcher: Option<CompiledMatch>,
@@ -124,7 +124,7 @@ impl Operation {
         format!("{}/{}", self.integration, self.op.operation_id)
     }
 
-    /// Compile a parsed operation file. This does not run the checks of SPEC 3.4 (see
+    /// Compile a parsed operation file. This does not run the checks of docs/src/reference/mock-definition.md#checks-and-limits (see
     /// [`check::check_operation`]); it fails only when something cannot be
     /// compiled at all (schema, match template, definition).
     pub fn compile(
@@ -245,7 +245,7 @@ impl Operation {
     }
 }
 
-/// Load, check (every SPEC 3.4 check plus the cross-file ones) and compile every operation of
+/// Load, check (every docs/src/reference/mock-definition.md#checks-and-limits check plus the cross-file ones) and compile every operation of
 /// one integration. Any problem refuses the whole integration, as `serve` refuses to start.
 /// With `missing_is_empty` (the forwarding modes: [`crate::config::Mode::tolerates_missing_operations`])
 /// an operations directory that does not exist yet is an integration without operations
@@ -335,7 +335,7 @@ pub fn load_parts(
         }
     }
     if profile == "mcp" {
-        // SPEC 18: `resources/` and `prompts/` beside the tools (few; always re-read).
+        // docs/src/reference/mcp.md: `resources/` and `prompts/` beside the tools (few; always re-read).
         let (o, p) = mcp_files::load_extras(&integ.operations);
         for l in o {
             slots.push(Err(fresh.len()));
@@ -471,7 +471,7 @@ pub fn load_dir_signed(
         }
     }
     if profile == "mcp" {
-        // SPEC 18: `resources/` and `prompts/` beside the tools.
+        // docs/src/reference/mcp.md: `resources/` and `prompts/` beside the tools.
         let (o, p) = mcp_files::load_extras(dir);
         ops.extend(o.into_iter().map(|o| (o, None)));
         problems.extend(p);

@@ -22,7 +22,7 @@ pub fn status_problem(s: &Value) -> Option<String> {
     }
 }
 
-/// The profile's envelope rule for a rendered result (SPEC 5.1), or why it fails
+/// The profile's envelope rule for a rendered result (docs/src/reference/mock-definition.md#the-envelope-rule), or why it fails
 /// (a phrase such as "has no `status`, expected the native envelope …").
 /// HTTP profiles: `{"status": 100..=599, "data"?: any, "headers"?: {string: string}}` and no
 /// other member. MCP structured: an object. MCP `call_tool_result`: an object with a

@@ -1,4 +1,4 @@
-//! Wire dialects (SPEC 1, 2.3, 5.1–5.3): one file per profile, driven by the profile JSON
+//! Wire dialects (docs/src/concepts/operations.md, docs/src/reference/profiles.md, docs/src/reference/mock-definition.md#the-envelope-rule, docs/src/concepts/errors.md): one file per profile, driven by the profile JSON
 //! files in `profiles/` that are embedded in the binary.
 //!
 //! A [`Profile`] owns everything that depends on the wire format of an integration:
@@ -11,7 +11,7 @@
 //! - the synthetic `simulate` answers for blocked writes (dry-run).
 //!
 //! Harness errors are not native: every HTTP profile answers them the same way
-//! ([`harness_response`], SPEC 5.3).
+//! ([`harness_response`], docs/src/concepts/errors.md).
 //!
 //! The profile JSON format (`profiles/<name>.json`):
 //! ```text
@@ -185,7 +185,7 @@ impl Profile {
         method.to_ascii_uppercase()
     }
 
-    /// Profile write classification of a request (SPEC 2.2 `write` default): every method but
+    /// Profile write classification of a request (docs/src/reference/operation-files.md `write` default): every method but
     /// the read methods is a write; a composite endpoint is a write when any subrequest is not
     /// a read (a composite body that cannot be read is treated as a write: fail closed).
     pub fn is_write(&self, method: &str, segments: &[String], body: Option<&Value>) -> bool {
@@ -213,14 +213,14 @@ impl Profile {
         false
     }
 
-    /// Render a mock's adapter envelope into the native response (SPEC 5.1). A result that is
+    /// Render a mock's adapter envelope into the native response (docs/src/reference/mock-definition.md#the-envelope-rule). A result that is
     /// not an envelope is a harness error `output_schema_violation`.
     pub fn render(&self, result: &Value) -> Result<NativeResponse, HarnessError> {
         render_envelope(result)
     }
 
-    /// The native body of an input error (SPEC 5.2): status 400 (422 for an idempotency key
-    /// reused with other arguments, SPEC 5.4).
+    /// The native body of an input error (docs/src/concepts/errors.md): status 400 (422 for an idempotency key
+    /// reused with other arguments, docs/src/reference/operation-files.md#idempotency).
     pub fn input_error(&self, e: &InputError) -> NativeResponse {
         let shape = &self.file.errors.input_error;
         let status = shape.status.unwrap_or(e.status);
@@ -250,7 +250,7 @@ impl Profile {
         }
     }
 
-    /// The native answer to a write that was blocked (SPEC 4, 5.3 `block`).
+    /// The native answer to a write that was blocked (docs/src/reference/modes.md, docs/src/concepts/errors.md `block`).
     pub fn blocked_write(&self, message: &str) -> NativeResponse {
         let shape = &self.file.errors.blocked_write;
         let vars = Vars {
@@ -267,7 +267,7 @@ impl Profile {
         }
     }
 
-    /// The synthetic success of a simulated write (SPEC 5.3 `simulate`), as an envelope:
+    /// The synthetic success of a simulated write (docs/src/concepts/errors.md `simulate`), as an envelope:
     /// by operation id first, then by method. `None` when the profile has none.
     pub fn simulate(&self, operation_id: Option<&str>, method: &str) -> Option<Value> {
         let fake_id = match self.name() {
@@ -380,7 +380,7 @@ pub fn no_content(status: u16) -> bool {
     status < 200 || status == 204 || status == 304
 }
 
-/// Render an adapter envelope (SPEC 5.1): HTTP status `status`, JSON body `data` (none when
+/// Render an adapter envelope (docs/src/reference/mock-definition.md#the-envelope-rule): HTTP status `status`, JSON body `data` (none when
 /// `data` is absent or the status is 204/304/1xx), plus the extra headers (those that frame
 /// the message — `Content-Length`, `Transfer-Encoding`, `Connection`… — are the server's and
 /// are dropped). A result that breaks the envelope rule is the harness error
@@ -417,7 +417,7 @@ pub fn render_envelope(result: &Value) -> Result<NativeResponse, HarnessError> {
     })
 }
 
-/// A harness error on the wire (SPEC 5.3), the same for every HTTP profile: HTTP 500 (410
+/// A harness error on the wire (docs/src/concepts/errors.md), the same for every HTTP profile: HTTP 500 (410
 /// for `attempt_ended`: the attempt is gone), `Understudy-Error: <code>`, body
 /// `{"understudy_error":{"kind":"harness_error","code","message"}}`.
 pub fn harness_response(e: &HarnessError) -> NativeResponse {
@@ -432,7 +432,7 @@ pub fn harness_response(e: &HarnessError) -> NativeResponse {
     }
 }
 
-/// The JSON body of a harness error (SPEC 5.3).
+/// The JSON body of a harness error (docs/src/concepts/errors.md).
 pub fn harness_body(e: &HarnessError) -> Value {
     json!({ "understudy_error": {
         "kind": "harness_error",

@@ -1,4 +1,4 @@
-//! The `salesforce` profile (PROTOCOLS.md section 2): the wire facts are data in
+//! The `salesforce` profile (docs/src/reference/profiles.md#salesforce): the wire facts are data in
 //! `profiles/salesforce.json` — reads are GET/HEAD, `POST ?_HttpMethod=PATCH` is a PATCH,
 //! `composite` and `composite/batch` are writes when any subrequest is not a GET, errors are
 //! `[{"message","errorCode","fields"}]`, the built-in operation templates (sobject

@@ -40,7 +40,7 @@ impl Wire {
     }
 
     /// A mock's result (the adapter envelope, or an MCP tool result) as the native response
-    /// on this wire (SPEC 5.1, stage 6 of the call pipeline).
+    /// on this wire (docs/src/reference/mock-definition.md#the-envelope-rule, stage 6 of the call pipeline).
     pub fn render(&self, result: &Value) -> Result<NativeResponse, HarnessError> {
         match self {
             Wire::Http(p) => p.render(result),

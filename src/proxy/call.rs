@@ -1,4 +1,4 @@
-//! The stages of one proxied call (SPEC 4, 5), each a function that returns a value; the order
+//! The stages of one proxied call (docs/src/reference/modes.md, docs/src/reference/operation-files.md#matching), each a function that returns a value; the order
 //! they run in is `super::pipeline` (HTTP profiles) and `super::mcp` (MCP tool calls, on
 //! [`Wire::Mcp`]). None of them calls back into its callers.
 //!
@@ -118,7 +118,7 @@ pub struct Resolved {
     pub input: Result<Value, InputError>,
 }
 
-/// `trace_id` from a single valid W3C `traceparent` header (PROTOCOLS 4.1), else `None`.
+/// `trace_id` from a single valid W3C `traceparent` header (docs/src/reference/evidence-envelope.md#tool-events), else `None`.
 pub fn trace_id(req: &Request) -> Option<String> {
     if req.header_count("traceparent") != 1 {
         return None;
@@ -234,7 +234,7 @@ pub fn check_lease(app: &App, record: &RecordRef<'_>) -> Result<(), Box<Decision
     }
 }
 
-/// Stage 2 — what happens to an identified call (SPEC 4; the table of `super::forward`). In
+/// Stage 2 — what happens to an identified call (docs/src/reference/modes.md; the table of `super::forward`). In
 /// `replay` the mock decides every call that matched an operation, and a request that
 /// matched none is refused (`unmatched_request`). In the other modes an operation file the
 /// attempt pinned a mock of is the mock's in `dry-run` and `record-missing` (its refusals —
@@ -381,7 +381,7 @@ fn no_pin_message(app: &App, integ: &Integration, op: &Operation, attempt_id: &s
     }
 }
 
-/// Stage 2 — build the input (SPEC 5 step 2): path captures, query captures (for built-in
+/// Stage 2 — build the input (docs/src/reference/operation-files.md#matching step 2): path captures, query captures (for built-in
 /// templates, which have no query templates, every query parameter), then the JSON body:
 /// an object's members are merged in (a member overrides a capture of the same name), any
 /// other JSON value goes under `body`. A body that is not JSON is an input error.
@@ -475,7 +475,7 @@ pub async fn run_mocked_with_faults<T>(
     seen: impl FnOnce(&Decision) -> T,
 ) -> Result<(NativeResponse, Option<FaultPlan>, T), StoreFailed> {
     let mut state = attempt.lock.lock().await;
-    // SPEC 17: a shared store's row lock and the pre-call state read under it (a no-op for
+    // docs/src/operations/fleet-store.md: a shared store's row lock and the pre-call state read under it (a no-op for
     // the embedded store); held until after the commit's `write_call`.
     let _row = attempt::lock_in_store(&app.store, &attempt.id, &mut state).await;
     let (decision, plan) = match prepared {

@@ -1,7 +1,7 @@
 //! The two values a proxied call is decided by (STYLE habit 5: decisions, not side effects):
 //!
 //! - [`Plan`] — what happens to the call, chosen by `super::call::plan` from the mode and
-//!   whether the attempt pinned a mock of the matched operation (SPEC 4; the mode rule is
+//!   whether the attempt pinned a mock of the matched operation (docs/src/reference/modes.md; the mode rule is
 //!   [`plan_for`] and [`unmocked`], the table of `super::forward`): the mock answers,
 //!   the real system answers, understudy blocks or simulates the write, or the call is refused
 //!   before either (a lease that is over, a request that names nothing).
@@ -32,7 +32,7 @@ use crate::profile::mcp::jsonrpc;
 use crate::profile::{self, Profile, Wire};
 use crate::records::{EventSource, FaultRecord, ResultStatus};
 
-/// What happens to one identified call (SPEC 4; the table of `super::forward`).
+/// What happens to one identified call (docs/src/reference/modes.md; the table of `super::forward`).
 #[derive(Debug, Clone)]
 pub enum Plan {
     /// The pinned mock decides (`replay`; `dry-run` and `record-missing` for an operation
@@ -112,7 +112,7 @@ impl Decision {
         }
     }
 
-    /// A call that ended in a harness error (SPEC 5.3), on an HTTP wire.
+    /// A call that ended in a harness error (docs/src/concepts/errors.md), on an HTTP wire.
     pub fn harness(e: HarnessError) -> Decision {
         let mut d = Decision::answered(profile::harness_response(&e), ResultStatus::HarnessError);
         d.error = Some(CallError::Harness(e));
@@ -128,7 +128,7 @@ impl Decision {
         }
     }
 
-    /// A call that ended in an input error, in the profile's native shape (SPEC 5.2).
+    /// A call that ended in an input error, in the profile's native shape (docs/src/concepts/errors.md).
     pub fn input(profile: &Profile, e: InputError) -> Decision {
         let mut d = Decision::answered(profile.input_error(&e), ResultStatus::InputError);
         d.error = Some(CallError::Input(e));

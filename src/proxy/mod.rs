@@ -1,4 +1,4 @@
-//! One proxied call, from routing to the committed evidence (SPEC 4, 5): what happens to a
+//! One proxied call, from routing to the committed evidence (docs/src/reference/modes.md, docs/src/reference/operation-files.md#matching): what happens to a
 //! request that `crate::server` did not hand to the admin API. [`handle`] is the one entry
 //! point, in every mode.
 //!

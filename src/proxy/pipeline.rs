@@ -1,4 +1,4 @@
-//! One proxied HTTP-profile call from routing to commit (SPEC 4, 5): the ORDER of the stages
+//! One proxied HTTP-profile call from routing to commit (docs/src/reference/modes.md, docs/src/reference/operation-files.md#matching): the ORDER of the stages
 //! only — each stage is a function of [`super::call`] that returns a value, and [`handle`]
 //! runs them in this order for every call in every mode:
 //!

@@ -1,4 +1,4 @@
-//! Routing (SPEC 5 step 1, 6.1): attempt → integration → operation.
+//! Routing (docs/src/reference/operation-files.md#matching step 1, 6.1): attempt → integration → operation.
 //!
 //! 1. **Attempt**: a first path segment `~<token>` (base URL `http://HOST:PORT/~<token>/<integration>`),
 //!    else the `Understudy-Attempt: <token>` header (or, through the forward proxy, the proxy

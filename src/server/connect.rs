@@ -1,4 +1,4 @@
-//! The forward proxy (SPEC 11, `serve --forward-proxy`), on the same listener as the API: a
+//! The forward proxy (docs/src/reference/https.md, `serve --forward-proxy`), on the same listener as the API: a
 //! `CONNECT` request or an HTTP/1 absolute-form target naming another host is a proxy
 //! request; everything else (the admin API included) is served as without the flag.
 //!
@@ -26,10 +26,10 @@
 //! different attempts is a 401 like a path/header disagreement). Fail closed, never the
 //! default attempt:
 //! - `CONNECT` with credentials that cannot be read, or a token of no attempt: **407**
-//!   (`Proxy-Authenticate: Basic`) with the JSON body of SPEC 6.1 — the CONNECT answer is
+//!   (`Proxy-Authenticate: Basic`) with the JSON body of docs/src/concepts/attempts.md — the CONNECT answer is
 //!   about the proxy credentials, and 407 is how clients report a refused proxy login;
 //! - plain proxy request: unreadable credentials 407; a well-formed token of no attempt 401
-//!   `unknown_attempt`, exactly as for the header (SPEC 6.1).
+//!   `unknown_attempt`, exactly as for the header (docs/src/concepts/attempts.md).
 //!
 //! The token is checked at CONNECT time and again for every request inside the tunnel (an
 //! attempt ended meanwhile answers `lease_expired` as anywhere else). `Proxy-Authorization`

@@ -1,9 +1,9 @@
-//! The listener (SPEC 13): HTTP/1.1 and h2c (prior knowledge) on one socket through
+//! The listener (docs/src/operations/limits.md): HTTP/1.1 and h2c (prior knowledge) on one socket through
 //! hyper-util's auto builder, the connection limits, buffering of request bodies, and
 //! graceful shutdown. Under `--tls` the same after the handshake (h2 by ALPN), and CONNECT
 //! tunnels of `--forward-proxy` get the same too: [`super::transport`], [`super::connect`].
 //!
-//! Limits ([`Limits`], defaults from SPEC 13):
+//! Limits ([`Limits`], defaults from docs/src/operations/limits.md):
 //! - request body ≤ 10 MiB: a larger body is answered 413 without reading on — at once when
 //!   its `Content-Length` says so, as soon as the limit is passed when it is streamed
 //!   (chunked, or h2 without a length). HTTP/1.1: the 413 says `Connection: close`, and the

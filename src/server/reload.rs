@@ -1,4 +1,4 @@
-//! The hot-reload task of a running server (SPEC 12): it watches the operations directories
+//! The hot-reload task of a running server (docs/src/operations/durability.md): it watches the operations directories
 //! and applies what changed to the operation sets of `crate::app::generations` (whose doc
 //! says which generation an attempt sees, and the file rule).
 //!
@@ -32,7 +32,7 @@
 //! a changed set is checked against the current operations and serves new attempts, a broken
 //! one is logged and the previous set keeps serving.
 //!
-//! **Following a shared store** ([`follow_store`], SPEC 17). With PostgreSQL, other processes
+//! **Following a shared store** ([`follow_store`], docs/src/operations/fleet-store.md). With PostgreSQL, other processes
 //! append revisions (their file syncs and admin saves) and write attempt records (creation,
 //! re-pins, `DELETE`). The store's listener (LISTEN/NOTIFY with a 500 ms poll as fallback)
 //! reports it; then this process re-pins its default attempt to the latest revisions and

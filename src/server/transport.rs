@@ -1,4 +1,4 @@
-//! What the listener speaks (SPEC 11, 13): plain HTTP or TLS (`serve --tls`), whether it is
+//! What the listener speaks (docs/src/reference/https.md, docs/src/operations/limits.md): plain HTTP or TLS (`serve --tls`), whether it is
 //! also a forward proxy (`serve --forward-proxy`, [`super::connect`]), and the serving of one
 //! connection — shared by the listener's connections and the decrypted CONNECT tunnels, so
 //! every one of them gets the same limits, watchdog and graceful shutdown.

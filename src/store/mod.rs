@@ -1,10 +1,10 @@
 //! The store: sled trees, evidence files, the journal, keys and codecs — the only module that
-//! touches sled or the data dir (SPEC 12).
+//! touches sled or the data dir (docs/src/operations/durability.md).
 //!
 //! Nothing sled-specific leaks out of this module: callers see [`Store`], the record types of
 //! [`crate::records`] and [`StoreError`]. Two backends sit behind the same methods: the
 //! embedded one (sled + evidence files + journal, the default) and PostgreSQL (`postgres.rs`,
-//! SPEC 17: the fleet store, selected by a `postgres://` store URL).
+//! docs/src/operations/fleet-store.md: the fleet store, selected by a `postgres://` store URL).
 //!
 //! | file | owns |
 //! |---|---|
@@ -68,7 +68,7 @@
 //! wrote: with one key per call its resident memory grew by ~100 bytes per call without bound
 //! (78 MB after 30 s at 16k calls/s; 47 MB with the events elsewhere, `bench/README.md`). An
 //! evidence file is a sequence of frames `length u32 LE | crc32 u32 LE | sequence u64 LE |
-//! event JSON`, appended by the attempt's lane (an agent-side event of SPEC 15 is the frame
+//! event JSON`, appended by the attempt's lane (an agent-side event of docs/src/reference/events.md is the frame
 //! JSON `{"agent_event":{…}}`, in the same file and the same sequence as calls), read whole by [`Store::evidence`] (which stops
 //! at a torn tail), so memory stays flat however long a run is.
 //!
@@ -94,7 +94,7 @@
 //!
 //! # Durability: a write-ahead journal with group commit
 //!
-//! Evidence must be durable before a call is answered (SPEC 8, 12: an acknowledged call is
+//! Evidence must be durable before a call is answered (docs/src/reference/evidence-envelope.md, docs/src/operations/durability.md: an acknowledged call is
 //! never missing), but one fsync per call would cap throughput at the disk's fsync rate, and
 //! a sled flush per batch costs more than the call itself (sled hands every flushed buffer
 //! to its own thread pool). So a call's writes go two ways:
@@ -483,7 +483,7 @@ impl Store {
         Ok(())
     }
 
-    /// Opens the store a project names: `url` (`postgres://…`, SPEC 17) when given, else
+    /// Opens the store a project names: `url` (`postgres://…`, docs/src/operations/fleet-store.md) when given, else
     /// the embedded store in `data_dir`. Any other URL scheme is refused.
     pub fn open_configured(url: Option<&str>, data_dir: &Path) -> Result<Store, StoreError> {
         match url {
@@ -536,7 +536,7 @@ impl Store {
         matches!(e, StoreError::Invalid(m) if m == postgres::DEFAULT_TAKEN)
     }
 
-    // ---- the call lock (SPEC 17) ---------------------------------------------------------
+    // ---- the call lock (docs/src/operations/fleet-store.md) ---------------------------------------------------------
 
     /// Takes the attempt's row lock for one call, to be consumed by this attempt's next
     /// [`Store::write_call`] (the caller holds the attempt's in-memory lock from before this
@@ -868,7 +868,7 @@ impl Store {
         on!(self, b => b.write_call(attempt_id, rec))
     }
 
-    /// Records one agent-side event (SPEC 15) in the attempt's evidence, with the attempt's
+    /// Records one agent-side event (docs/src/reference/events.md) in the attempt's evidence, with the attempt's
     /// next sequence (shared with calls), and returns that sequence once it is durable (the
     /// same group commit as calls).
     pub async fn record_agent_event(

@@ -1,5 +1,5 @@
 //! Pure parsing of forward-proxy requests: the CONNECT authority, the attempt token carried
-//! as proxy credentials (SPEC 6.1), and absolute-form request targets.
+//! as proxy credentials (docs/src/concepts/attempts.md), and absolute-form request targets.
 
 use base64::Engine as _;
 use hyper::header::PROXY_AUTHORIZATION;

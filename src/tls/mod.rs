@@ -1,4 +1,4 @@
-//! TLS (SPEC section 11): the local test CA, leaf certificates, the rustls server
+//! TLS (docs/src/reference/https.md): the local test CA, leaf certificates, the rustls server
 //! configurations of `serve --tls` and of the CONNECT forward proxy, and the pure parsing
 //! helpers of forward-proxy requests.
 //!

@@ -1,4 +1,4 @@
-//! The upstream client (SPEC 4, 11): how `record`, `record-missing`, `dry-run` and
+//! The upstream client (docs/src/reference/modes.md, docs/src/reference/https.md): how `record`, `record-missing`, `dry-run` and
 //! `passthrough` reach the real system.
 //!
 //! - [`Upstream`]: one pooled hyper-util client over hyper-rustls, HTTP/1.1 and HTTP/2 chosen
@@ -13,7 +13,7 @@
 //! - [`tee`]: a body wrapper for record mode that streams every frame through unchanged and
 //!   hands a copy of the bytes (up to a limit) to the recorder when the stream ends.
 //! - [`UpstreamError`]: connect refused, DNS, TLS failure, timeout… each naming the upstream
-//!   host; [`UpstreamError::to_harness`] is the harness error `upstream_unavailable` (SPEC 5.3).
+//!   host; [`UpstreamError::to_harness`] is the harness error `upstream_unavailable` (docs/src/concepts/errors.md).
 //!
 //! # Decisions
 //! - Request headers removed: `Connection`, `Keep-Alive`, `Proxy-Connection`, `TE`,
@@ -25,7 +25,7 @@
 //!   `tracestate`, `Mcp-*`, `Accept`, `Content-Type`. `Accept-Encoding` becomes `identity`:
 //!   recorded bodies must be readable JSON and SSE must not sit in a compressor's buffer.
 //!   The caller adds `Understudy-Source: tool_test` *after* [`prepare_forward`] for tagged
-//!   writes (SPEC 5.3 `tag`).
+//!   writes (docs/src/concepts/errors.md `tag`).
 //! - Response headers: [`strip_response_headers`] removes the hop-by-hop ones (and those named
 //!   in `Connection`) before the server relays the response; `Content-Length` is kept.
 //! - Timeouts: connecting (TCP) is bounded by `min(timeout, 10 s)`; the whole wait for the
@@ -77,7 +77,7 @@ pub enum UpstreamErrorKind {
     Protocol,
 }
 
-/// An upstream call that got no response (SPEC 5.3 `upstream_unavailable`).
+/// An upstream call that got no response (docs/src/concepts/errors.md `upstream_unavailable`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("upstream {host} is unavailable: {cause}")]
 pub struct UpstreamError {

@@ -4,7 +4,7 @@
 //! `"target": "upstream"` ([`crate::admin::execute_upstream`]: one `tools/call`). Both
 //! negotiate here, so they speak the same protocol version to the same server.
 //!
-//! [`McpClient::connect`] negotiates, in either protocol era (PROTOCOLS.md 1.1–1.3):
+//! [`McpClient::connect`] negotiates, in either protocol era (docs/src/reference/mcp.md):
 //! 1. Stateless first, as a dual-era client should: `server/discover` with the 2026-07-28
 //!    `_meta` and the mirrored `MCP-Protocol-Version` / `Mcp-Method` headers. If the server
 //!    lists `2026-07-28` among its `supportedVersions`, every later request is asked the same

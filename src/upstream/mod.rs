@@ -1,4 +1,4 @@
-//! The real system (SPEC 4, 11, 19): the only code that reaches it. Nothing here names the
+//! The real system (docs/src/reference/modes.md, docs/src/reference/https.md, docs/src/reference/import-drift.md): the only code that reaches it. Nothing here names the
 //! running server (`app`), the proxy, the admin API or the commands: callers pass the client
 //! and the limits they use.
 //!

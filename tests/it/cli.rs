@@ -1,4 +1,4 @@
-//! The `understudy` binary end to end: `check` (clean example, each SPEC 3.4 rejection with its
+//! The `understudy` binary end to end: `check` (clean example, each docs/src/reference/mock-definition.md#checks-and-limits rejection with its
 //! file and JSON path, `--format json`), `exec` exit codes, `generate`.
 
 use serde_json::{json, Value};
@@ -155,7 +155,7 @@ fn check_reports_a_broken_project_file_with_its_path() {
     );
 }
 
-/// Each rejection of SPEC 3.4, one fixture directory per case: exit 1 and a message naming the
+/// Each rejection of docs/src/reference/mock-definition.md#checks-and-limits, one fixture directory per case: exit 1 and a message naming the
 /// file and the JSON path.
 #[test]
 fn check_rejects_each_broken_fixture() {

@@ -1,4 +1,4 @@
-//! Conformance vectors of the version-1 definition engine (SPEC section 3), and property tests
+//! Conformance vectors of the version-1 definition engine (docs/src/reference/mock-definition.md), and property tests
 //! of `$number` and `$dateAdd` against independent oracles (Rust's f64/integer parsing, chrono).
 //!
 //! Every `tests/conformance/*.json` file is

@@ -1,4 +1,4 @@
-//! Tool-call contracts and agent-side events end to end (SPEC 14, 15): a scripted agent plays
+//! Tool-call contracts and agent-side events end to end (docs/src/reference/contracts.md, docs/src/reference/events.md): a scripted agent plays
 //! the HealthPlus booking flow over plain HTTP against a copy of `examples/healthplus`, then
 //! variants each break one rule and fail that check; the settlement contract; the five
 //! negative tests of seed 003 through the `understudy verify` / `understudy evidence` exit

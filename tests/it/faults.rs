@@ -597,7 +597,7 @@ fn a_disk_full_under_load_answers_store_error_and_loses_no_acknowledged_call() {
     );
 }
 
-/// Issue 22 (4), SPEC 3.3 (a failed call changes nothing): a call whose evidence cannot be
+/// Issue 22 (4), docs/src/reference/mock-definition.md#state (a failed call changes nothing): a call whose evidence cannot be
 /// made durable is answered 500 `store_error`, and the next call does not see its state
 /// change — live, and after a restart. The flush fails through the store's test hook, as a
 /// transient disk error would (the write stays queued and lands with the next flush), so the

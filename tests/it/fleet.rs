@@ -1,4 +1,4 @@
-//! The fleet store (SPEC 17, issue 17) with real components: a real PostgreSQL server
+//! The fleet store (docs/src/operations/fleet-store.md, issue 17) with real components: a real PostgreSQL server
 //! (`super::pg`) and real `understudy serve` processes sharing it — linearizable calls of one
 //! attempt across processes, kill -9 of one process under load, revisions seen by the other
 //! process within a second, idempotency across processes, PostgreSQL stopped mid-run, and

@@ -798,7 +798,7 @@ async fn twenty_trickling_connections_do_not_starve_a_normal_client() {
 // ---------------------------------------------------------------------------------------------
 // Oversized bodies: refused at once, not read first
 
-/// The request body limit (SPEC 13).
+/// The request body limit (docs/src/operations/limits.md).
 const BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 /// The head of `POST path` declaring a JSON body of `len` bytes.

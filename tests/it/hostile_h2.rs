@@ -1,4 +1,4 @@
-//! Hostile HTTP/2 on the plain listener (h2c by prior knowledge, SPEC 13): a body over
+//! Hostile HTTP/2 on the plain listener (h2c by prior knowledge, docs/src/operations/limits.md): a body over
 //! 10 MiB (declared or streamed) is refused with 413 or a stream reset and never reaches the
 //! pipeline — at once, without waiting for the rest of a body the client keeps open, and its
 //! stream reset so the client stops sending — hundreds of concurrent streams on one connection are all answered and recorded

@@ -1,4 +1,4 @@
-//! HTTPS wired into the server (SPEC 11): `serve --tls` and `serve --forward-proxy` with
+//! HTTPS wired into the server (docs/src/reference/https.md): `serve --tls` and `serve --forward-proxy` with
 //! real certificates from a CA made in the test, real TLS clients (reqwest over rustls
 //! trusting only that CA; curl when installed), over loopback only.
 //!
@@ -683,7 +683,7 @@ async fn proxy_credentials_fail_closed() {
         .unwrap();
     assert_eq!(r.status(), 401);
 
-    // Plain proxy requests: an unknown token is the SPEC 6.1 401.
+    // Plain proxy requests: an unknown token is the docs/src/concepts/attempts.md 401.
     let r = via_proxy(&certs, &s.proxy_url("http", Some("no-such-token")))
         .build()
         .unwrap()

@@ -297,7 +297,7 @@ fn secrets_project() -> Project {
     p
 }
 
-/// SPEC 5.4 and 8: raw idempotency keys and Authorization values never leave the proxy (not
+/// docs/src/reference/operation-files.md#idempotency, docs/src/reference/evidence-envelope.md: raw idempotency keys and Authorization values never leave the proxy (not
 /// in the store, not in the logs at debug level, not in any answer); redacted fields never
 /// leave it through an export (API or CLI). The real binary runs with JSON logs at `debug`.
 #[test]
@@ -464,7 +464,7 @@ fn secrets_never_reach_disk_logs_or_answers() {
         }
     }
     // A redacted field never leaves through an export or a log line (the store keeps the raw
-    // value: redaction applies to exports, SPEC 8).
+    // value: redaction applies to exports, docs/src/reference/evidence-envelope.md).
     assert!(!cli.contains(SSN), "{cli}");
     assert!(!logs.contains(SSN), "{SSN} in the logs");
 }

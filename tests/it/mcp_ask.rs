@@ -1,4 +1,4 @@
-//! Server-to-client requests end to end (SPEC 18, `ask_client`): the official Rust SDK (rmcp)
+//! Server-to-client requests end to end (docs/src/reference/mcp.md, `ask_client`): the official Rust SDK (rmcp)
 //! as a real client that answers `elicitation/create` — the tools/call answer streams, the
 //! request travels on it, the client's POSTed answer resolves it, the call is evaluated with
 //! `$response` and `source: "response"`, and the answer is in the call's evidence.

@@ -1,4 +1,4 @@
-//! SPEC 18 in both eras, end to end: server-to-client requests in 2026-07-28 as
+//! docs/src/reference/mcp.md in both eras, end to end: server-to-client requests in 2026-07-28 as
 //! `input_required` results and their retries (MRTR: `inputRequests`, `inputResponses`, a
 //! sealed `requestState`), driven by the official Rust SDK (rmcp) and by raw HTTP; and
 //! `notifications/resources/updated` after a call changes state a subscribed resource reads,

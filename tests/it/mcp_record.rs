@@ -1,4 +1,4 @@
-//! Recording an MCP server beyond its tools (SPEC 18, issue 16): understudy in `record` mode
+//! Recording an MCP server beyond its tools (docs/src/reference/mcp.md, issue 16): understudy in `record` mode
 //! in front of a real MCP server on loopback (understudy itself serving the conformance
 //! fixture `tests/mcp-conformance/` in replay), driven by a plain JSON-RPC client that answers
 //! the server's questions; the drafts hold the resources, prompts, completions, notifications

@@ -1,4 +1,4 @@
-//! A real PostgreSQL server for the tests of the fleet store (SPEC 17), and the two backends
+//! A real PostgreSQL server for the tests of the fleet store (docs/src/operations/fleet-store.md), and the two backends
 //! the storage tests run against ("one test body, two backends").
 //!
 //! [`PgServer::start`] runs Debian's PostgreSQL (`/usr/lib/postgresql/*/bin`): `initdb` into a

@@ -1,4 +1,4 @@
-//! Record mode (SPEC 7, 11): drafts from hand-built exchanges — each draft passes `check` and
+//! Record mode (docs/src/guides/record.md, docs/src/reference/https.md): drafts from hand-built exchanges — each draft passes `check` and
 //! replays the recorded answers in the recorded order —, secret scrubbing down to the files on
 //! disk, the draft writer's safety rules, and the upstream client against real loopback
 //! servers (plain HTTP, HTTPS with a test CA made here with rcgen, a wrong CA, a refused

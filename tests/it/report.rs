@@ -1,4 +1,4 @@
-//! SPEC 16 end to end: `understudy test -- CMD` (environment, exit codes, SIGINT and
+//! docs/src/getting-started/first-test.md end to end: `understudy test -- CMD` (environment, exit codes, SIGINT and
 //! `--timeout`), `understudy report` (JUnit validated against the vendored Jenkins
 //! `junit-10.xsd` with xmlschema and read by junitparser), the HTML report and the live pages
 //! in real headless Chromium (DOM asserted with `--dump-dom`, screenshots kept under
@@ -628,7 +628,7 @@ fn report_command_writes_junit_that_validates_and_parses() {
 }
 
 /// An envelope with everything the page shows: calls of every kind, agent-side events,
-/// contract results with a failing check (the shape of SPEC 14).
+/// contract results with a failing check (the shape of docs/src/reference/contracts.md).
 fn rich_envelope() -> Value {
     let call = |seq: u64, op: &str, status: &str, write: bool, http: u16| {
         json!({"sequence": seq, "execution_attempt_id": format!("x{seq}"), "integration": "crm",

@@ -864,7 +864,7 @@ async fn evidence_envelope_has_every_member_of_spec_8() {
     s.stop().await.unwrap();
 }
 
-/// SPEC 8: an acknowledged call is never missing from its attempt, even after `kill -9`.
+/// docs/src/reference/evidence-envelope.md: an acknowledged call is never missing from its attempt, even after `kill -9`.
 #[test]
 fn kill_9_loses_no_acknowledged_call() {
     let p = standard_project();

@@ -835,7 +835,7 @@ async fn crash_child_records_until_killed() {
     }
 }
 
-/// SPEC 8/12: a crash loses no acknowledged call. A child process records calls and reports
+/// docs/src/reference/evidence-envelope.md, docs/src/operations/durability.md: a crash loses no acknowledged call. A child process records calls and reports
 /// each acknowledgement; it is killed with SIGKILL mid-stream; every acknowledged sequence
 /// must be in the reopened store, and the sequences must stay contiguous.
 #[cfg(unix)]

@@ -397,7 +397,7 @@ pub fn rest_op(id: &str, method: &str, path: &str, mock: Option<Value>) -> Value
     v
 }
 
-/// The Salesforce contact lookup of SPEC 2.2: `found` answers one record, `missing` none.
+/// The Salesforce contact lookup of docs/src/reference/operation-files.md: `found` answers one record, `missing` none.
 pub fn sf_lookup_op() -> Value {
     let found = json!({ "status": 200, "data": { "totalSize": 1, "done": true, "records": [
         { "attributes": { "type": "Contact" }, "Id": "003000000000001AAA", "FirstName": "Ada" } ] } });
@@ -449,7 +449,7 @@ pub fn sf_update_op() -> Value {
 }
 
 /// `/counter`: answers the pre-call `counter` and writes the caller's `n` (the lost-update
-/// probe of SPEC 3.3).
+/// probe of docs/src/reference/mock-definition.md#state).
 pub fn counter_op() -> Value {
     json!({
         "operation_id": "bump",

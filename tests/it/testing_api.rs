@@ -194,7 +194,7 @@ async fn testing_shows_contracts_hashes_latest_revisions_and_stale_flags() {
     let contract = &o["contract"];
     assert_eq!(contract["operation"], "salesforce:lookup_contact_by_phone");
     assert_eq!(contract["description"], "Find a contact by phone number");
-    // The hash is the SPEC 1 hash of exactly that object.
+    // The hash is the docs/src/concepts/operations.md hash of exactly that object.
     let h = understudy::contract::hash::contract_hash(
         "salesforce",
         "lookup_contact_by_phone",

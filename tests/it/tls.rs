@@ -1,4 +1,4 @@
-//! TLS (SPEC 11) with real certificates over loopback: `ca init` files and modes, the
+//! TLS (docs/src/reference/https.md) with real certificates over loopback: `ca init` files and modes, the
 //! `serve --tls` configuration answering HTTP/1.1 and HTTP/2 to clients that trust only the
 //! generated CA, CONNECT interception (SNI, no SNI, IP literals), a small forward proxy built
 //! from the `tls` helpers (reqwest and curl through `http://<token>@proxy`), and curl

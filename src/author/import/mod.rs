@@ -1,4 +1,4 @@
-//! `understudy import` (SPEC 19): other tools' traffic and mocks → operation files.
+//! `understudy import` (docs/src/reference/import-drift.md): other tools' traffic and mocks → operation files.
 //!
 //! | module | reads | becomes |
 //! |---|---|---|
@@ -9,7 +9,7 @@
 //!
 //! Every importer returns an [`Imported`]: operation files plus [`Note`]s, one for every
 //! thing of the source that could not be mapped (file + JSON path + why): nothing is dropped
-//! silently. [`finish`] then runs every SPEC 3.4 check in-process ([`check_loaded`]) on
+//! silently. [`finish`] then runs every docs/src/reference/mock-definition.md#checks-and-limits check in-process ([`check_loaded`]) on
 //! what will be in the output directory, and [`write`] writes the files: a draft that passes
 //! goes to `DIR/<id>.json`; one that does not goes to `DIR/<id>.json.draft` (never loaded by
 //! `serve`/`check`) with its problems in the report; an existing `DIR/<id>.json` is never

@@ -1,11 +1,11 @@
-//! Draft generation (SPEC 7): captured [`Exchange`]s + the integration's existing operations →
+//! Draft generation (docs/src/guides/record.md): captured [`Exchange`]s + the integration's existing operations →
 //! draft operation files with mocks. Pure: no I/O, no clock, no randomness.
 //!
 //! This file owns the entry point ([`drafts()`], [`exchange_input`]) and the drafting of one
 //! group into one file (contract, mock, `check`). The steps live beside it in `record/`:
 //! `group.rs` (exchanges → operations), `templates.rs` (path and query templates of new
 //! operations), `answers.rs` (envelopes and tool results), `variants.rs` (variants, rules,
-//! state sequences, examples) and `limits.rs` (the SPEC 3.4 limits, shrinking).
+//! state sequences, examples) and `limits.rs` (the docs/src/reference/mock-definition.md#checks-and-limits limits, shrinking).
 //!
 //! # How exchanges become operations
 //! 1. Every exchange is scrubbed ([`scrub_exchange`]) and the list is put in `at_ms` order.
@@ -57,7 +57,7 @@
 //! - **Schemas**: a new operation's input and output schemas are inferred from the calls
 //!   ([`super::infer::infer_schema`]); an existing operation keeps its contract, except that an empty
 //!   output schema (`{}`/`true`) is replaced by an inferred one (noted: the contract changes).
-//! - **Limits** (SPEC 3.4): at most 100 rules per variant (a longer sequence is cut to the
+//! - **Limits** (docs/src/reference/mock-definition.md#checks-and-limits): at most 100 rules per variant (a longer sequence is cut to the
 //!   rules left, later inputs that do not fit are left out), 30
 //!   variants (later classes are left out), 100 examples (the first example of every variant is
 //!   kept first); above 100 KB: examples beyond one per variant are dropped, then class

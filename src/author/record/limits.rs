@@ -1,4 +1,4 @@
-//! The SPEC 3.4 limits on a drafted mock: at most 100 examples (the first of every variant
+//! The docs/src/reference/mock-definition.md#checks-and-limits limits on a drafted mock: at most 100 examples (the first of every variant
 //! kept first) and 100 KB — examples beyond one per variant dropped, then class variants,
 //! then arrays cut to 10, 3, then 1 element — each drop noted.
 

@@ -1,4 +1,4 @@
-//! Drafting what an MCP server does besides answering tool calls (SPEC 18): the tools'
+//! Drafting what an MCP server does besides answering tool calls (docs/src/reference/mcp.md): the tools'
 //! contracts as the server listed them, resources and prompts as files beside the tools,
 //! completions, and what a tool call's response stream carried before its result
 //! (notifications, server-to-client requests and the client's answers).

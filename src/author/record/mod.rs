@@ -1,4 +1,4 @@
-//! Record mode (SPEC 7): captured exchanges → draft operation files. A pure transformation
+//! Record mode (docs/src/guides/record.md): captured exchanges → draft operation files. A pure transformation
 //! ([`drafts()`]) plus one writer ([`write_drafts`]); no HTTP, no tokio, no store.
 //!
 //! The server captures each forwarded call as an [`Exchange`] (an HTTP request/response, or an
@@ -11,7 +11,7 @@
 //! - [`drafts()`] (module [`drafts`](mod@self::drafts)): the entry point, contracts and `check`
 //!   of every draft; its steps in private modules beside it — `group.rs` (exchanges →
 //!   operations), `templates.rs` (path and query templates), `answers.rs` (envelopes, tool
-//!   results), `variants.rs` (variants, state sequences, examples), `limits.rs` (SPEC 3.4
+//!   results), `variants.rs` (variants, state sequences, examples), `limits.rs` (docs/src/reference/mock-definition.md#checks-and-limits
 //!   limits, shrinking).
 //! - [`infer`]: id-like segments, operation names, schema inference, outcome shapes.
 //! - [`scrub`]: the secret denylist.
@@ -217,7 +217,7 @@ pub struct DraftFile {
     /// The whole operation file: contract + `mock` (with `contract_hash`); for an MCP resource
     /// or prompt, the operation its file loads as.
     pub op: OperationFile,
-    /// An MCP resource or prompt (SPEC 18): which, and the file as written
+    /// An MCP resource or prompt (docs/src/reference/mcp.md): which, and the file as written
     /// (`resources/<name>.json`, `prompts/<name>.json`); `None` for an operation file.
     pub extra: Option<(ExtraKind, Value)>,
     /// The exchange matched an existing operation file, whose contract was kept.

@@ -1,4 +1,4 @@
-//! Secret scrubbing (SPEC 7): what must never reach a draft file, the evidence or a log.
+//! Secret scrubbing (docs/src/guides/record.md): what must never reach a draft file, the evidence or a log.
 //!
 //! Applied to every captured [`Exchange`] before anything touches disk ([`scrub_exchange`]),
 //! and usable on its own by the server's evidence path ([`is_secret_header`], [`scrub_json`]).

@@ -306,7 +306,7 @@ pub(super) fn build_definition(
     }
 }
 
-/// Input members told apart as `source: "response"` (the client's answer, SPEC 18): the
+/// Input members told apart as `source: "response"` (the client's answer, docs/src/reference/mcp.md): the
 /// projection's key of answer member `k` is this prefix + `k`.
 const RESPONSE_KEY_PREFIX: &str = "$response.";
 

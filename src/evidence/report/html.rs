@@ -1,4 +1,4 @@
-//! The HTML report of one attempt (SPEC 16): one self-contained page — inline CSS and a few
+//! The HTML report of one attempt (docs/src/getting-started/first-test.md): one self-contained page — inline CSS and a few
 //! lines of inline script, no network, works from `file://`.
 //!
 //! Layout: a header (attempt, test run, pins, the verdict with its reasons, how the command

@@ -1,4 +1,4 @@
-//! JUnit XML of one attempt (SPEC 16), in the dialect GitLab, Jenkins and the GitHub
+//! JUnit XML of one attempt (docs/src/getting-started/first-test.md), in the dialect GitLab, Jenkins and the GitHub
 //! test-report actions read (valid against the Jenkins xunit-plugin `junit-10.xsd`, vendored
 //! in `tests/fixtures/junit/`):
 //!

@@ -1,4 +1,4 @@
-//! Reports of one attempt (SPEC 16): pure functions from the SPEC 8 evidence envelope (JSON)
+//! Reports of one attempt (docs/src/getting-started/first-test.md): pure functions from the docs/src/reference/evidence-envelope.md evidence envelope (JSON)
 //! to bytes. No I/O here; `understudy report`, `understudy test` and the live pages
 //! (`crate::admin::ui`) feed them.
 //!

@@ -1,4 +1,4 @@
-//! Static checks of a tool-call contract for `understudy check` (SPEC 14): every tool it
+//! Static checks of a tool-call contract for `understudy check` (docs/src/reference/contracts.md): every tool it
 //! names exists, and every argument path it names is one the tool's input schema allows.
 //!
 //! The schema walk only reports what it can prove: at each segment it follows `properties`

@@ -12,7 +12,7 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Evidence {
     pub attempt_id: String,
-    /// The attempt's `test_run_id` (SPEC 8).
+    /// The attempt's `test_run_id` (docs/src/reference/evidence-envelope.md).
     pub test_run_id: Option<String>,
     /// The attempt was ended (`ended_at` is set).
     pub ended: bool,
@@ -91,7 +91,7 @@ impl Call {
         }
     }
 
-    /// Took or pretended to take effect (SPEC 14): `ok`, `forwarded`, `simulated`, or a fault
+    /// Took or pretended to take effect (docs/src/reference/contracts.md): `ok`, `forwarded`, `simulated`, or a fault
     /// after the effect.
     pub fn effective(&self) -> bool {
         self.fault_after_effect
@@ -118,7 +118,7 @@ impl Call {
     }
 }
 
-/// One agent-side event (SPEC 15).
+/// One agent-side event (docs/src/reference/events.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentEvent {
     pub sequence: u64,

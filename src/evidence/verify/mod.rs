@@ -1,9 +1,9 @@
-//! Tool-call contracts (SPEC 14 and the contract side of 15): what the agent should have
+//! Tool-call contracts (docs/src/reference/contracts.md and the contract side of 15): what the agent should have
 //! done with its tools, proven from the attempt's own evidence.
 //!
 //! # Words
 //!
-//! SPEC section 1 already says **contract** for an operation's description + schemas (its
+//! docs/src/concepts/operations.md already says **contract** for an operation's description + schemas (its
 //! *contract hash* pins a revision; see [`crate::contract`]). This module never uses the bare
 //! word for anything else: it is `verify`, its file model is [`ToolCallContract`], its
 //! results are [`ContractResult`]s of [`CheckResult`]s. "Contract hash" here always means
@@ -31,14 +31,14 @@
 //! `serde_yml` (deprecated after an advisory, now a shim over another crate), `serde-saphyr`
 //! (pure safe Rust with good messages, but it needs Rust 1.89 and a larger dependency set).
 //!
-//! # Decisions (SPEC 14 is silent on them)
+//! # Decisions (docs/src/reference/contracts.md is silent on them)
 //!
 //! - The hash is over the parsed model (defaults filled in), so YAML and JSON spellings,
 //!   comments and key order of one contract share a hash.
 //! - Every contract gets a `tool[<tool>]` check (an effective call of `tool` exists), unless
 //!   `calls.max` is 0: a contract about a tool the agent never used cannot pass.
 //! - `arguments.required`, `sources` and `values` read every call of `tool` except input
-//!   errors (the agent's recoverable mistake, SPEC 5.2); `forbidden` reads every call. A
+//!   errors (the agent's recoverable mistake, docs/src/concepts/errors.md); `forbidden` reads every call. A
 //!   `sources`/`values` argument absent from a call is left to `required`.
 //! - `sources.result_of` with no earlier effective call of that tool fails (the value came
 //!   from elsewhere); `sources.event` whose event was never recorded is inconclusive.

@@ -1,4 +1,4 @@
-//! The tool-call contract file (SPEC 14): one serde model for YAML and JSON, unknown keys
+//! The tool-call contract file (docs/src/reference/contracts.md): one serde model for YAML and JSON, unknown keys
 //! rejected at every level, and the validation that serde cannot express.
 //!
 //! Errors are [`Problem`]s naming the file, the key path inside it
@@ -90,7 +90,7 @@ pub struct Preconditions {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(inner(regex(pattern = TOOL_PATTERN)))]
     pub forbidden_before: Vec<String>,
-    /// Agent-side events (SPEC 15) that must come earlier.
+    /// Agent-side events (docs/src/reference/events.md) that must come earlier.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(description = "Agent-side events that must come earlier.")]
     #[schemars(inner(length(min = 1)))]
@@ -254,7 +254,7 @@ pub struct EvidenceRules {
 /// `<integration>/<operation_id>`: both parts non-empty (what [`split_tool`] accepts).
 const TOOL_PATTERN: &str = "^[^/]+/.+$";
 
-/// Every `result_status` of SPEC 8.
+/// Every `result_status` of docs/src/reference/evidence-envelope.md.
 pub const RESULT_STATUSES: [&str; 7] = [
     "ok",
     "input_error",
@@ -599,7 +599,7 @@ pub fn json_hash(v: &Value) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    /// The example of SPEC 14, verbatim but for comments.
+    /// The example of docs/src/reference/contracts.md, verbatim but for comments.
     pub(crate) const SPEC_YAML: &str = r#"
 version: 1
 id: book_appointment_contract        # [a-z0-9_.-]{1,128}; equals the file stem

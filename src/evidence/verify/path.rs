@@ -1,4 +1,4 @@
-//! Dot paths of tool-call contracts (SPEC 14 uses the rules of SPEC 3, see
+//! Dot paths of tool-call contracts (docs/src/reference/contracts.md uses the rules of docs/src/reference/mock-definition.md, see
 //! [`crate::mock::path`]) plus the `*` segment of `sources` paths.
 //!
 //! The walking is [`crate::mock::path::DotPath`]'s (one walker for every dot path), whose rules —
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::mock::path::DotPath;
 
-/// A parsed contract path: a [`DotPath`] (the one walker of SPEC 3 paths) and whether it
+/// A parsed contract path: a [`DotPath`] (the one walker of docs/src/reference/mock-definition.md paths) and whether it
 /// holds a `*` segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VPath {

@@ -1,4 +1,4 @@
-//! The cross-file checks of one integration (SPEC 3.4): `initial_state` conflicts, match
+//! The cross-file checks of one integration (docs/src/reference/mock-definition.md#checks-and-limits): `initial_state` conflicts, match
 //! ties, duplicate operation ids.
 
 use super::Problem;
@@ -20,7 +20,7 @@ pub struct CrossItem<'a> {
     pub matcher: Option<&'a CompiledMatch>,
 }
 
-/// The cross-file checks of one integration's operations (SPEC 2.2, 3.3): the same
+/// The cross-file checks of one integration's operations (docs/src/reference/operation-files.md, docs/src/reference/mock-definition.md#state): the same
 /// `initial_state` key with two different values, two operations that tie (equal specificity
 /// and a request both can match), the same operation id twice.
 pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem> {

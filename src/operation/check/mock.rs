@@ -1,4 +1,4 @@
-//! The checks of one operation file's mock definition (SPEC 3.4): size and structure limits,
+//! The checks of one operation file's mock definition (docs/src/reference/mock-definition.md#checks-and-limits): size and structure limits,
 //! variants and rules, the examples evaluated and compared with what they expect, the output
 //! schema and native envelope of every static result, fixture literals, the stale contract
 //! hash.
@@ -209,7 +209,7 @@ pub(super) fn check_mock(
             continue;
         }
         if let Some(iv) = ctx.input_v {
-            // The client's answer (`$response`, SPEC 18) is not an argument: the live call's
+            // The client's answer (`$response`, docs/src/reference/mcp.md) is not an argument: the live call's
             // input is validated before the client is asked, without it.
             let mut arguments = ex.input.clone();
             if let Value::Object(m) = &mut arguments {

@@ -1,4 +1,4 @@
-//! `understudy check` (SPEC 3.4).
+//! `understudy check` (docs/src/reference/mock-definition.md#checks-and-limits).
 //!
 //! - [`check_operation`] (this file): every check of one operation file — identity, profile
 //!   rules, match template, schemas — and, through `mock.rs`, the mock definition (limits,
@@ -30,7 +30,7 @@ use std::path::Path;
 
 pub use crate::error::Problem;
 
-/// Every SPEC 3.4 check of one operation file, as loaded for `profile`. `file` names the
+/// Every docs/src/reference/mock-definition.md#checks-and-limits check of one operation file, as loaded for `profile`. `file` names the
 /// problems; when it ends in `.json` its stem must equal `operation_id` (inline operations of
 /// the admin API pass a path without `.json`, which skips that rule).
 pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Problem> {

@@ -1,4 +1,4 @@
-//! Server-to-client requests (SPEC 18): a variant's `ask_client` (`elicitation/create`,
+//! Server-to-client requests (docs/src/reference/mcp.md): a variant's `ask_client` (`elicitation/create`,
 //! `sampling/createMessage` or `roots/list`; one request, or a list with keys and rounds)
 //! sent to the client before a `tools/call`, `prompts/get` or `resources/read` is answered.
 //!

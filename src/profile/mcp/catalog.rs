@@ -1,4 +1,4 @@
-//! MCP beyond tools (SPEC 18), the wire side: `resources/list`, `resources/templates/list`,
+//! MCP beyond tools (docs/src/reference/mcp.md), the wire side: `resources/list`, `resources/templates/list`,
 //! `resources/read`, `resources/subscribe`/`unsubscribe`, `prompts/list`, `prompts/get`,
 //! `completion/complete` and `logging/setLevel`, in both eras.
 //!

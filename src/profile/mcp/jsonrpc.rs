@@ -80,7 +80,7 @@ pub enum Message {
         method: String,
         params: Option<Map<String, Value>>,
     },
-    /// A response to a server-to-client request (SPEC 18, [`super::ask`]): the whole
+    /// A response to a server-to-client request (docs/src/reference/mcp.md, [`super::ask`]): the whole
     /// message as received.
     Response(Value),
 }

@@ -1,4 +1,4 @@
-//! The session era's standalone GET stream (SPEC 18: `notifications/resources/updated`).
+//! The session era's standalone GET stream (docs/src/reference/mcp.md: `notifications/resources/updated`).
 //!
 //! `GET` with `Accept: text/event-stream` and a live `Mcp-Session-Id` opens the session's
 //! server-to-client stream: an SSE answer that stays open (the priming event first in

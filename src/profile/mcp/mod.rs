@@ -1,5 +1,5 @@
-//! The `mcp` profile: understudy as a Streamable HTTP MCP server (SPEC 5.1, 5.1.1, 5.2, 5.3;
-//! PROTOCOLS.md sections 1 and 5), in both protocol eras, as a self-contained protocol module
+//! The `mcp` profile: understudy as a Streamable HTTP MCP server (docs/src/reference/mock-definition.md#the-envelope-rule, docs/src/reference/mcp.md#the-endpoint, docs/src/concepts/errors.md;
+//! docs/src/reference/mcp.md), in both protocol eras, as a self-contained protocol module
 //! the HTTP server calls. It owns the wire — transport rules, JSON-RPC, sessions, SSE framing,
 //! `tools/list` and the rendering of `tools/call` outcomes — and nothing else: it never sees
 //! attempts, revisions, state or evidence.
@@ -19,7 +19,7 @@
 //!   stable order (the order of `tools/list`). [`ToolInfo::output_schema`] is the contract's
 //!   output schema as written; the endpoint decides what to advertise (see
 //!   [`tools::advertised_output_schema`]).
-//! - [`McpBackend::call_tool`] runs the SPEC 5 pipeline for one call — validate, evaluate,
+//! - [`McpBackend::call_tool`] runs the docs/src/reference/operation-files.md#matching pipeline for one call — validate, evaluate,
 //!   record evidence, sleep `delay_ms` — and returns a [`ToolCallOutcome`]. It is called for
 //!   **every** `tools/call` whose params are well formed, including names that `tools()` does
 //!   not list, so the backend records the `unknown_tool` harness error in evidence and
@@ -52,14 +52,14 @@
 //!    [`listen`]; no `Last-Event-ID` resumption); anything else **405** with `Allow`.
 //! 3. `POST`: `Accept` must allow `application/json` or `text/event-stream` (**406**
 //!    otherwise; an absent `Accept` allows both — **lenient where the spec says a client MUST
-//!    list both**, because SPEC 5.1.1 answers SSE to a client that accepts only SSE);
+//!    list both**, because docs/src/reference/mcp.md#the-endpoint answers SSE to a client that accepts only SSE);
 //!    `Content-Type` must be `application/json` (**415**); the body must be JSON (**400**,
 //!    -32700, id null) and a JSON-RPC message (**400**, -32600, the caller's id when readable).
 //!
 //! The era of a POST: an `initialize` request is session era whatever it names; a message whose
 //! `params._meta` carries `io.modelcontextprotocol/protocolVersion`, a `server/discover`, or an
 //! `MCP-Protocol-Version` header naming a 2026-or-later version is stateless era; anything
-//! else is session era (PROTOCOLS 1.0, the 2026-07-28 "dual-era server" rules). This rule is
+//! else is session era (docs/src/reference/mcp.md, the 2026-07-28 "dual-era server" rules). This rule is
 //! [`is_stateless_era`], the one copy: forwarded tool calls (`proxy::forward::mcp`) use it too.
 //!
 //! Session era (2025-03-26, 2025-06-18, 2025-11-25):
@@ -119,7 +119,7 @@
 //! harness error `output_schema_violation`); an input error is `{"content":[{"type":"text",
 //! "text":<problem>}],"isError":true}`; a harness error is JSON-RPC -32603 (-32602 for
 //! `unknown_tool`) with `data {"understudy_error":{"kind":"harness_error","code","message"}}`
-//! **and HTTP 200**: SPEC 5.3's HTTP 500 is for HTTP profiles — an MCP client turns a 500
+//! **and HTTP 200**: docs/src/concepts/errors.md's HTTP 500 is for HTTP profiles — an MCP client turns a 500
 //! into a transport failure and never shows the agent the JSON-RPC error. The answer's
 //! JSON-RPC `id` is always the caller's, string or number, as received.
 
@@ -170,7 +170,7 @@ pub const HEADER_SESSION_ID: &str = "mcp-session-id";
 pub const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const HEADER_METHOD: &str = "mcp-method";
 pub const HEADER_NAME: &str = "mcp-name";
-/// Set on answers that carry a harness error (SPEC 5.3).
+/// Set on answers that carry a harness error (docs/src/concepts/errors.md).
 pub const HEADER_UNDERSTUDY_ERROR: &str = "Understudy-Error";
 /// `_meta` keys of 2026-07-28 requests and results.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -220,7 +220,7 @@ pub trait McpBackend: Send + Sync {
         arguments: Value,
     ) -> Pin<Box<dyn Future<Output = ToolCallOutcome> + Send + 'a>>;
     /// [`McpBackend::call_tool`] for a call that may ask the client something first (a
-    /// variant's `ask_client`, SPEC 18): the backend sends it with `asker` and evaluates the
+    /// variant's `ask_client`, docs/src/reference/mcp.md): the backend sends it with `asker` and evaluates the
     /// call with the [`ask::ClientAnswer`]. By default the call asks nothing.
     fn call_tool_asking<'a>(
         &'a self,
@@ -233,7 +233,7 @@ pub trait McpBackend: Send + Sync {
     }
     /// `serverInfo.name`, e.g. `"understudy-<integration>"`.
     fn server_name(&self) -> String;
-    /// Resources and prompts (SPEC 18; see [`catalog`]); reads and gets go through
+    /// Resources and prompts (docs/src/reference/mcp.md; see [`catalog`]); reads and gets go through
     /// [`McpBackend::call_tool`] under their names.
     fn catalog(&self) -> catalog::Catalog {
         catalog::Catalog::default()
@@ -244,7 +244,7 @@ pub trait McpBackend: Send + Sync {
         Vec::new()
     }
     /// Of the `subscribed` resource URIs, those whose resource reads state that the calls
-    /// made for this request changed (SPEC 18, `notifications/resources/updated`), taken once.
+    /// made for this request changed (docs/src/reference/mcp.md, `notifications/resources/updated`), taken once.
     fn updated_resources(&self, subscribed: &[String]) -> Vec<String> {
         let _ = subscribed;
         Vec::new()
@@ -376,7 +376,7 @@ fn unsupported_header_version(v: &str) -> String {
 }
 
 /// The `_meta` object of a message's params.
-/// THE era rule (PROTOCOLS 1.0), for the replay endpoint and for forwarded tool calls alike:
+/// THE era rule (docs/src/reference/mcp.md), for the replay endpoint and for forwarded tool calls alike:
 /// an `initialize` request (`method`) carrying `params.protocolVersion` is session era whatever
 /// it names (one without it, whose `_meta` names a 2026-or-later version, is a stateless
 /// request for a removed method: 404), `server/discover` is

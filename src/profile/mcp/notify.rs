@@ -1,4 +1,4 @@
-//! Log and progress notifications a variant (or rule) declares (SPEC 18), sent on the SSE
+//! Log and progress notifications a variant (or rule) declares (docs/src/reference/mcp.md), sent on the SSE
 //! response stream of the call before its result.
 //!
 //! A declaration is data only, one of:

@@ -18,7 +18,7 @@ pub struct SessionInfo {
     /// before it, see the module doc of `profile::mcp`).
     pub initialized: bool,
     /// The `capabilities` the client declared at `initialize` (`{}` when none), read before
-    /// a server-to-client request (SPEC 18).
+    /// a server-to-client request (docs/src/reference/mcp.md).
     pub client_capabilities: serde_json::Value,
     /// Creation order, for eviction.
     created: u64,

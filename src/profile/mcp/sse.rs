@@ -1,4 +1,4 @@
-//! Server-Sent Events framing for MCP responses (PROTOCOLS.md section 5): one JSON-RPC
+//! Server-Sent Events framing for MCP responses (docs/src/reference/mcp.md): one JSON-RPC
 //! message per event as single-line JSON in `data:`, and the 2025-11-25 priming event (an id
 //! with empty data, which a client must not parse as JSON-RPC).
 

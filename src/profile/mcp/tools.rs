@@ -12,7 +12,7 @@ use super::{ToolCallOutcome, ToolInfo, META_SERVER_INFO};
 use crate::contract::ResultForm;
 use crate::error::{HarnessCode, HarnessError, InputError};
 
-/// MCP's write rule (PROTOCOLS 1.4, SPEC 2.2): a tool is a write unless its annotations say
+/// MCP's write rule (docs/src/reference/mcp.md, docs/src/reference/operation-files.md): a tool is a write unless its annotations say
 /// `readOnlyHint: true` — annotation defaults make every other tool a possible write.
 pub fn tool_is_write(annotations: Option<&Value>) -> bool {
     let key = profile().write.read_only_hint.as_str();
@@ -175,13 +175,13 @@ pub fn input_error_text(e: &InputError) -> String {
     text
 }
 
-/// The CallToolResult of an input error (SPEC 5.2): `isError: true` and a text block
+/// The CallToolResult of an input error (docs/src/concepts/errors.md): `isError: true` and a text block
 /// naming the problem ([`input_error_text`]).
 pub fn input_error_result(e: &InputError) -> Value {
     fill(&profile().errors.input_error.result, &input_error_text(e))
 }
 
-/// `{"understudy_error":{"kind":"harness_error","code","message"}}` (SPEC 5.3).
+/// `{"understudy_error":{"kind":"harness_error","code","message"}}` (docs/src/concepts/errors.md).
 pub fn harness_data(code: HarnessCode, message: &str) -> Value {
     json!({"understudy_error": {"kind": "harness_error", "code": code.as_str(), "message": message}})
 }
@@ -200,7 +200,7 @@ fn harness_answer(e: &HarnessError) -> CallAnswer {
     }
 }
 
-/// Render the backend's outcome (SPEC 5.1–5.3). Session-era clients require
+/// Render the backend's outcome (docs/src/reference/mock-definition.md#the-envelope-rule, docs/src/concepts/errors.md). Session-era clients require
 /// `structuredContent` to be an object, so a non-object structured result is sent as the
 /// text block alone there; 2026-07-28 carries any JSON value.
 pub fn render_outcome(

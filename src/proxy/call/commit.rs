@@ -1,6 +1,6 @@
 //! Stage 5, the one commit of every call (STYLE habit 10): the event and the integration's new
 //! state in one store transaction under the lock, published to the next call, made durable
-//! before the answer leaves; a failed flush withdraws what it published (SPEC 3.3).
+//! before the answer leaves; a failed flush withdraws what it published (docs/src/reference/mock-definition.md#state).
 
 use std::collections::hash_map::Entry;
 use std::future::Future;
@@ -210,7 +210,7 @@ fn publish(state: &mut AttemptState, d: &mut Decision, sequence: u64) -> Option<
     })
 }
 
-/// SPEC 3.3 for a call answered `store_error` after its change was published: under the
+/// docs/src/reference/mock-definition.md#state for a call answered `store_error` after its change was published: under the
 /// lock again, put back the state and idempotency entry it replaced — unless a later call
 /// already published a change built on it (then the evidence, where that call follows this
 /// one, explains the state; the attempt fails on `store_failures` either way). The embedded

@@ -22,7 +22,7 @@ use crate::records::{EventSource, ResultStatus};
 ///
 /// An idempotent repeat (same key, same arguments) replays the first response without
 /// evaluating (`replayed`); the same key with other arguments is an input error with status
-/// 422 (SPEC 5.4). Otherwise the pinned engine runs against the integration's pre-call state;
+/// 422 (docs/src/reference/operation-files.md#idempotency). Otherwise the pinned engine runs against the integration's pre-call state;
 /// then stages 5 and 6 run, and the decision carries the new state for stage 7 to commit.
 pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
     if let Some(k) = &p.idempotency {

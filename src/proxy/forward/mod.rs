@@ -1,4 +1,4 @@
-//! Reaching the real system (SPEC 4, 5.3, 7, 11): carrying out every [`Plan`] but
+//! Reaching the real system (docs/src/reference/modes.md, docs/src/concepts/errors.md, docs/src/guides/record.md, docs/src/reference/https.md): carrying out every [`Plan`] but
 //! [`Plan::Mock`] — forwarded, tagged, blocked, simulated — for HTTP profiles here ([`run`])
 //! and for MCP endpoints in `crate::proxy::mcp::forward`; on-demand real calls are `crate::admin::execute_upstream`,
 //! the drafts of captured exchanges [`crate::app::recorder`]. No second pipeline: routing,
@@ -12,7 +12,7 @@
 //! | [`capture`] | evidence results, secret scrubbing, exchanges for drafts |
 //!
 //! What happens to a call ([`crate::proxy::call::plan`], the mode rule
-//! [`crate::proxy::decision::plan_for`], SPEC 4):
+//! [`crate::proxy::decision::plan_for`], docs/src/reference/modes.md):
 //!
 //! | mode | operation with a pinned mock | anything else |
 //! |---|---|---|
@@ -35,7 +35,7 @@
 //! annotations the real server advertised in a forwarded `tools/list`, else a write (fail
 //! closed).
 //!
-//! **Unmatched writes in `dry-run`** (SPEC 5.3):
+//! **Unmatched writes in `dry-run`** (docs/src/concepts/errors.md):
 //! - `block`: the profile's native 403 (Salesforce `[{"message","errorCode":
 //!   "INSUFFICIENT_ACCESS_OR_READONLY","fields":[]}]`, rest `{"error":{…}}`, MCP a tool result
 //!   with `isError: true`); evidence `result_status: "blocked"`, `source: "mock"`.
@@ -62,7 +62,7 @@
 //! ([`crate::upstream::prepare_forward`]). The answer keeps the real status and headers (hop-by-hop
 //! ones removed) and gains `Understudy-Source: upstream` (or `tool_test`). An upstream that
 //! gives no answer (refused, DNS, TLS, timeout — 30 s for the response head by default) is
-//! the harness error `upstream_unavailable` (HTTP 500, SPEC 5.3), recorded like any other.
+//! the harness error `upstream_unavailable` (HTTP 500, docs/src/concepts/errors.md), recorded like any other.
 //! An integration without `upstream` answers the same harness error for calls it would
 //! forward.
 //!

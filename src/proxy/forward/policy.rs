@@ -1,4 +1,4 @@
-//! What a blocked or simulated write answers (SPEC 4, 5.3; the table of [`super`]; the rule
+//! What a blocked or simulated write answers (docs/src/reference/modes.md, docs/src/concepts/errors.md; the table of [`super`]; the rule
 //! of the mode that decides it is `crate::proxy::decision::plan_for`): the message naming
 //! why, and the deterministic fake id of a simulated one.
 //! Also the evidence of a forward-proxy request to a host no integration covers

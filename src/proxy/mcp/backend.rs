@@ -54,7 +54,7 @@ pub(super) struct Backend<'a> {
     pub(super) req: &'a Request,
     /// The 500 to answer instead of the MCP answer when a call could not be recorded.
     pub(super) store_failure: Mutex<Option<StoreFailed>>,
-    /// What the last call's variant declares to send before its result (SPEC 18).
+    /// What the last call's variant declares to send before its result (docs/src/reference/mcp.md).
     pub(super) notifications: Mutex<Vec<Value>>,
     /// The last call's fault ([`call::plan_fault`]): `serve` puts it on the wire instead
     /// of the dialect's answer ([`faulted`]).
@@ -212,7 +212,7 @@ impl Backend<'_> {
         }
     }
 
-    /// The server-to-client requests of the call's variant (`ask_client`, SPEC 18), sent
+    /// The server-to-client requests of the call's variant (`ask_client`, docs/src/reference/mcp.md), sent
     /// before evaluation: their params render against the input and the pre-call state; the
     /// client's answers ([`Asked::evidence`]: the one answer, or an object by key) go into the
     /// input's reserved member `$response` (read by `{"$response": path}` and

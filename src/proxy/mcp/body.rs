@@ -54,7 +54,7 @@ pub fn mcp_response(r: McpResponse) -> HttpResponse {
 /// SSE answer ends before its last event); the aborts are the HTTP path's
 /// (`crate::http::fault`); `status` is that bare status with the fault's headers and no
 /// JSON-RPC body; `slow_body` and `malformed_body` act on the answer's bytes (an SSE answer's
-/// events as one body). A streaming answer (one whose head went out early, SPEC 18) is sent
+/// events as one body). A streaming answer (one whose head went out early, docs/src/reference/mcp.md) is sent
 /// as it is: its head has left already.
 pub(super) fn faulted(plan: &FaultPlan, answer: McpResponse, id: Value) -> HttpResponse {
     use crate::http::fault::{self as wire, Abort};

@@ -1,4 +1,4 @@
-//! The backend side of MCP beyond tools (SPEC 18): which operations of an `mcp` integration
+//! The backend side of MCP beyond tools (docs/src/reference/mcp.md): which operations of an `mcp` integration
 //! are resources or prompts (their input schema carries the metadata of
 //! [`crate::operation::mcp_files`]), and the [`Catalog`] the endpoint serves from them.
 //! Reads and gets run as ordinary calls of the pipeline under the resource's or prompt's
@@ -36,7 +36,7 @@ pub fn catalog(integ: &Integration) -> Catalog {
 }
 
 /// The `notifications` a decided call's variant (or winning rule, when it declares its own)
-/// lists in the operation file's mock: data only, sent as written (SPEC 18;
+/// lists in the operation file's mock: data only, sent as written (docs/src/reference/mcp.md;
 /// `crate::profile::mcp::notify`). Read from the file's definition, which is the pinned one
 /// unless the file changed after the attempt started (then the file's list is used).
 pub fn declared_notifications(
@@ -60,7 +60,7 @@ pub fn declared_notifications(
 }
 
 /// The state paths an operation's mock reads: every `{"$state": path}` and every condition
-/// with `source: "state"`, in any variant or rule (SPEC 18: a resource is updated when a call
+/// with `source: "state"`, in any variant or rule (docs/src/reference/mcp.md: a resource is updated when a call
 /// changes state it reads). Unparsable paths are skipped (`check` reports them).
 pub fn state_paths(op: &Operation) -> Vec<crate::mock::path::DotPath> {
     fn walk(v: &serde_json::Value, out: &mut Vec<crate::mock::path::DotPath>) {

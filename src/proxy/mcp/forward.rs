@@ -1,4 +1,4 @@
-//! MCP endpoints outside `replay` (SPEC 4, 5.1.1; PROTOCOLS 1.7): understudy stands between
+//! MCP endpoints outside `replay` (docs/src/reference/modes.md, docs/src/reference/mcp.md#the-endpoint; docs/src/reference/mcp.md): understudy stands between
 //! the agent and the real MCP server as a transparent proxy, and answers only the tool calls
 //! the mode says it must.
 //!

@@ -1,4 +1,4 @@
-//! The one MCP endpoint of `mcp` integrations, wired into the server (SPEC 5.1.1): the bridge
+//! The one MCP endpoint of `mcp` integrations, wired into the server (docs/src/reference/mcp.md#the-endpoint): the bridge
 //! between the MCP dialect ([`crate::profile::mcp`], which owns the wire and renders every
 //! answer) and the call's stages ([`super::call`], which own attempts, pins, state and
 //! evidence). A POST body is parsed once, here ([`Posted`]), and the parse travels.
@@ -10,7 +10,7 @@
 //! | [`body`] | the dialect's answer on the wire, and a faulted answer |
 //! | [`forward`] | the endpoint outside `replay`: messages forwarded to the real MCP server |
 //! | `tool_call` | one `tools/call` outside `replay`: mocked, forwarded, blocked or simulated |
-//! | [`extras`] | resources, prompts and the rest of MCP beyond tools (SPEC 18) |
+//! | [`extras`] | resources, prompts and the rest of MCP beyond tools (docs/src/reference/mcp.md) |
 //!
 //! - **Outside `replay`** an integration with an `upstream` is proxied to the real MCP server
 //!   ([`forward`]) while the attempt's lease is active; without one, or after the
@@ -27,7 +27,7 @@
 //!   or by `Endpoints::forget_attempt` when the attempt ends.
 //! - **Tools** (`McpBackend::tools`): every operation file of the integration, in file-name
 //!   order, as `ToolInfo` (name = operation_id, title, description, input/output schema,
-//!   annotations, result form). A tool without a pinned mock is still listed (SPEC 2.2: it is
+//!   annotations, result form). A tool without a pinned mock is still listed (docs/src/reference/operation-files.md: it is
 //!   known); calling it is the harness error `no_mock`.
 //! - **Calls** (`McpBackend::call_tool`) run the call's own stages with
 //!   [`Wire::Mcp`]: [`call::prepare_operation`] (input = the `arguments`, input
@@ -44,7 +44,7 @@
 //!   (HTTP 200, JSON-RPC error -32603, `Understudy-Error: lease_expired`). A store failure
 //!   while recording a tool call answers HTTP 500 `store_error` instead of any MCP answer: an
 //!   unrecorded call is never answered.
-//! - **Asking the client** (SPEC 18, a variant's `ask_client`): a `tools/call`, `prompts/get`
+//! - **Asking the client** (docs/src/reference/mcp.md, a variant's `ask_client`): a `tools/call`, `prompts/get`
 //!   or `resources/read` POST runs in its own task; when its variant asks, in the session era
 //!   the endpoint sends the head of a streaming SSE answer early
 //!   (`McpEndpoint::handle_streaming`) and [`Backend`](backend) waits for the client's answers before
@@ -150,7 +150,7 @@ where
     if !(active && method == Method::POST && may_ask(&posted)) {
         return serve(&app, &attempt, integ, &req, &posted, active, None).await;
     }
-    // A call may ask the client something first (SPEC 18): it runs in its own task, so
+    // A call may ask the client something first (docs/src/reference/mcp.md): it runs in its own task, so
     // that the head of a streaming answer can go out while the call waits for the answer.
     let name = integ.name().to_string();
     let (early_tx, early_rx) = tokio::sync::oneshot::channel();

@@ -25,7 +25,7 @@ const S_EVENT: &str =
     "INSERT INTO understudy_events (attempt_id, sequence, kind, event) VALUES ($1, $2, $4, $3)";
 /// `understudy_events.kind` of a call's event.
 const KIND_TOOL: &str = "tool";
-/// `understudy_events.kind` of an agent-side event (SPEC 15): same table, same sequence.
+/// `understudy_events.kind` of an agent-side event (docs/src/reference/events.md): same table, same sequence.
 const KIND_AGENT: &str = "agent";
 const S_SEQ: &str = "UPDATE understudy_calls SET last_seq = $2, writer = $3 WHERE attempt_id = $1";
 pub(super) const S_PUT_STATE: &str =

@@ -1,4 +1,4 @@
-//! The PostgreSQL backend (SPEC 17): the fleet store, so that several `understudy serve`
+//! The PostgreSQL backend (docs/src/operations/fleet-store.md): the fleet store, so that several `understudy serve`
 //! processes serve the same revisions and attempts. Selected by a `postgres://` (or
 //! `postgresql://`) store URL; the facade ([`super::Store`]) checks arguments before calling.
 //!
@@ -25,7 +25,7 @@
 //! 3. `wait_durable` (from the task that called `write_call`) awaits that commit:
 //!    acknowledged means committed.
 //!
-//! **An agent-side event** (SPEC 15, [`Postgres::write_agent_event`]) is the same
+//! **An agent-side event** (docs/src/reference/events.md, [`Postgres::write_agent_event`]) is the same
 //! transaction without evaluation: under the attempt's row lock (the one `lock_call` took
 //! for it, else taken there) it gets `last_seq + 1` — the calls' sequence — and is inserted
 //! into `understudy_events` with kind `agent`; `wait_durable` awaits its commit. The

@@ -9,7 +9,7 @@ impl<'a> Cx<'a> {
         out: &mut Vec<CheckResult>,
     ) {
         let all = self.calls_of(self.tool);
-        // Input errors are the agent's recoverable mistake (SPEC 5.2): only `forbidden`
+        // Input errors are the agent's recoverable mistake (docs/src/concepts/errors.md): only `forbidden`
         // looks at them (a forbidden field sent is sent).
         let scope: Vec<&Call> = all
             .iter()

@@ -77,7 +77,7 @@ impl<'a> Cx<'a> {
             return check(id, Inconclusive, "no effective call was recorded");
         }
         // The contract's own tool is listed but was never called at all: the missing call is
-        // missing evidence (SPEC 14), not a wrong order.
+        // missing evidence (docs/src/reference/contracts.md), not a wrong order.
         let about_tool = tools.iter().any(|t| match t.strip_suffix("/*") {
             Some(i) => self.tool.split_once('/').is_some_and(|(ti, _)| ti == i),
             None => t == self.tool,

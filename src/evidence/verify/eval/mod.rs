@@ -1,5 +1,5 @@
 //! The evaluator: one [`ToolCallContract`] over one attempt's [`Evidence`] → a
-//! [`ContractResult`] (SPEC 14). Pure: no clock, no I/O; the same evidence always gives the
+//! [`ContractResult`] (docs/src/reference/contracts.md). Pure: no clock, no I/O; the same evidence always gives the
 //! same result.
 //!
 //! Checks come out in the contract's key order, one per key and bracketed member:
@@ -68,7 +68,7 @@ pub struct CheckResult {
     pub evidence: String,
 }
 
-/// The result of one contract over one attempt, serialized as in SPEC 14.
+/// The result of one contract over one attempt, serialized as in docs/src/reference/contracts.md.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContractResult {
     pub contract_id: String,
