@@ -585,7 +585,8 @@ fn report_command_writes_junit_that_validates_and_parses() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "verdict fail: {}", text(&o));
     let j = check_junit(&out);
-    assert_eq!(j["tests"], 6, "{j}");
+    // One case per rule of the verdict (harness_error … cleanup_not_verified), one failing.
+    assert_eq!(j["tests"], 11, "{j}");
     assert_eq!(j["failures"], 1, "{j}");
     let failed: Vec<&Value> = j["cases"]
         .as_array()

@@ -1279,9 +1279,10 @@ async fn delete_ends_the_attempt_and_reports_verified_cleanup() {
             )
             .await;
         assert_eq!(r.status, 409);
-        // A call after the end is a harness error.
+        // A call after the end is refused 410 attempt_ended (and fails the attempt).
         let r = s.call("POST", &url, Some(&json!({ "n": 4 })), &[]).await;
-        assert_eq!(r.header("understudy-error"), Some("lease_expired"));
+        assert_eq!(r.header("understudy-error"), Some("attempt_ended"));
+        assert_eq!(r.status, 410);
         s.stop().await.unwrap();
     }
 }

@@ -810,11 +810,11 @@ async fn execute_answers_like_exec_and_commits_nothing() {
         .unwrap()
         .contains("integrations.api.upstream"));
 
-    // An ended attempt: lease_expired.
+    // An ended attempt: attempt_ended.
     s.call("DELETE", &format!("{API}/attempts/{}", a.id), None, &[])
         .await;
     let r = ex(json!({ "integration": "api", "operation_id": "bump", "input": { "n": 1 }, "attempt": a.id })).await;
-    assert_eq!(r.json()["error"]["code"], "lease_expired");
+    assert_eq!(r.json()["error"]["code"], "attempt_ended");
     s.stop().await.unwrap();
 }
 
