@@ -21,7 +21,7 @@ fn write_project(dir: &std::path::Path) {
                            "data": {"type": ["object", "array"]}}});
         let description = format!("Read object {i}");
         let hash = contract_hash(
-            "salesforce",
+            understudy::contract::ProfileKind::Salesforce,
             &id,
             Some(&description),
             &input_schema,
@@ -69,15 +69,18 @@ fn write_project(dir: &std::path::Path) {
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     write_project(dir.path());
-    let (ops, problems) = load_dir(dir.path(), "salesforce");
+    let (ops, problems) = load_dir(dir.path(), understudy::contract::ProfileKind::Salesforce);
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(ops.len(), 100);
-    assert!(check_loaded(&ops, "salesforce").is_empty());
+    assert!(check_loaded(&ops, understudy::contract::ProfileKind::Salesforce).is_empty());
 
     c.bench_function("check: load + every check of 100 operation files", |b| {
         b.iter(|| {
-            let (ops, problems) = load_dir(black_box(dir.path()), "salesforce");
-            let more = check_loaded(&ops, "salesforce");
+            let (ops, problems) = load_dir(
+                black_box(dir.path()),
+                understudy::contract::ProfileKind::Salesforce,
+            );
+            let more = check_loaded(&ops, understudy::contract::ProfileKind::Salesforce);
             assert!(problems.is_empty() && more.is_empty());
             black_box(ops.len())
         })

@@ -30,7 +30,7 @@ use understudy::store::EncodedResult;
 
 fn prepared(id: &str, input: Value) -> Prepared {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/project/mocks/crm");
-    let (loaded, problems) = load_dir(&dir, "salesforce");
+    let (loaded, problems) = load_dir(&dir, understudy::contract::ProfileKind::Salesforce);
     assert!(problems.is_empty(), "{problems:?}");
     let l = loaded
         .into_iter()
@@ -94,7 +94,7 @@ fn many_operations(n: usize) -> Vec<Arc<Operation>> {
             let l = understudy::operation::load::parse_operation(
                 &file,
                 Path::new("crm/x.json"),
-                "salesforce",
+                understudy::contract::ProfileKind::Salesforce,
             )
             .unwrap();
             Arc::new(Operation::compile("crm", ProfileKind::Salesforce, l).unwrap())

@@ -74,4 +74,6 @@ check "one JSON type-name function (util/json.rs)" \
     "grep -rnE 'Value::(Bool\\(_\\)|Array\\(_\\)) => \"(a |an )?(boolean|array)\"' src | grep -v '^src/util/json.rs'"
 check "no tuple stands for a failed real call" \
     "grep -rnE 'type CallFailure' src"
+check "the profile is a type (contract::ProfileKind), never a string: no profile: &str, no profile == \"mcp\"" \
+    "grep -rnE '\\bprofile(_name)?: &str\\b|\\bprofile(\\.as_str\\(\\))? *[!=]= *\"' src | grep -vE 'file\\.profile != \"mcp\"' | grep -v '//'"
 exit $failed

@@ -21,7 +21,11 @@ fuzz_target!(|data: &[u8]| {
     }
     // … and as a whole operation file under each profile (`check`).
     if let Ok(op) = serde_json::from_value::<OperationFile>(v) {
-        for profile in ["rest", "salesforce", "mcp"] {
+        for profile in [
+            understudy::contract::ProfileKind::Rest,
+            understudy::contract::ProfileKind::Salesforce,
+            understudy::contract::ProfileKind::Mcp,
+        ] {
             let _ = understudy::operation::check::check_operation(
                 &op,
                 profile,

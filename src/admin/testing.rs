@@ -228,7 +228,7 @@ pub(crate) async fn post_testing(app: &App, name: &str, req: &Request) -> ApiRes
             let op = integ
                 .operation(&b.operation_id)
                 .ok_or_else(|| unknown_operation(integ, &b.operation_id))?;
-            let g = generate(&op.op, op.profile.as_str());
+            let g = generate(&op.op, op.profile);
             Ok((
                 StatusCode::OK,
                 json!({
@@ -357,7 +357,7 @@ fn check_definition(
     let here = marker(&key);
     let mut file = op.op.clone();
     file.mock = Some(definition);
-    let profile = op.profile.as_str();
+    let profile = op.profile;
     let mut problems = check_operation(&file, profile, &here);
     if problems.is_empty() {
         let mut loaded: Vec<LoadedOperation> = integ
@@ -497,14 +497,14 @@ pub(crate) fn inline(app: &App, req: &Request) -> ApiResult {
             body_problem(p, &here, "operation", false)
         }
     };
-    let loaded = match parse_operation(&operation, &here, profile.as_str()) {
+    let loaded = match parse_operation(&operation, &here, profile) {
         Ok(l) => l,
         Err(p) => {
             return Err(check_failed(vec![show(&p)], "the inline operation"));
         }
     };
     if act == "generate" {
-        let g = generate(&loaded.op, profile.as_str());
+        let g = generate(&loaded.op, profile);
         return Ok((
             StatusCode::OK,
             json!({
@@ -516,7 +516,7 @@ pub(crate) fn inline(app: &App, req: &Request) -> ApiResult {
             }),
         ));
     }
-    let mut problems = check_operation(&loaded.op, profile.as_str(), &here);
+    let mut problems = check_operation(&loaded.op, profile, &here);
     if let (true, Some(i)) = (problems.is_empty(), integ) {
         let mut all: Vec<LoadedOperation> = i
             .operations
@@ -526,7 +526,7 @@ pub(crate) fn inline(app: &App, req: &Request) -> ApiResult {
             .collect();
         all.push(loaded.clone());
         problems.extend(
-            check_loaded(&all, profile.as_str())
+            check_loaded(&all, profile)
                 .into_iter()
                 .filter(|p| p.file == here),
         );

@@ -256,7 +256,7 @@ pub fn operation_of_tool(tool: &Value) -> Result<OperationFile, String> {
 pub fn write_operations(dir: &Path, tools: &[Value]) -> Result<Report, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("{}: cannot create the directory: {e}", dir.display()))?;
-    let profile = ProfileKind::Mcp.as_str();
+    let profile = ProfileKind::Mcp;
     let mut report = Report::default();
     let mut seen = BTreeSet::new();
     for tool in tools {
@@ -414,7 +414,7 @@ pub fn write_extras(
             crate::util::fs::write_atomic(&path, text.as_bytes())
                 .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
             problems = match extra_operation(&v, &path, kind) {
-                Ok(l) => crate::operation::check::check_operation(&l.op, "mcp", &path)
+                Ok(l) => crate::operation::check::check_operation(&l.op, ProfileKind::Mcp, &path)
                     .into_iter()
                     .map(|p| problem_line(&p.path, &p.message))
                     .collect(),
@@ -448,7 +448,7 @@ fn merge_extra(old: Value, listed: Value, kind: ExtraKind, path: &Path) -> (Fate
     let hash = |v: &Value| {
         extra_operation(v, path, kind)
             .ok()
-            .map(|l| l.op.contract_hash("mcp"))
+            .map(|l| l.op.contract_hash(ProfileKind::Mcp))
     };
     let mut merged = listed;
     for k in ["completions", "mock"] {
@@ -489,7 +489,7 @@ fn merge_extra(old: Value, listed: Value, kind: ExtraKind, path: &Path) -> (Fate
 fn merge(
     existing: OperationFile,
     discovered: OperationFile,
-    profile: &str,
+    profile: ProfileKind,
 ) -> (Fate, Option<OperationFile>) {
     let old_hash = existing.contract_hash(profile);
     let new_hash = discovered.contract_hash(profile);
@@ -592,26 +592,37 @@ mod tests {
         with_mock.mock = Some(json!({"schema_version": 1}));
         with_mock.write = Some(false);
         let same = old.clone();
-        assert_eq!(merge(with_mock.clone(), same, "mcp").0, Fate::Unchanged);
+        assert_eq!(
+            merge(with_mock.clone(), same, crate::contract::ProfileKind::Mcp).0,
+            Fate::Unchanged
+        );
         let mut retitled = old.clone();
         retitled.title = Some("T".into());
-        let (fate, file) = merge(with_mock.clone(), retitled, "mcp");
+        let (fate, file) = merge(
+            with_mock.clone(),
+            retitled,
+            crate::contract::ProfileKind::Mcp,
+        );
         assert_eq!(fate, Fate::Updated);
         assert_eq!(file.unwrap().write, Some(false));
         let new = operation_of_tool(&json!({"name": "t", "description": "new"})).unwrap();
-        let (fate, file) = merge(with_mock.clone(), new.clone(), "mcp");
+        let (fate, file) = merge(
+            with_mock.clone(),
+            new.clone(),
+            crate::contract::ProfileKind::Mcp,
+        );
         let file = file.unwrap();
-        let old_hash = old.contract_hash("mcp");
+        let old_hash = old.contract_hash(crate::contract::ProfileKind::Mcp);
         assert_eq!(
             fate,
             Fate::Stale {
                 mock_hash: old_hash.clone(),
-                current_hash: new.contract_hash("mcp")
+                current_hash: new.contract_hash(crate::contract::ProfileKind::Mcp)
             }
         );
         assert_eq!(file.description.as_deref(), Some("new"));
         assert_eq!(file.mock.unwrap()["contract_hash"], json!(old_hash));
-        let (fate, _) = merge(old, new, "mcp");
+        let (fate, _) = merge(old, new, crate::contract::ProfileKind::Mcp);
         assert_eq!(fate, Fate::Changed);
     }
 }

@@ -49,12 +49,8 @@ impl GenerateResult {
 }
 
 /// Build a checked draft definition for `op` under `profile` (see the module doc).
-pub fn generate(op: &OperationFile, profile: &str) -> GenerateResult {
-    let Some(kind) = ProfileKind::parse(profile) else {
-        return GenerateResult::unsupported(vec![format!(
-            "unknown profile `{profile}`: expected rest, salesforce or mcp"
-        )]);
-    };
+pub fn generate(op: &OperationFile, profile: ProfileKind) -> GenerateResult {
+    let kind = profile;
     let mut g = Gen {
         reasons: Vec::new(),
         wrapped_body: false,
@@ -534,10 +530,13 @@ mod tests {
                 }}
             }}
         }));
-        let r = generate(&o, "salesforce");
+        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
         assert!(r.supported, "{:?}", r.reasons);
         let d = r.definition.unwrap();
-        assert_eq!(d["contract_hash"], json!(o.contract_hash("salesforce")));
+        assert_eq!(
+            d["contract_hash"],
+            json!(o.contract_hash(crate::contract::ProfileKind::Salesforce))
+        );
         let ex = &d["examples"][0];
         assert_eq!(ex["input"]["Email"], "jane.doe@example.com");
         assert_eq!(ex["input"]["Tags"].as_array().unwrap().len(), 2);
@@ -556,7 +555,7 @@ mod tests {
             "match": {"method": "GET", "path": "/sobjects/Contact/{id}"},
             "output_schema": {"type": "object", "required": ["Id"], "properties": {"Id": {"type": "string"}}}
         }));
-        let r = generate(&o, "salesforce");
+        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
         assert!(!r.supported);
         assert!(
             r.reasons[0].contains("describes a bare response body"),
@@ -566,13 +565,13 @@ mod tests {
         // A broad output schema is wrapped in the envelope.
         let o =
             op(json!({"operation_id": "get_contact", "match": {"method": "GET", "path": "/x"}}));
-        let r = generate(&o, "salesforce");
+        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
         assert_eq!(
             r.definition.unwrap()["variants"]["default"]["result"],
             json!({"status": 200, "data": {}})
         );
         let o = op(json!({"operation_id": "upd", "match": {"method": "PATCH", "path": "/x"}}));
-        let r = generate(&o, "salesforce");
+        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
         assert_eq!(
             r.definition.unwrap()["variants"]["default"]["result"],
             json!({"status": 204})
@@ -589,7 +588,7 @@ mod tests {
                 "data": {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
             }}
         }));
-        let r = generate(&o, "rest");
+        let r = generate(&o, crate::contract::ProfileKind::Rest);
         assert!(r.supported, "{:?}", r.reasons);
         assert_eq!(
             r.definition.unwrap()["variants"]["default"]["result"],
@@ -605,7 +604,7 @@ mod tests {
             "input_schema": {"type": "object", "required": ["phone"], "properties": {"phone": {"type": "string", "pattern": "^\\+[0-9]+$"}}},
             "output_schema": {"oneOf": [{"type": "object"}, {"type": "array"}]}
         }));
-        let r = generate(&o, "rest");
+        let r = generate(&o, crate::contract::ProfileKind::Rest);
         assert!(!r.supported);
         assert!(r.definition.is_none());
         assert!(
@@ -628,14 +627,14 @@ mod tests {
             "match": {"method": "GET", "path": "/x"},
             "input_schema": {"type": "object", "properties": {"phone": {"type": "string", "pattern": "^\\+[0-9]+$", "default": "+15550100"}}}
         }));
-        assert!(generate(&o, "rest").supported);
+        assert!(generate(&o, crate::contract::ProfileKind::Rest).supported);
         // A default that violates the schema is caught by check.
         let o = op(json!({
             "operation_id": "lookup",
             "match": {"method": "GET", "path": "/x"},
             "input_schema": {"type": "object", "properties": {"phone": {"type": "string", "pattern": "^\\+[0-9]+$", "default": "nope"}}}
         }));
-        let r = generate(&o, "rest");
+        let r = generate(&o, crate::contract::ProfileKind::Rest);
         assert!(!r.supported);
         assert!(
             r.reasons[0].starts_with("mock/examples/0/input"),
@@ -651,21 +650,21 @@ mod tests {
             "input_schema": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}},
             "output_schema": {"type": "object", "required": ["temp"], "properties": {"temp": {"type": "number", "exclusiveMinimum": -100}}}
         }));
-        let r = generate(&o, "mcp");
+        let r = generate(&o, crate::contract::ProfileKind::Mcp);
         assert!(r.supported, "{:?}", r.reasons);
         assert_eq!(
             r.definition.unwrap()["variants"]["default"]["result"],
             json!({"temp": 1})
         );
         let o = op(json!({"operation_id": "echo", "result_form": "call_tool_result"}));
-        let r = generate(&o, "mcp");
+        let r = generate(&o, crate::contract::ProfileKind::Mcp);
         assert!(r.supported, "{:?}", r.reasons);
         assert_eq!(
             r.definition.unwrap()["variants"]["default"]["result"]["content"][0]["type"],
             "text"
         );
         let o = op(json!({"operation_id": "echo", "match": {"method": "GET", "path": "/x"}}));
-        let r = generate(&o, "mcp");
+        let r = generate(&o, crate::contract::ProfileKind::Mcp);
         assert!(!r.supported);
         assert!(r.reasons[0].starts_with("match: "), "{:?}", r.reasons);
     }

@@ -13,6 +13,7 @@ use super::{resolve_profile, Exit};
 use crate::app::contracts::{load_checked, SchemaCatalog};
 use crate::cli::{CheckArgs, OutputFormat};
 use crate::config::{Config, PROJECT_FILE};
+use crate::contract::ProfileKind;
 use crate::error::Problem;
 use crate::operation::load::load_file;
 use crate::operation::load_dir;
@@ -39,7 +40,7 @@ pub fn check(args: &CheckArgs) -> Exit {
             Ok(cfg) => {
                 let mut catalog = SchemaCatalog::default();
                 for integ in cfg.integrations.values() {
-                    let profile = integ.profile.as_str();
+                    let profile = integ.profile;
                     let (loaded, p) = load_dir(&integ.operations, profile);
                     problems.extend(p);
                     problems.extend(check_loaded(&loaded, profile));
@@ -72,7 +73,9 @@ pub fn check(args: &CheckArgs) -> Exit {
                 None
             }
         };
-        let mut loose: BTreeMap<&'static str, Vec<LoadedOperation>> = BTreeMap::new();
+        // Keyed by name: the problems come out in the profiles' name order.
+        let mut loose: BTreeMap<&'static str, (ProfileKind, Vec<LoadedOperation>)> =
+            BTreeMap::new();
         for path in &args.paths {
             if !path.exists() {
                 eprintln!(
@@ -83,19 +86,23 @@ pub fn check(args: &CheckArgs) -> Exit {
             }
             let (profile, _) = resolve_profile(args.profile, cfg.as_ref(), path);
             if path.is_dir() {
-                let (loaded, p) = load_dir(path, profile.as_str());
+                let (loaded, p) = load_dir(path, profile);
                 problems.extend(p);
-                problems.extend(check_loaded(&loaded, profile.as_str()));
+                problems.extend(check_loaded(&loaded, profile));
                 operations += loaded.len();
             } else {
-                match load_file(path, profile.as_str()) {
-                    Ok(l) => loose.entry(profile.as_str()).or_default().push(l),
+                match load_file(path, profile) {
+                    Ok(l) => loose
+                        .entry(profile.as_str())
+                        .or_insert_with(|| (profile, Vec::new()))
+                        .1
+                        .push(l),
                     Err(p) => problems.push(p),
                 }
             }
         }
-        for (profile, loaded) in &loose {
-            problems.extend(check_loaded(loaded, profile));
+        for (profile, loaded) in loose.values() {
+            problems.extend(check_loaded(loaded, *profile));
             operations += loaded.len();
         }
     }

@@ -50,7 +50,7 @@ pub fn exec(args: &ExecArgs) -> Exit {
         Err(code) => return code,
     };
     let (profile, integration) = resolve_profile(args.profile, cfg.as_ref(), &args.operation);
-    let loaded = match load_file(&args.operation, profile.as_str()) {
+    let loaded = match load_file(&args.operation, profile) {
         Ok(l) => l,
         Err(p) => {
             eprintln!("understudy exec: {p}");

@@ -13,14 +13,14 @@ pub fn generate(args: &GenerateArgs) -> Exit {
         Err(code) => return code,
     };
     let (profile, _) = resolve_profile(args.profile, cfg.as_ref(), &args.operation);
-    let loaded = match load_file(&args.operation, profile.as_str()) {
+    let loaded = match load_file(&args.operation, profile) {
         Ok(l) => l,
         Err(p) => {
             eprintln!("understudy generate: {p}");
             return Exit::Usage;
         }
     };
-    let r = draft(&loaded.op, profile.as_str());
+    let r = draft(&loaded.op, profile);
     println!(
         "{}",
         serde_json::to_string_pretty(&r.to_json()).unwrap_or_default()

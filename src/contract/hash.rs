@@ -9,6 +9,8 @@ use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::ProfileKind;
+
 /// RFC 8785 (JCS) canonical JSON of a value: sorted keys, no whitespace, ECMAScript numbers.
 pub fn canonical_json(v: &Value) -> String {
     // serde_jcs only fails on values serde_json::Value cannot hold (non-string keys, NaN).
@@ -28,9 +30,10 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+// `profile` enters the hash as its name (`rest:`, `salesforce:`, `mcp:`): Display is `as_str`.
 /// The contract hash of docs/src/concepts/operations.md (`"sha256:<64 hex>"`).
 pub fn contract_hash(
-    profile: &str,
+    profile: ProfileKind,
     operation_id: &str,
     description: Option<&str>,
     input_schema: &Value,
@@ -124,7 +127,7 @@ mod tests {
         );
         assert_eq!(
             contract_hash(
-                "salesforce",
+                crate::contract::ProfileKind::Salesforce,
                 "lookup_contact_by_phone",
                 Some("Find a contact by phone number"),
                 &input,
@@ -138,12 +141,12 @@ mod tests {
     fn absent_description_is_empty_string() {
         let s = json!({});
         assert_eq!(
-            contract_hash("rest", "x", None, &s, &s),
-            contract_hash("rest", "x", Some(""), &s, &s)
+            contract_hash(crate::contract::ProfileKind::Rest, "x", None, &s, &s),
+            contract_hash(crate::contract::ProfileKind::Rest, "x", Some(""), &s, &s)
         );
         assert_ne!(
-            contract_hash("rest", "x", None, &s, &s),
-            contract_hash("mcp", "x", None, &s, &s)
+            contract_hash(crate::contract::ProfileKind::Rest, "x", None, &s, &s),
+            contract_hash(crate::contract::ProfileKind::Mcp, "x", None, &s, &s)
         );
     }
 
@@ -165,7 +168,7 @@ mod tests {
             "output_schema": s,
         });
         assert_eq!(
-            contract_hash("rest", "x", Some("d"), &s, &s),
+            contract_hash(crate::contract::ProfileKind::Rest, "x", Some("d"), &s, &s),
             definition_hash(&contract)
         );
     }

@@ -62,6 +62,17 @@ impl ProfileKind {
     }
 }
 
+/// A profile name as written (a config file, a command line): the three names, or an error
+/// naming the unknown one.
+impl std::str::FromStr for ProfileKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ProfileKind, String> {
+        ProfileKind::parse(s)
+            .ok_or_else(|| format!("unknown profile `{s}`: expected rest, salesforce or mcp"))
+    }
+}
+
 impl fmt::Display for ProfileKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -192,7 +203,7 @@ pub fn valid_operation_id(id: &str) -> bool {
 
 impl OperationFile {
     /// The contract hash of this operation under `profile` (docs/src/concepts/operations.md).
-    pub fn contract_hash(&self, profile: &str) -> String {
+    pub fn contract_hash(&self, profile: ProfileKind) -> String {
         hash::contract_hash(
             profile,
             &self.operation_id,

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::Operation;
 use crate::contract::hash::sha256_hex;
+use crate::contract::ProfileKind;
 
 /// The first line of the cache file.
 fn header() -> String {
@@ -37,7 +38,7 @@ pub struct CheckCache {
 }
 
 /// The cache key of `file` (its bytes hash to `content_hash`) under `profile`.
-pub fn key(profile: &str, file: &Path, content_hash: &str) -> String {
+pub fn key(profile: ProfileKind, file: &Path, content_hash: &str) -> String {
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy())
@@ -90,7 +91,7 @@ impl CheckCache {
             .filter_map(|o| {
                 let sig = o.file_sig.as_ref()?;
                 Some((
-                    key(o.profile.as_str(), &o.file, &sig.hash),
+                    key(o.profile, &o.file, &sig.hash),
                     Passed {
                         contract_hash: o.contract_hash.clone(),
                         definition_hash: o.definition_hash.clone(),

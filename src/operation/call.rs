@@ -304,7 +304,7 @@ mod tests {
             "mock": mock
         }))
         .unwrap();
-        let h = o.contract_hash("rest");
+        let h = o.contract_hash(crate::contract::ProfileKind::Rest);
         if let Some(Value::Object(m)) = &mut o.mock {
             m.entry("contract_hash").or_insert(Value::String(h));
         }
@@ -342,7 +342,7 @@ mod tests {
         let compile = |o: OperationFile| {
             let l = LoadedOperation {
                 file: "x.json".into(),
-                contract_hash: o.contract_hash("rest"),
+                contract_hash: o.contract_hash(crate::contract::ProfileKind::Rest),
                 op: o,
             };
             Operation::compile("crm", ProfileKind::Rest, l).unwrap()

@@ -6,7 +6,7 @@
 
 use super::cache::{CheckCache, Passed};
 use crate::config::slash_path;
-use crate::contract::OperationFile;
+use crate::contract::{OperationFile, ProfileKind};
 use crate::error::Problem;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ pub struct LoadedOperation {
 pub fn parse_operation(
     value: &Value,
     file: &Path,
-    profile: &str,
+    profile: ProfileKind,
 ) -> Result<LoadedOperation, Problem> {
     precheck(value, file)?;
     let value = crate::util::json::without_schema_member(value)
@@ -34,7 +34,7 @@ pub fn parse_operation(
     Ok(loaded(op, file, profile))
 }
 
-fn loaded(op: OperationFile, file: &Path, profile: &str) -> LoadedOperation {
+fn loaded(op: OperationFile, file: &Path, profile: ProfileKind) -> LoadedOperation {
     let contract_hash = op.contract_hash(profile);
     LoadedOperation {
         file: file.to_path_buf(),
@@ -112,12 +112,15 @@ pub fn read_signed(file: &Path) -> std::io::Result<(Vec<u8>, FileSig)> {
 }
 
 /// Read and parse one operation file.
-pub fn load_file(file: &Path, profile: &str) -> Result<LoadedOperation, Problem> {
+pub fn load_file(file: &Path, profile: ProfileKind) -> Result<LoadedOperation, Problem> {
     load_file_signed(file, profile).map(|(op, _)| op)
 }
 
 /// [`load_file`] with the file's [`FileSig`].
-pub fn load_file_signed(file: &Path, profile: &str) -> Result<(LoadedOperation, FileSig), Problem> {
+pub fn load_file_signed(
+    file: &Path,
+    profile: ProfileKind,
+) -> Result<(LoadedOperation, FileSig), Problem> {
     load_file_cached(file, profile, &CheckCache::default()).map(|(op, sig, _)| (op, sig))
 }
 
@@ -125,7 +128,7 @@ pub fn load_file_signed(file: &Path, profile: &str) -> Result<(LoadedOperation, 
 /// `check` before, [`super::cache`]) is not hashed again, and its entry is returned.
 pub fn load_file_cached(
     file: &Path,
-    profile: &str,
+    profile: ProfileKind,
     cache: &CheckCache,
 ) -> Result<(LoadedOperation, FileSig, Option<Passed>), Problem> {
     let (bytes, sig) = read_signed(file)
@@ -294,24 +297,32 @@ mod tests {
     #[test]
     fn unknown_keys_are_reported_with_their_path() {
         let f = Path::new("ops/x.json");
-        let e =
-            parse_operation(&json!({"operation_id":"x","descripton":"d"}), f, "rest").unwrap_err();
+        let e = parse_operation(
+            &json!({"operation_id":"x","descripton":"d"}),
+            f,
+            crate::contract::ProfileKind::Rest,
+        )
+        .unwrap_err();
         assert_eq!(e.path, "descripton");
         assert!(e.message.contains("unknown field `descripton`"), "{e}");
         let e = parse_operation(
             &json!({"operation_id":"x","match":{"method":"GET","path":"/x","querry":{}}}),
             f,
-            "rest",
+            crate::contract::ProfileKind::Rest,
         )
         .unwrap_err();
         assert_eq!(e.path, "match/querry");
         assert!(e
             .to_string()
             .starts_with("ops/x.json: match/querry: unknown field `querry`"));
-        let e = parse_operation(&json!({"operation_id":"x","result_form":"nope"}), f, "mcp")
-            .unwrap_err();
+        let e = parse_operation(
+            &json!({"operation_id":"x","result_form":"nope"}),
+            f,
+            crate::contract::ProfileKind::Mcp,
+        )
+        .unwrap_err();
         assert_eq!(e.path, "result_form");
-        let e = parse_operation(&json!([1]), f, "mcp").unwrap_err();
+        let e = parse_operation(&json!([1]), f, crate::contract::ProfileKind::Mcp).unwrap_err();
         assert!(e.message.contains("JSON object"), "{e}");
     }
 
@@ -329,8 +340,8 @@ mod tests {
         std::fs::write(&f, serde_json::to_string_pretty(&good).unwrap()).unwrap();
         assert!(parse_direct(&std::fs::read_to_string(&f).unwrap()).is_some());
         assert_eq!(
-            load_file(&f, "rest").unwrap(),
-            parse_operation(&good, &f, "rest").unwrap()
+            load_file(&f, crate::contract::ProfileKind::Rest).unwrap(),
+            parse_operation(&good, &f, crate::contract::ProfileKind::Rest).unwrap()
         );
         for (text, path, message) in [
             (
@@ -357,7 +368,7 @@ mod tests {
             ),
         ] {
             std::fs::write(&f, text).unwrap();
-            match load_file(&f, "rest") {
+            match load_file(&f, crate::contract::ProfileKind::Rest) {
                 // A duplicate key: the `Value` path keeps the last one, as before.
                 Ok(l) if message == "!" => assert_eq!(l.op.operation_id, "y"),
                 Ok(l) => panic!("{text} parsed: {l:?}"),

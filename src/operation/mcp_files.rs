@@ -213,7 +213,7 @@ pub fn extra_operation(
         ExtraKind::Resource => resource_operation(value, file, &mut BTreeMap::new())?,
         ExtraKind::Prompt => prompt_operation(value, file)?,
     };
-    super::load::parse_operation(&op, file, "mcp").map_err(|p| vec![p])
+    super::load::parse_operation(&op, file, crate::contract::ProfileKind::Mcp).map_err(|p| vec![p])
 }
 
 /// The resources and prompts of an `mcp` operations directory, as operations, and the
@@ -246,7 +246,11 @@ pub fn load_extras(dir: &Path) -> (Vec<LoadedOperation>, Vec<Problem>) {
                 prompt_operation(&value, &file)
             };
             match converted {
-                Ok(op) => match super::load::parse_operation(&op, &file, "mcp") {
+                Ok(op) => match super::load::parse_operation(
+                    &op,
+                    &file,
+                    crate::contract::ProfileKind::Mcp,
+                ) {
                     Ok(l) => ops.push(l),
                     Err(p) => problems.push(p),
                 },
@@ -546,7 +550,13 @@ mod tests {
         );
         assert_eq!(ops[1].op.input_schema["required"], json!(["x"]));
         for l in &ops {
-            let p = super::super::check::check_operation_hashed(&l.op, "mcp", &l.file, None, None);
+            let p = super::super::check::check_operation_hashed(
+                &l.op,
+                crate::contract::ProfileKind::Mcp,
+                &l.file,
+                None,
+                None,
+            );
             assert!(p.is_empty(), "{p:?}");
         }
         // Broken files: a bad template, a duplicate URI, an unknown key, a bad completion key.

@@ -303,7 +303,7 @@ pub fn load_parts(
     parts: Vec<Part>,
     cache: &cache::CheckCache,
 ) -> Result<Parts, Vec<Problem>> {
-    let profile = integ.profile.as_str();
+    let profile = integ.profile;
     let mut problems = Vec::new();
     let read: Vec<PathBuf> = parts
         .iter()
@@ -334,7 +334,7 @@ pub fn load_parts(
             },
         }
     }
-    if profile == "mcp" {
+    if profile == ProfileKind::Mcp {
         // docs/src/reference/mcp.md: `resources/` and `prompts/` beside the tools (few; always re-read).
         let (o, p) = mcp_files::load_extras(&integ.operations);
         for l in o {
@@ -418,7 +418,7 @@ pub fn load_parts(
 }
 
 /// Every per-file check of each loaded operation, then the cross-file checks.
-pub fn check_loaded(loaded: &[LoadedOperation], profile: &str) -> Vec<Problem> {
+pub fn check_loaded(loaded: &[LoadedOperation], profile: ProfileKind) -> Vec<Problem> {
     let mut problems = Vec::new();
     for l in loaded {
         problems.extend(check::check_operation_hashed(
@@ -444,7 +444,7 @@ impl Operation {
 /// Every `*.json` file directly inside `dir` (hidden files skipped), in file-name order,
 /// parsed; the files that cannot be parsed become problems. A missing directory is a problem
 /// (whose message suggests `understudy record` for a first recording).
-pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem>) {
+pub fn load_dir(dir: &Path, profile: ProfileKind) -> (Vec<LoadedOperation>, Vec<Problem>) {
     let (ops, problems) = load_dir_signed(dir, profile);
     (ops.into_iter().map(|(o, _)| o).collect(), problems)
 }
@@ -453,7 +453,7 @@ pub fn load_dir(dir: &Path, profile: &str) -> (Vec<LoadedOperation>, Vec<Problem
 /// prompts, which live in sub-directories).
 pub fn load_dir_signed(
     dir: &Path,
-    profile: &str,
+    profile: ProfileKind,
 ) -> (Vec<(LoadedOperation, Option<load::FileSig>)>, Vec<Problem>) {
     let mut ops = Vec::new();
     let mut problems = Vec::new();
@@ -470,7 +470,7 @@ pub fn load_dir_signed(
             Err(p) => problems.push(p),
         }
     }
-    if profile == "mcp" {
+    if profile == ProfileKind::Mcp {
         // docs/src/reference/mcp.md: `resources/` and `prompts/` beside the tools.
         let (o, p) = mcp_files::load_extras(dir);
         ops.extend(o.into_iter().map(|o| (o, None)));
@@ -591,13 +591,23 @@ mod tests {
     fn compiling_without_check_still_refuses_a_broken_mock() {
         let mut f = file(1);
         f["mock"]["variants"]["ok"]["result"]["data"] = json!({"n": {"$number": "abc"}});
-        let l = load::parse_operation(&f, std::path::Path::new("crm/op_1"), "rest").unwrap();
+        let l = load::parse_operation(
+            &f,
+            std::path::Path::new("crm/op_1"),
+            crate::contract::ProfileKind::Rest,
+        )
+        .unwrap();
         let problems = Operation::compile("crm", ProfileKind::Rest, l).unwrap_err();
         assert_eq!(
             problems[0].path, "mock/variants/ok/result/data/n/$number",
             "{problems:?}"
         );
-        let l = load::parse_operation(&file(1), std::path::Path::new("crm/op_1"), "rest").unwrap();
+        let l = load::parse_operation(
+            &file(1),
+            std::path::Path::new("crm/op_1"),
+            crate::contract::ProfileKind::Rest,
+        )
+        .unwrap();
         assert!(Operation::compile("crm", ProfileKind::Rest, l)
             .unwrap()
             .engine_is_compiled());
@@ -611,12 +621,15 @@ mod tests {
         std::fs::write(dir.path().join("c.json"), r#"{"operation_id":"#).unwrap();
         std::fs::write(dir.path().join(".hidden.json"), "x").unwrap();
         std::fs::write(dir.path().join("README.md"), "x").unwrap();
-        let (ops, problems) = load_dir(dir.path(), "rest");
+        let (ops, problems) = load_dir(dir.path(), crate::contract::ProfileKind::Rest);
         let ids: Vec<_> = ops.iter().map(|o| o.op.operation_id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
         assert_eq!(problems.len(), 1);
         assert!(problems[0].message.starts_with("not valid JSON"));
-        let (_, problems) = load_dir(&dir.path().join("missing"), "rest");
+        let (_, problems) = load_dir(
+            &dir.path().join("missing"),
+            crate::contract::ProfileKind::Rest,
+        );
         assert_eq!(problems.len(), 1);
         assert!(
             problems[0].message.contains("understudy record"),

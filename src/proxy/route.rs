@@ -302,7 +302,7 @@ mod tests {
         let loaded = crate::operation::load::parse_operation(
             &file,
             std::path::Path::new(&format!("crm/{id}.json")),
-            "rest",
+            crate::contract::ProfileKind::Rest,
         )
         .unwrap();
         Arc::new(Operation::compile("crm", crate::contract::ProfileKind::Rest, loaded).unwrap())

@@ -57,7 +57,7 @@ fn base_op() -> Value {
 
 fn finish(mut op: Value) -> Value {
     let h = contract_hash(
-        "rest",
+        understudy::contract::ProfileKind::Rest,
         op["operation_id"].as_str().unwrap_or(""),
         op.get("description").and_then(Value::as_str),
         op.get("input_schema").unwrap_or(&json!({})),

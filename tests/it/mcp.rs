@@ -1347,9 +1347,12 @@ async fn discover_writes_operations_and_marks_changed_mocks_stale() {
     assert!(!dir.join("Bad.Name.json").exists());
 
     // The user writes a mock for `lookup`, checked against the current contract.
-    let hash = understudy::operation::load::load_file(&dir.join("lookup.json"), "mcp")
-        .unwrap()
-        .contract_hash;
+    let hash = understudy::operation::load::load_file(
+        &dir.join("lookup.json"),
+        understudy::contract::ProfileKind::Mcp,
+    )
+    .unwrap()
+    .contract_hash;
     let mut with_mock = lookup.clone();
     with_mock["mock"] = json!({
         "contract_hash": hash,

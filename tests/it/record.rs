@@ -173,7 +173,7 @@ fn assert_replays(set: &DraftSet, exchanges: &[Exchange]) -> Vec<Value> {
         );
         let p = check_operation(
             &f.op,
-            profile.as_str(),
+            profile,
             Path::new(&format!("{}.json", f.operation_id)),
         );
         assert!(p.is_empty(), "{}: {p:#?}", f.operation_id);
@@ -184,7 +184,7 @@ fn assert_replays(set: &DraftSet, exchanges: &[Exchange]) -> Vec<Value> {
         .map(|f| {
             let loaded = LoadedOperation {
                 file: format!("{}.json", f.operation_id).into(),
-                contract_hash: f.op.contract_hash(profile.as_str()),
+                contract_hash: f.op.contract_hash(profile),
                 op: f.op.clone(),
             };
             Operation::compile(&set.integration, profile, loaded).expect("compiles")
@@ -336,7 +336,7 @@ fn salesforce_lookup_create_lookup_becomes_a_state_sequence() {
     assert_eq!(variants, ["ok", "ok_empty", "recorded"]);
     assert_eq!(
         mock["contract_hash"],
-        json!(q_op.contract_hash("salesforce"))
+        json!(q_op.contract_hash(understudy::contract::ProfileKind::Salesforce))
     );
     assert!(mock["examples"]
         .as_array()
@@ -638,7 +638,11 @@ fn matched_operations_keep_their_contract_and_are_never_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("get_account.json");
     std::fs::write(&path, serde_json::to_string_pretty(&contract).unwrap()).unwrap();
-    let loaded = understudy::operation::load::load_file(&path, "salesforce").unwrap();
+    let loaded = understudy::operation::load::load_file(
+        &path,
+        understudy::contract::ProfileKind::Salesforce,
+    )
+    .unwrap();
     let acc = sf_id("0015000000Gv7qJ");
     let mut ex = sf(
         1,

@@ -29,7 +29,7 @@ fn repo() -> PathBuf {
 enum Kind {
     Project,
     /// An operation file, loaded as this profile.
-    Operation(&'static str),
+    Operation(understudy::contract::ProfileKind),
     Resource,
     Prompt,
     Contract,
@@ -276,7 +276,11 @@ fn check_problems(kind: Kind, path: &Path) -> Vec<String> {
                 ExtraKind::Prompt
             };
             match extra_operation(&value, path, extra) {
-                Ok(l) => problems(check_operation(&l.op, "mcp", path)),
+                Ok(l) => problems(check_operation(
+                    &l.op,
+                    understudy::contract::ProfileKind::Mcp,
+                    path,
+                )),
                 Err(p) => problems(p),
             }
         }
@@ -327,9 +331,13 @@ fn corpus() -> Vec<(PathBuf, Kind)> {
                 .into_owned();
             let kind = match rel.split('/').collect::<Vec<_>>().as_slice() {
                 ["project", _] => Kind::Project,
-                ["operation", "rest", _] => Kind::Operation("rest"),
-                ["operation", "salesforce", _] => Kind::Operation("salesforce"),
-                ["operation", "mcp", _] => Kind::Operation("mcp"),
+                ["operation", "rest", _] => {
+                    Kind::Operation(understudy::contract::ProfileKind::Rest)
+                }
+                ["operation", "salesforce", _] => {
+                    Kind::Operation(understudy::contract::ProfileKind::Salesforce)
+                }
+                ["operation", "mcp", _] => Kind::Operation(understudy::contract::ProfileKind::Mcp),
                 ["mcp", "resources", _] => Kind::Resource,
                 ["mcp", "prompts", _] => Kind::Prompt,
                 ["contract", _] => Kind::Contract,
@@ -349,7 +357,7 @@ fn example_files() -> BTreeMap<PathBuf, Kind> {
             let cfg = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
             out.insert(file.clone(), Kind::Project);
             for i in cfg.integrations.values() {
-                let profile = i.profile.as_str();
+                let profile = i.profile;
                 for f in data_files(&i.operations.strip_prefix(repo()).unwrap().to_string_lossy()) {
                     let parent = f.parent().unwrap();
                     let kind = if parent.ends_with("resources") {

@@ -196,7 +196,7 @@ async fn testing_shows_contracts_hashes_latest_revisions_and_stale_flags() {
     assert_eq!(contract["description"], "Find a contact by phone number");
     // The hash is the docs/src/concepts/operations.md hash of exactly that object.
     let h = understudy::contract::hash::contract_hash(
-        "salesforce",
+        understudy::contract::ProfileKind::Salesforce,
         "lookup_contact_by_phone",
         contract["description"].as_str(),
         &contract["input_schema"],

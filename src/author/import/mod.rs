@@ -203,7 +203,7 @@ pub fn finish(
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     let (existing, _) = if dir.is_dir() {
-        load_dir(dir, profile.as_str())
+        load_dir(dir, profile)
     } else {
         (Vec::new(), Vec::new())
     };
@@ -244,11 +244,11 @@ pub fn finish(
         }
         all.push(LoadedOperation {
             file: dir.join(format!("{}.json", d.op.operation_id)),
-            contract_hash: d.op.contract_hash(profile.as_str()),
+            contract_hash: d.op.contract_hash(profile),
             op: d.op.clone(),
         });
     }
-    let problems = check_loaded(&all, profile.as_str());
+    let problems = check_loaded(&all, profile);
     for d in drafts {
         let id = d.op.operation_id.clone();
         if !valid_operation_id(&id) {
@@ -318,7 +318,7 @@ pub fn finish(
 
 /// Set `mock.contract_hash` to the operation's current contract hash.
 pub fn rehash(op: &mut OperationFile, profile: ProfileKind) {
-    let h = op.contract_hash(profile.as_str());
+    let h = op.contract_hash(profile);
     if let Some(Value::Object(m)) = op.mock.as_mut() {
         m.insert("contract_hash".into(), Value::String(h));
     }

@@ -521,7 +521,7 @@ impl Cx<'_> {
         profile: ProfileKind,
         reasons: &mut Vec<String>,
     ) -> Option<Value> {
-        let g = crate::author::generate::generate(op, profile.as_str());
+        let g = crate::author::generate::generate(op, profile);
         if examples.is_empty() {
             if !g.supported {
                 reasons.push(format!(
@@ -546,7 +546,7 @@ impl Cx<'_> {
                     output_schema: json!({}).into(),
                     ..op.clone()
                 };
-                let gi = crate::author::generate::generate(&only_input, profile.as_str());
+                let gi = crate::author::generate::generate(&only_input, profile);
                 match gi.definition {
                     Some(d) => d["examples"][0]["input"].clone(),
                     None => {

@@ -161,11 +161,11 @@ pub fn drafts(
     for f in &files {
         all.push(LoadedOperation {
             file: f.rel_path(),
-            contract_hash: f.op.contract_hash(profile.as_str()),
+            contract_hash: f.op.contract_hash(profile),
             op: f.op.clone(),
         });
     }
-    let cross = check_integration(&all, profile.as_str());
+    let cross = check_integration(&all, profile);
     for p in cross {
         if let Some(f) = files.iter_mut().find(|f| f.rel_path() == p.file) {
             let msg = problem_text(&p.path, &p.message);
@@ -388,11 +388,11 @@ impl Ctx<'_> {
 
         // Mock.
         let mut def = build_definition(&id, &samples, self, notes);
-        let hash = op.contract_hash(profile.as_str());
+        let hash = op.contract_hash(profile);
         def.contract_hash = Some(hash);
         shrink(&mut def, &id, self, notes);
         op.mock = serde_json::to_value(&def).ok();
-        let problems: Vec<String> = check_operation(&op, profile.as_str(), &draft_path(&id))
+        let problems: Vec<String> = check_operation(&op, profile, &draft_path(&id))
             .into_iter()
             .map(|p| problem_text(&p.path, &p.message))
             .collect();

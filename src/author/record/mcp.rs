@@ -450,7 +450,7 @@ impl Ctx<'_> {
             );
         }
         let mut def = build_definition(&name, &e.samples, self, notes);
-        def.contract_hash = Some(contract.op.contract_hash(self.profile.as_str()));
+        def.contract_hash = Some(contract.op.contract_hash(self.profile));
         shrink(&mut def, &name, self, notes);
         file["mock"] = serde_json::to_value(&def).unwrap_or(Value::Null);
         let op = match load(&file) {
@@ -487,7 +487,7 @@ impl Ctx<'_> {
             exchanges,
             problems: Vec::new(),
         };
-        d.problems = check_operation(&d.op, self.profile.as_str(), &d.rel_path())
+        d.problems = check_operation(&d.op, self.profile, &d.rel_path())
             .into_iter()
             .map(|p| problem_text(&p.path, &p.message))
             .collect();

@@ -23,7 +23,7 @@ pub struct CrossItem<'a> {
 /// The cross-file checks of one integration's operations (docs/src/reference/operation-files.md, docs/src/reference/mock-definition.md#state): the same
 /// `initial_state` key with two different values, two operations that tie (equal specificity
 /// and a request both can match), the same operation id twice.
-pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem> {
+pub fn check_integration(ops: &[LoadedOperation], profile: ProfileKind) -> Vec<Problem> {
     let items: Vec<CrossItem> = ops
         .iter()
         .map(|l| CrossItem {
@@ -37,7 +37,7 @@ pub fn check_integration(ops: &[LoadedOperation], profile: &str) -> Vec<Problem>
 
 /// [`check_integration`] over [`CrossItem`]s: a `match` already compiled is not compiled
 /// again, so a reload's cross-file checks cost an index walk, not a compile per file.
-pub fn check_cross(ops: &[CrossItem], profile: &str) -> Vec<Problem> {
+pub fn check_cross(ops: &[CrossItem], profile: ProfileKind) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut seen_ids: BTreeMap<&str, &Path> = BTreeMap::new();
     for l in ops {
@@ -81,7 +81,7 @@ pub fn check_cross(ops: &[CrossItem], profile: &str) -> Vec<Problem> {
             }
         }
     }
-    if ProfileKind::parse(profile).is_some_and(ProfileKind::is_http) {
+    if profile.is_http() {
         let owned: Vec<Option<CompiledMatch>> = ops
             .iter()
             .map(|l| match l.matcher {
@@ -137,7 +137,7 @@ mod tests {
             load("b", "/x/*", json!({"k": 2, "same": true})),
             load("c", "/x/literal", json!({"k": 1.0})),
         ];
-        let p: Vec<String> = check_integration(&ops, "rest")
+        let p: Vec<String> = check_integration(&ops, crate::contract::ProfileKind::Rest)
             .iter()
             .map(ToString::to_string)
             .collect();
@@ -150,6 +150,6 @@ mod tests {
             p[1].starts_with("ops/b.json: match: ties with `a` (ops/a.json)"),
             "{p:?}"
         );
-        assert!(check_integration(&ops, "mcp").len() == 1);
+        assert!(check_integration(&ops, crate::contract::ProfileKind::Mcp).len() == 1);
     }
 }

@@ -33,7 +33,7 @@ pub use crate::error::Problem;
 /// Every docs/src/reference/mock-definition.md#checks-and-limits check of one operation file, as loaded for `profile`. `file` names the
 /// problems; when it ends in `.json` its stem must equal `operation_id` (inline operations of
 /// the admin API pass a path without `.json`, which skips that rule).
-pub fn check_operation(op: &OperationFile, profile: &str, file: &Path) -> Vec<Problem> {
+pub fn check_operation(op: &OperationFile, profile: ProfileKind, file: &Path) -> Vec<Problem> {
     check_operation_hashed(op, profile, file, None, None)
 }
 
@@ -56,20 +56,14 @@ pub struct Compiled {
 /// `keep`, what the checks compiled is moved there.
 pub fn check_operation_hashed(
     op: &OperationFile,
-    profile: &str,
+    profile: ProfileKind,
     file: &Path,
     contract_hash: Option<&str>,
     keep: Option<&mut Compiled>,
 ) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut push = |path: &str, msg: String| out.push(Problem::new(file, path, msg));
-    let Some(kind) = ProfileKind::parse(profile) else {
-        push(
-            "",
-            format!("unknown profile `{profile}`: expected rest, salesforce or mcp"),
-        );
-        return out;
-    };
+    let kind = profile;
     if !valid_operation_id(&op.operation_id) {
         push(
             "operation_id",
@@ -241,7 +235,7 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn base(profile: &str, mock: Value) -> OperationFile {
+    fn base(profile: ProfileKind, mock: Value) -> OperationFile {
         let mut o = op(json!({
             "operation_id": "get_thing",
             "match": {"method": "GET", "path": "/things/{id}"},
@@ -249,7 +243,7 @@ mod tests {
             "output_schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "integer"}}},
             "mock": mock
         }));
-        if profile == "mcp" {
+        if profile == ProfileKind::Mcp {
             o.match_spec = None;
         }
         let h = o.contract_hash(profile);
@@ -267,7 +261,15 @@ mod tests {
         })
     }
 
-    fn check(o: &OperationFile, profile: &str) -> Vec<String> {
+    /// [`check`] under a profile named as written: an unknown name stops at the parse.
+    fn check_named(o: &OperationFile, name: &str) -> Vec<String> {
+        match name.parse::<ProfileKind>() {
+            Ok(kind) => check(o, kind),
+            Err(e) => vec![e],
+        }
+    }
+
+    fn check(o: &OperationFile, profile: ProfileKind) -> Vec<String> {
         check_operation(o, profile, Path::new("ops/get_thing.json"))
             .iter()
             .map(ToString::to_string)
@@ -277,16 +279,19 @@ mod tests {
     #[test]
     fn clean_operation_has_no_problem() {
         assert_eq!(
-            check(&base("rest", good_mock()), "rest"),
+            check(
+                &base(crate::contract::ProfileKind::Rest, good_mock()),
+                crate::contract::ProfileKind::Rest
+            ),
             Vec::<String>::new()
         );
     }
 
     #[test]
     fn identity_and_profile_rules() {
-        let mut o = base("rest", good_mock());
+        let mut o = base(crate::contract::ProfileKind::Rest, good_mock());
         o.operation_id = "Get-Thing".into();
-        let p = check(&o, "rest");
+        let p = check(&o, crate::contract::ProfileKind::Rest);
         assert!(
             p.iter()
                 .any(|p| p
@@ -297,27 +302,31 @@ mod tests {
             p.iter().any(|p| p.contains("differs from the file name")),
             "{p:?}"
         );
-        let mut o = base("rest", good_mock());
+        let mut o = base(crate::contract::ProfileKind::Rest, good_mock());
         o.match_spec = None;
         o.title = Some("t".into());
-        let p = check(&o, "rest");
+        let p = check(&o, crate::contract::ProfileKind::Rest);
         assert!(p.iter().any(|p| p.contains(": match: missing")), "{p:?}");
         assert!(p.iter().any(|p| p.contains(": title: only `mcp`")), "{p:?}");
-        let o = base("rest", good_mock());
-        let p = check(&o, "mcp");
+        let o = base(crate::contract::ProfileKind::Rest, good_mock());
+        let p = check(&o, crate::contract::ProfileKind::Mcp);
         assert!(
             p.iter()
                 .any(|p| p.contains(": match: an `mcp` operation has no `match`")),
             "{p:?}"
         );
-        let mut o = base("rest", good_mock());
+        let mut o = base(crate::contract::ProfileKind::Rest, good_mock());
         o.match_spec.as_mut().unwrap().path = "/things/x{id}".into();
-        let p = check(&o, "rest");
+        let p = check(&o, crate::contract::ProfileKind::Rest);
         assert!(
             p.iter().any(|p| p.contains(": match/path: segment 2")),
             "{p:?}"
         );
-        assert!(check(&base("rest", good_mock()), "soap")[0].contains("unknown profile"));
+        assert!(check_named(
+            &base(crate::contract::ProfileKind::Rest, good_mock()),
+            "soap"
+        )[0]
+        .contains("unknown profile"));
     }
 
     #[test]
@@ -330,7 +339,10 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"variant": "nope", "input": {}, "expected": {}}));
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         for want in [
             "mock/variants/found/delay_ms: 30001: at most 30000",
             "mock/variants/other: no example",
@@ -341,27 +353,39 @@ mod tests {
         }
         let mut m = good_mock();
         m["variants"]["found"]["resutl"] = json!(1);
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(
             p[0].contains("mock/variants/found/resutl: unknown field `resutl`"),
             "{p:?}"
         );
         let mut m = good_mock();
         m["examples"][0] = json!(["found", {"id": "7"}, {"status": 200}]);
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(
             p[0].contains("mock/examples/0: expected an object (an example), got an array"),
             "{p:?}"
         );
         let mut m = good_mock();
         m["schema_version"] = json!(2);
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(p[0].contains("mock/schema_version: 2: expected 1"), "{p:?}");
         let mut m = good_mock();
         for i in 0..31 {
             m["variants"][format!("v{i}")] = json!({"result": {"status": 200}});
         }
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(
             p.iter()
                 .any(|p| p.contains("mock/variants: 32 variants: at most 30")),
@@ -373,24 +397,30 @@ mod tests {
     fn examples_are_evaluated_compared_and_validated() {
         let mut m = good_mock();
         m["examples"][0]["expected"]["data"]["id"] = json!("8");
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(
             p.iter().any(|p| p.contains("mock/examples/0/expected/data/id: the rendered result is \"7\" but expected says \"8\"")),
             "{p:?}"
         );
         let mut m = good_mock();
         m["examples"][0]["input"] = json!({"id": 7});
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(
             p.iter()
                 .any(|p| p.contains("mock/examples/0/input: does not match input_schema: at /id")),
             "{p:?}"
         );
-        let mut o = base("rest", good_mock());
+        let mut o = base(crate::contract::ProfileKind::Rest, good_mock());
         o.output_schema = json!({"type": "object", "properties": {"data": {"properties": {"id": {"type": "integer"}}}}}).into();
-        let h = o.contract_hash("rest");
+        let h = o.contract_hash(crate::contract::ProfileKind::Rest);
         o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
-        let p = check(&o, "rest");
+        let p = check(&o, crate::contract::ProfileKind::Rest);
         assert!(
             p.iter().any(|p| p.contains(
                 "mock/examples/0: the rendered result does not match output_schema: at /data/id"
@@ -404,11 +434,11 @@ mod tests {
         let mut m = good_mock();
         m["variants"]["found"]["result"] = json!({"totalSize": 0, "done": true, "records": []});
         m["examples"][0]["expected"] = json!({"totalSize": 0, "done": true, "records": []});
-        let mut o = base("rest", m);
+        let mut o = base(crate::contract::ProfileKind::Rest, m);
         o.output_schema = json!({}).into();
-        let h = o.contract_hash("rest");
+        let h = o.contract_hash(crate::contract::ProfileKind::Rest);
         o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
-        let p = check(&o, "rest");
+        let p = check(&o, crate::contract::ProfileKind::Rest);
         assert!(
             p.iter()
                 .any(|p| p.contains("mock/examples/0: the rendered result has the member `done`")),
@@ -440,9 +470,9 @@ mod tests {
 
     #[test]
     fn stale_hash_names_both() {
-        let mut o = base("rest", good_mock());
+        let mut o = base(crate::contract::ProfileKind::Rest, good_mock());
         o.description = Some("changed".into());
-        let p = check(&o, "rest");
+        let p = check(&o, crate::contract::ProfileKind::Rest);
         let stale: Vec<_> = p
             .iter()
             .filter(|p| p.contains("mock/contract_hash: stale"))
@@ -455,7 +485,10 @@ mod tests {
     fn bad_literal_is_reported() {
         let mut m = good_mock();
         m["variants"]["found"]["result"]["data"]["n"] = json!({"$number": "abc"});
-        let p = check(&base("rest", m), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, m),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(
             p.iter()
                 .any(|p| p.contains("mock/variants/found/result/data/n")),
@@ -482,7 +515,10 @@ mod tests {
             json!({"kind": "malformed_body", "after_effect": true}),
         ] {
             assert_eq!(
-                check(&base("rest", with(f.clone(), None)), "rest"),
+                check(
+                    &base(crate::contract::ProfileKind::Rest, with(f.clone(), None)),
+                    crate::contract::ProfileKind::Rest
+                ),
                 Vec::<String>::new(),
                 "{f}"
             );
@@ -492,11 +528,17 @@ mod tests {
             Some(json!({"kind": "stream_cut", "after_effect": true})),
         );
         assert_eq!(
-            check(&base("mcp", mcp.clone()), "mcp"),
+            check(
+                &base(crate::contract::ProfileKind::Mcp, mcp.clone()),
+                crate::contract::ProfileKind::Mcp
+            ),
             Vec::<String>::new()
         );
         // MCP-only kinds on an HTTP profile, with the file and both paths.
-        let p = check(&base("rest", mcp), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, mcp),
+            crate::contract::ProfileKind::Rest,
+        );
         assert!(p.iter().any(|p| p.starts_with(
             "ops/get_thing.json: mock/variants/found/fault/kind: `jsonrpc_error` is an MCP fault and this is an HTTP operation: expected one of reset, close, timeout, slow_body, malformed_body, status")), "{p:?}");
         assert!(
@@ -519,24 +561,27 @@ mod tests {
             (json!({"kind": "teleport", "after_effect": true}), "mock/variants/found/fault/kind: unknown variant `teleport`, expected one of `reset`"),
             (json!({"kind": "reset"}), "mock/variants/found/fault: missing field `after_effect`"),
         ] {
-            let p = check(&base("rest", with(f, None)), "rest");
+            let p = check(&base(crate::contract::ProfileKind::Rest, with(f, None)), crate::contract::ProfileKind::Rest);
             assert!(p.iter().any(|p| p.contains(want)), "{want}: {p:?}");
         }
         let bad_rule = with(
             json!({"kind": "reset", "after_effect": true}),
             Some(json!({"kind": "timeout", "after_effect": false, "ms": 99999})),
         );
-        let p = check(&base("rest", bad_rule), "rest");
+        let p = check(
+            &base(crate::contract::ProfileKind::Rest, bad_rule),
+            crate::contract::ProfileKind::Rest,
+        );
         assert_eq!(p, vec!["ops/get_thing.json: mock/variants/found/rules/0/fault/ms: 99999: expected 1..=30000 milliseconds (the delay limit)".to_string()]);
         let p = check(
             &base(
-                "mcp",
+                crate::contract::ProfileKind::Mcp,
                 with(
                     json!({"kind": "jsonrpc_error", "after_effect": true, "code": 1_i64 << 40}),
                     None,
                 ),
             ),
-            "mcp",
+            crate::contract::ProfileKind::Mcp,
         );
         assert!(
             p.iter()

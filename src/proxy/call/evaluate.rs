@@ -235,7 +235,7 @@ mod tests {
         let loaded = crate::operation::load::parse_operation(
             &file,
             std::path::Path::new("crm/op.json"),
-            "rest",
+            crate::contract::ProfileKind::Rest,
         )
         .unwrap();
         let op = Operation::compile("crm", crate::contract::ProfileKind::Rest, loaded).unwrap();
