@@ -74,4 +74,6 @@ check "one JSON type-name function (util/json.rs)" \
     "grep -rnE 'Value::(Bool\\(_\\)|Array\\(_\\)) => \"(a |an )?(boolean|array)\"' src | grep -v '^src/util/json.rs'"
 check "no tuple stands for a failed real call" \
     "grep -rnE 'type CallFailure' src"
+check "no non-test file in src/ over 800 lines but the engine's (mock/eval.rs, mock/expr.rs)" \
+    "find src -name '*.rs' ! -name '*tests.rs' ! -path src/mock/eval.rs ! -path src/mock/expr.rs -exec wc -l {} + | awk '\$2 != \"total\" && \$1 > 800 { print \$2 \": \" \$1 \" lines\" }'"
 exit $failed
