@@ -11,14 +11,14 @@
 //! | `POST /tools/execute` | manage | run one operation in isolation: `{"integration","operation_id","input","variant"?,"state"?,"attempt"?,"dry_run"?,"target"?,"allow_write"?,"stream_response"?,"timeout_seconds"?,"test_context"?}` (headers `Request-Timeout`, `Request-Timeout-Millis`) → the object of `understudy exec` plus the tool-test members (`dry_run`, `source`, `is_write`, `blocked_side_effects`, …); `stream_response` → SSE `heartbeat` events then one `result` event | [`execute`], [`execute_request`], [`execute_upstream`] |
 //! | `POST /drafts/flush` | manage | record modes: write the draft operation files captured so far into `--out` (also done at shutdown); 409 `not_recording` without `--out` | [`crate::app::recorder`] |
 //! | `GET /revisions/{integration}/{operation_id}` | read | the revision history, oldest first, definitions included | [`testing`] |
-//! | `POST /attempts` | run | create an attempt (docs/src/concepts/attempts.md, docs/src/reference/contracts.md): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}, "expect_calls"?: true, "exclusive"?: false}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | here |
-//! | `GET /attempts/{id}` | read | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | here |
+//! | `POST /attempts` | run | create an attempt (docs/src/concepts/attempts.md, docs/src/reference/contracts.md): body `{"test_run_id"?, "variants"?: {"crm/op": "variant"}, "ttl_s"?: 3600, "contracts"?: ["contract_id"], "faults"?: {"crm/op": {"kind","after_effect",…,"probability"?,"seed"?,"times"?}}, "expect_calls"?: true, "exclusive"?: false}` (seeded chaos, [`crate::operation::fault`]; 422 `unknown_operation` / `invalid_fault`); 201 `{"attempt_id","token","expires_at","base_urls","pins","contracts":{id:{"contract_hash"}}}`; 409 `stale_contract` listing stale operations in `details`; 422 `unknown_contract` naming unknown contract ids | `attempts.rs` |
+//! | `GET /attempts/{id}` | read | the attempt: `{"attempt_id","test_run_id","status","started_at","ended_at","expires_at","is_default","pins","contracts","variants","faults","cleanup","events"}` (`events`: how many evidence entries, calls and agent-side events; never the token or the secret) | `attempts.rs` |
 //! | (`{id}` = `default`) | | every `/attempts/{id}…` route also accepts `default` for the server's default attempt |
-//! | `GET /attempts/{id}/evidence` | read | the evidence envelope of docs/src/reference/evidence-envelope.md with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | here |
+//! | `GET /attempts/{id}/evidence` | read | the evidence envelope of docs/src/reference/evidence-envelope.md with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | `attempts.rs` |
 //! | `POST /attempts/{id}/events` | run | record an agent-side event (docs/src/reference/events.md): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
 //! | `POST /attempts/{id}/verify` | run | evaluate tool-call contracts now: `{"contracts"?:[ids of the loaded set]}` (none: the pinned ones) → `{"attempt_id","contract_results","passed"}`; 422 `unknown_contract` | [`verify`] |
 //! | `GET /attempts/{id}/state` | read | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
-//! | `DELETE /attempts/{id}` | run | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | here |
+//! | `DELETE /attempts/{id}` | run | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | `attempts.rs` |
 //!
 //! [`client`] is this API's reader for the commands that read evidence from a running server
 //! (`--url`).
@@ -50,6 +50,7 @@
 //! `unknown_contract` (422), `not_recording` (409), `not_implemented` (501), `timeout` (504), `store_error`
 //! (500).
 
+mod attempts;
 pub mod client;
 pub mod execute;
 pub mod execute_request;
@@ -74,6 +75,8 @@ use crate::app::{cleanup_report, App, Integration};
 use crate::config::Scope;
 use crate::error::Problem;
 use crate::http::{json_response, HttpResponse, Request};
+use attempts::{create_attempt, get_attempt};
+pub(crate) use attempts::{end_attempt, evidence, lookup, verdict_evidence};
 
 /// The prefix of every admin route.
 pub const PREFIX: &str = "/_understudy/api";
@@ -552,324 +555,4 @@ fn health(app: &App) -> (StatusCode, Value) {
             "integrations": app.integrations.keys().collect::<Vec<_>>(),
         }),
     )
-}
-
-/// The body of `POST /attempts`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateAttempt {
-    #[serde(default)]
-    test_run_id: Option<String>,
-    #[serde(default)]
-    variants: BTreeMap<String, String>,
-    #[serde(default)]
-    ttl_s: Option<u64>,
-    #[serde(default)]
-    contracts: Vec<String>,
-    /// Seeded chaos per operation (`crate::operation::fault`).
-    #[serde(default)]
-    faults: crate::records::ChaosFaults,
-    /// When its calls are durable; the project's `durability` when absent.
-    #[serde(default)]
-    durability: Option<crate::records::Durability>,
-    /// `false`: an attempt with no call and no agent-side event may pass (else `no_calls`).
-    #[serde(default)]
-    expect_calls: Option<bool>,
-    /// `true`: while it is open, a call without its token fails it (`outside_attempt`).
-    #[serde(default)]
-    exclusive: bool,
-}
-
-fn create_attempt(app: &App, req: &Request) -> ApiResult {
-    let body: CreateAttempt = match req.json_body() {
-        Ok(None) => CreateAttempt::default(),
-        Ok(Some(v)) => from_value(&v, "attempt creation body")?,
-        Err(m) => return Err(ApiError::bad_request(m)),
-    };
-    let ttl = body.ttl_s.unwrap_or(DEFAULT_TTL_S);
-    if ttl == 0 || ttl > MAX_TTL_S {
-        return Err(ApiError::bad_request(format!(
-            "ttl_s must be 1..={MAX_TTL_S} seconds, got {ttl}"
-        )));
-    }
-    let unknown: Vec<Value> = body
-        .variants
-        .keys()
-        .filter(|k| app.operation(k).is_none())
-        .map(|k| json!(k))
-        .collect();
-    if !unknown.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "unknown_operation",
-            "`variants` names operations this server does not have: expected keys \"<integration>/<operation_id>\"",
-        )
-        .with_details(unknown));
-    }
-    let contracts = app
-        .contracts
-        .pin(&body.contracts)
-        .map_err(|u| verify::unknown_contract_error(&u))?;
-    fault_problems(app, &body.faults)?;
-    let token = attempt::new_token();
-    let a = {
-        // Pin and bind under the change lock: the pins and the operation set the attempt
-        // keeps are of the same generation (`app::generations`).
-        let _g = app.integrations.change_lock();
-        let pinned = app.pin_latest().map_err(store_err)?;
-        if !pinned.stale.is_empty() {
-            let details = pinned
-                .stale
-                .iter()
-                .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
-                .collect();
-            let names: Vec<&str> = pinned.stale.iter().map(|s| s.operation.as_str()).collect();
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "stale_contract",
-                format!(
-                    "cannot pin stale mocks (their contract changed since they were checked): {}; save a new revision for each (POST {PREFIX}/tools/{{integration}}/testing with action \"save\" and the current contract_hash)",
-                    names.join(", ")
-                ),
-            )
-            .with_details(details));
-        }
-        let new = attempt::NewAttempt {
-            token: Some(&token),
-            ttl_s: Some(ttl),
-            test_run_id: body.test_run_id,
-            pins: pinned.pins.clone(),
-            variants: body.variants,
-            is_default: false,
-            contracts,
-            faults: body.faults,
-            durability: body.durability.unwrap_or(app.config.durability),
-        };
-        let mut rec = attempt::new_record(app.clock.now(), new);
-        rec.expect_calls = body.expect_calls.unwrap_or(true);
-        rec.exclusive = body.exclusive;
-        app.create_attempt(rec).map_err(store_err)?
-    };
-    let rec = a.record();
-    let host = req
-        .header("host")
-        .map(str::to_string)
-        .or_else(|| app.local_addr().map(|a| a.to_string()))
-        .unwrap_or_else(|| "127.0.0.1".into());
-    let scheme = app.scheme();
-    let base_urls: BTreeMap<&str, String> = app
-        .integrations
-        .keys()
-        .map(|name| (name.as_str(), format!("{scheme}://{host}/~{token}/{name}")))
-        .collect();
-    tracing::info!(attempt = %rec.attempt_id, test_run_id = ?rec.test_run_id, "attempt created");
-    let mut answer = json!({
-        "attempt_id": rec.attempt_id,
-        "token": token,
-        "expires_at": rec.expires_at,
-        "base_urls": base_urls,
-        "revision_set": rec.pins.id(),
-        "contracts": contract_pins(&rec),
-        "durability": rec.durability.as_str(),
-    });
-    with_pins(&mut answer, &rec, req);
-    Ok((StatusCode::CREATED, answer))
-}
-
-/// `?pins=true`: the answer lists the attempt's pins (one per operation) beside the id of
-/// its revision set; without it only the id (issue 20: with thousands of operations the
-/// list is the whole answer).
-fn with_pins(answer: &mut Value, rec: &crate::records::AttemptRecord, req: &Request) {
-    let wanted = req
-        .query
-        .iter()
-        .any(|(k, v)| k == "pins" && matches!(v.as_str(), "true" | "1" | "yes"));
-    if wanted {
-        answer["pins"] = json!(rec.pins);
-    }
-}
-
-/// `{id: {"contract_hash"}}` of the attempt's pinned tool-call contracts.
-fn contract_pins(rec: &crate::records::AttemptRecord) -> Value {
-    rec.contracts
-        .iter()
-        .map(|(k, p)| (k.clone(), json!({ "contract_hash": p.contract_hash })))
-        .collect::<serde_json::Map<String, Value>>()
-        .into()
-}
-
-/// `faults` of `POST /attempts`: 422 `unknown_operation` naming the keys this server does
-/// not have, else 422 `invalid_fault` listing every problem (`faults/<key>/<field>: …`).
-fn fault_problems(app: &App, faults: &crate::records::ChaosFaults) -> Result<(), ApiError> {
-    let mut unknown = Vec::new();
-    let mut problems = Vec::new();
-    for (key, spec) in faults {
-        if app.operation(key).is_none() {
-            unknown.push(json!(key));
-            continue;
-        }
-        let mcp = key
-            .split_once('/')
-            .and_then(|(i, _)| app.integrations.get(i))
-            .is_some_and(|i| matches!(i.wire, crate::profile::Wire::Mcp));
-        problems.extend(
-            crate::operation::fault::chaos_problems(key, spec, mcp)
-                .into_iter()
-                .map(Value::from),
-        );
-    }
-    if !unknown.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "unknown_operation",
-            "`faults` names operations this server does not have: expected keys \"<integration>/<operation_id>\"",
-        )
-        .with_details(unknown));
-    }
-    if !problems.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_fault",
-            "`faults` has invalid entries (see details)",
-        )
-        .with_details(problems));
-    }
-    Ok(())
-}
-
-pub(crate) fn lookup(
-    app: &App,
-    id: &str,
-) -> Result<std::sync::Arc<crate::app::attempt::Attempt>, ApiError> {
-    app.attempts
-        .get(&app.store, id)
-        .map_err(store_err)?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("no attempt `{id}` (attempt ids are the `attempt_id` of POST {PREFIX}/attempts)"),
-            )
-        })
-}
-
-async fn get_attempt(app: &App, id: &str, req: &Request) -> ApiResult {
-    let a = lookup(app, id)?;
-    let events = {
-        let _g = a.lock.lock().await;
-        app.store.timeline(id).map_err(store_err)?.len()
-    };
-    let r = a.record();
-    let mut answer = json!({
-        "attempt_id": r.attempt_id,
-        "test_run_id": r.test_run_id,
-        "status": a.lease(app.clock.now()).as_str(),
-        "started_at": r.started_at,
-        "ended_at": r.ended_at,
-        "expires_at": r.expires_at,
-        "is_default": r.is_default,
-        "revision_set": r.pins.id(),
-        "contracts": contract_pins(&r),
-        "variants": r.variants,
-        "faults": r.faults,
-        "cleanup": r.cleanup,
-        "events": events,
-        "durability": r.durability.as_str(),
-        "interrupted": r.interrupted,
-    });
-    with_pins(&mut answer, &r, req);
-    Ok((StatusCode::OK, answer))
-}
-
-/// An attempt's evidence as a verdict reads it: under the state lock (events and final
-/// state from the same instant), made durable first (durability `attempt`); 404 when the
-/// store has no such attempt.
-pub(crate) async fn verdict_evidence(
-    app: &App,
-    a: &crate::app::attempt::Attempt,
-    id: &str,
-) -> Result<crate::records::AttemptEvidence, ApiError> {
-    let found = {
-        let _g = a.lock.lock().await;
-        app.store
-            .make_durable(a.durability)
-            .await
-            .map_err(store_err)?;
-        app.store.attempt_evidence(id).map_err(store_err)?
-    };
-    found
-        .map(|mut f| {
-            // A store failure whose durable mark could not be written still fails the
-            // attempt in this process (the next start marks it `interrupted`).
-            let live = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);
-            f.attempt.store_failures = f.attempt.store_failures.max(live);
-            f
-        })
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("no attempt `{id}` in the store"),
-            )
-        })
-}
-
-pub(crate) async fn evidence(app: &App, id: &str) -> ApiResult {
-    let a = lookup(app, id)?;
-    let found = verdict_evidence(app, &a, id).await?;
-    let env =
-        crate::evidence::envelope_of(&crate::evidence::Inputs::of(&found, &app.config.redact));
-    Ok((StatusCode::OK, env))
-}
-
-pub(crate) async fn end_attempt(app: &App, id: &str) -> ApiResult {
-    let a = lookup(app, id)?;
-    if a.is_default() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "default_attempt",
-            "the default attempt lives as long as the server; end attempts created with POST /attempts",
-        ));
-    }
-    // Under the state lock: no call is half-way through this attempt. On a shared store
-    // (PostgreSQL) also under the attempt's row lock, as a call takes it: a call of another
-    // process commits before the end, or after it (then stamped after `ended_at`, which
-    // fails the attempt as `attempt_ended`).
-    let mut g = a.lock.lock().await;
-    // Taken and released at once: every call another process had under way has committed
-    // (the end's own writes below would wait on a lock held here).
-    drop(
-        crate::app::attempt::read_in_store(&app.store, id, &mut g)
-            .await
-            .map_err(store_err)?,
-    );
-    let mut rec = a.record();
-    if a.lease(app.clock.now()) != Lease::Ended {
-        // The end snapshot (docs/src/reference/contracts.md): what `final_state` reads once the live state is gone.
-        rec.final_state = Some(app.store.state(id).map_err(store_err)?);
-        let remaining = app.store.clear_state(id).map_err(store_err)?;
-        rec.ended_at = Some(crate::util::time::rfc3339(app.clock.now()));
-        // Store failures this process saw but could not mark end up in the ended record.
-        rec.store_failures = rec
-            .store_failures
-            .max(a.store_failures.load(std::sync::atomic::Ordering::SeqCst));
-        rec.cleanup = Some(cleanup_report(remaining));
-        app.store.put_attempt(&rec).map_err(store_err)?;
-        app.store.flush().await.map_err(store_err)?;
-        a.set_record(rec.clone());
-        g.state.clear();
-        g.idempotency.clear();
-        app.integrations.unbind(id);
-        // Its MCP endpoints (and so its MCP sessions) end with it.
-        app.mcp.forget_attempt(id);
-        tracing::info!(attempt = %id, remaining, "attempt ended");
-    }
-    Ok((
-        StatusCode::OK,
-        json!({
-            "attempt_id": rec.attempt_id,
-            "ended_at": rec.ended_at,
-            "cleanup": rec.cleanup,
-        }),
-    ))
 }

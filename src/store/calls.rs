@@ -1,0 +1,333 @@
+//! The store's evidence and durability: the part of the facade [`Store`] that records calls
+//! and agent events, reads them back, and makes them durable (split from `mod.rs` to keep
+//! each file readable).
+
+use super::*;
+
+impl Store {
+    // ---- evidence ------------------------------------------------------------------------
+
+    /// Records one call: [`Store::write_call`], then [`Store::wait_durable`]. Returns the
+    /// sequence once the call's evidence is durable.
+    pub async fn record_call(&self, attempt_id: &str, rec: CallRecord) -> Result<u64, StoreError> {
+        let seq = self.write_call(attempt_id, rec)?;
+        self.wait_durable().await?;
+        Ok(seq)
+    }
+
+    /// The write half of `record_call`: assigns the attempt's next sequence and writes the
+    /// event and the state (visible to readers at once) and queues their journal frame, but
+    /// the call is NOT yet durable. A caller that answers must first await
+    /// [`Store::wait_durable`], whose commit covers every write that returned before it.
+    /// (Lets the server release an attempt's state lock before the fsync, so calls to one
+    /// attempt share fsyncs too.)
+    pub fn write_call(&self, attempt_id: &str, mut rec: CallRecord) -> Result<u64, StoreError> {
+        check_attempt_id(attempt_id)?;
+        // The one place a call's evidence is made durable: nothing secret passes
+        // (`crate::util::scrub`), in every mode.
+        self.scrub_event(&mut rec.event);
+        if let Some(s) = rec
+            .result_json
+            .as_ref()
+            .and_then(|r| r.scrubbed(&self.scrubber))
+        {
+            rec.result_json = Some(s);
+        }
+        if let Some((_, m)) = &mut rec.state {
+            m.values_mut().for_each(|v| {
+                self.scrubber.json(v);
+            });
+        }
+        let e = &rec.event;
+        let state = rec.state.as_ref().map(|(_, m)| m);
+        for (what, v) in [
+            ("arguments", Some(&e.arguments)),
+            ("result", Some(&e.result)),
+        ]
+        .into_iter()
+        .chain([("error", e.error.as_ref())])
+        {
+            if v.is_some_and(|v| deeper_than(v, MAX_STORED_DEPTH)) {
+                return Err(StoreError::Invalid(format!(
+                    "the call's {what} nests more than {MAX_STORED_DEPTH} levels: it could not be read back, so it is not stored"
+                )));
+            }
+        }
+        if state.is_some_and(|m| m.values().any(|v| deeper_than(v, MAX_STORED_DEPTH - 1))) {
+            return Err(StoreError::Invalid(format!(
+                "the call's new state nests more than {MAX_STORED_DEPTH} levels: it could not be read back, so it is not stored"
+            )));
+        }
+        on!(self, b => b.write_call(attempt_id, rec))
+    }
+
+    /// Records one agent-side event (docs/src/reference/events.md) in the attempt's evidence, with the attempt's
+    /// next sequence (shared with calls), and returns that sequence once it is durable (the
+    /// same group commit as calls).
+    pub async fn record_agent_event(
+        &self,
+        attempt_id: &str,
+        event: AgentEvent,
+    ) -> Result<u64, StoreError> {
+        let seq = self.write_agent_event(attempt_id, event)?;
+        self.wait_durable().await?;
+        Ok(seq)
+    }
+
+    /// The write half of [`Store::record_agent_event`] (not yet durable: await
+    /// [`Store::wait_durable`] before answering).
+    pub fn write_agent_event(
+        &self,
+        attempt_id: &str,
+        mut event: AgentEvent,
+    ) -> Result<u64, StoreError> {
+        check_attempt_id(attempt_id)?;
+        if let Some(t) = &event.text {
+            if let Some(n) = self.scrubber.text(t) {
+                event.text = Some(n);
+            }
+        }
+        if let Some(d) = &mut event.data {
+            self.scrubber.json(d);
+        }
+        if event
+            .data
+            .as_ref()
+            .is_some_and(|v| deeper_than(v, MAX_STORED_DEPTH))
+        {
+            return Err(StoreError::Invalid(format!(
+                "the event's data nests more than {MAX_STORED_DEPTH} levels: it could not be read back, so it is not stored"
+            )));
+        }
+        on!(self, b => b.write_agent_event(attempt_id, event))
+    }
+
+    /// The attempt's record, calls, agent-side events and live state in one read; `Ok(None)`
+    /// when the attempt is unknown. The one reader shared by the admin routes and the CLI.
+    pub fn attempt_evidence(
+        &self,
+        attempt_id: &str,
+    ) -> Result<Option<AttemptEvidence>, StoreError> {
+        let Some(attempt) = self.attempt(attempt_id)? else {
+            return Ok(None);
+        };
+        let mut calls = Vec::new();
+        let mut events = Vec::new();
+        for e in self.timeline(attempt_id)? {
+            match e {
+                EvidenceEntry::Call(c) => calls.push(c),
+                EvidenceEntry::Agent(a) => events.push(a),
+            }
+        }
+        let live_state = self.state(attempt_id)?;
+        Ok(Some(AttemptEvidence {
+            attempt,
+            calls,
+            events,
+            live_state,
+        }))
+    }
+
+    /// Every entry of the attempt's evidence — calls and agent-side events — in sequence
+    /// order.
+    pub fn timeline(&self, attempt_id: &str) -> Result<Vec<EvidenceEntry>, StoreError> {
+        check_attempt_id(attempt_id)?;
+        on!(self, b => b.timeline(attempt_id))
+    }
+
+    /// Test hook: removes event `seq` of a closed attempt from its evidence file, as a lost
+    /// write would (the verdict must then fail). Not for serving code.
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn remove_event_for_test(&self, attempt_id: &str, seq: u64) -> std::io::Result<bool> {
+        on!(self, b => b.remove_event_for_test(attempt_id, seq))
+    }
+
+    /// Every call of the attempt, in sequence order (agent-side events left out: see
+    /// [`Store::timeline`]).
+    pub fn evidence(&self, attempt_id: &str) -> Result<Vec<ToolEvent>, StoreError> {
+        Ok(self
+            .timeline(attempt_id)?
+            .into_iter()
+            .filter_map(|e| match e {
+                EvidenceEntry::Call(c) => Some(c),
+                EvidenceEntry::Agent(_) => None,
+            })
+            .collect())
+    }
+
+    // ---- durability ----------------------------------------------------------------------
+
+    /// Waits for a group commit covering every write made before this call (shutdown);
+    /// on PostgreSQL, for every commit in flight.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        if let Backend::Postgres(p) = &*self.inner {
+            p.wait_idle().await;
+            return Ok(());
+        }
+        self.wait_durable().await
+    }
+
+    /// The durability half of a call's answer, by the attempt's durability: `call` →
+    /// [`Store::wait_durable`]; `attempt` on the embedded store → a background commit is
+    /// asked for (within `journal::BACKGROUND_FLUSH`) and the answer does
+    /// not wait for it. PostgreSQL keeps `call` semantics for both (README, decisions: the
+    /// commit is what other processes read, and a kill of understudy loses nothing there).
+    pub fn acknowledge(
+        &self,
+        durability: Durability,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + '_ {
+        let background = match (&*self.inner, durability) {
+            (Backend::Embedded(e), Durability::Attempt) => {
+                e.flush_soon();
+                true
+            }
+            _ => false,
+        };
+        let wait = (!background).then(|| self.wait_durable());
+        async move {
+            match wait {
+                Some(w) => w.await,
+                None => Ok(()),
+            }
+        }
+    }
+
+    /// Makes the attempt's evidence durable before it is read for a verdict: for durability
+    /// `attempt`, awaits a commit covering every write made so far (a no-op for `call`,
+    /// whose acknowledged calls are durable already).
+    pub async fn make_durable(&self, durability: Durability) -> Result<(), StoreError> {
+        match durability {
+            Durability::Call => Ok(()),
+            Durability::Attempt => self.flush().await,
+        }
+    }
+
+    /// How many group commits (journal fsyncs) have been performed since open.
+    pub fn flush_count(&self) -> u64 {
+        on!(self, b => b.flush_count())
+    }
+
+    /// A call of `attempt_id` is answered 500 `store_error`: count it in the attempt's
+    /// record, durably, before the answer leaves, on a path independent of the failed event
+    /// write (embedded: sled's own flush, not the journal; PostgreSQL: its own transaction).
+    /// Returns the new count. When this fails too, the caller fails the attempt in memory
+    /// and calls [`Store::store_failure_unrecorded`].
+    pub fn mark_store_failure(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        check_attempt_id(attempt_id)?;
+        #[cfg(any(test, feature = "test-hooks"))]
+        {
+            use std::sync::atomic::Ordering;
+            if self
+                .fail_marks
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(StoreError::Backend(
+                    "test hook: the store-failure mark cannot be written".into(),
+                ));
+            }
+        }
+        match &*self.inner {
+            Backend::Embedded(e) => e.mark_store_failure(attempt_id),
+            Backend::Postgres(p) => p.mark_store_failure(attempt_id),
+        }
+    }
+
+    /// Even the mark of [`Store::mark_store_failure`] could not be written: leave a sign for
+    /// the next start, which marks every attempt open then `interrupted` (embedded: the open
+    /// marker is renamed, which needs no free space). `Err` when not even that worked.
+    pub fn store_failure_unrecorded(&self) -> Result<(), StoreError> {
+        match &*self.inner {
+            Backend::Embedded(e) => e.store_failure_unrecorded(),
+            // No marker is shared by a fleet: the attempt fails in this process only.
+            Backend::Postgres(_) => Err(StoreError::Backend(
+                "the PostgreSQL store keeps no marker for the next start".into(),
+            )),
+        }
+    }
+
+    /// Test hook: the next `n` [`Store::mark_store_failure`] calls fail.
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn fail_next_marks_for_test(&self, n: u64) {
+        self.fail_marks
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Test hook: the flusher holds its next commit until [`Store::resume_flushes`]. Writes
+    /// continue; `record_call` waits. Lets tests observe batching without timing.
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn pause_flushes(&self) {
+        on!(self, b => b.pause_flushes());
+    }
+
+    /// Test hook: the next `n` [`Store::wait_durable`] calls fail as a failed group commit
+    /// does, without touching the writes (they stay queued and the next flush commits them,
+    /// as after a transient disk error).
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn fail_next_flushes_for_test(&self, n: u64) {
+        self.fail_flushes
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Test hook: releases [`Store::pause_flushes`].
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn resume_flushes(&self) {
+        on!(self, b => b.resume_flushes());
+    }
+
+    /// The durability half of `record_call`: returns once a group commit that took every
+    /// frame queued before this call has completed, so every [`Store::write_call`] that
+    /// returned before is durable. On PostgreSQL: once the commits of the `write_call`s
+    /// made by the calling task (or, outside tokio tasks, thread) since its last
+    /// `wait_durable` are done; call it from the task that called `write_call`.
+    pub fn wait_durable(
+        &self,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + '_ {
+        let pending = match &*self.inner {
+            Backend::Embedded(_) => None,
+            Backend::Postgres(p) => Some(p.take_pending()),
+        };
+        async move {
+            #[cfg(any(test, feature = "test-hooks"))]
+            if self
+                .fail_flushes
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |n| n.checked_sub(1),
+                )
+                .is_ok()
+            {
+                return Err(StoreError::Backend(
+                    "the flush failed (a failure injected by a test hook)".into(),
+                ));
+            }
+            match (pending, &*self.inner) {
+                (Some(jobs), _) => {
+                    let mut result = Ok(());
+                    for j in jobs {
+                        let r = j.await.unwrap_or_else(|_| {
+                            Err(StoreError::Backend("the store runtime stopped".into()))
+                        });
+                        if result.is_ok() {
+                            result = r;
+                        }
+                    }
+                    result
+                }
+                (None, Backend::Embedded(e)) => e.wait_durable().await,
+                (None, Backend::Postgres(_)) => Ok(()),
+            }
+        }
+    }
+
+    /// A synchronous checkpoint, for the rare writes outside calls: commits the journal,
+    /// fsyncs the evidence files, makes sled durable and starts a new journal epoch.
+    pub fn flush_now(&self) -> Result<(), StoreError> {
+        match &*self.inner {
+            Backend::Embedded(e) => e.flush_now(),
+            // Every PostgreSQL write outside calls is committed when it returns.
+            Backend::Postgres(_) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The embedded backend's evidence and durability: appending calls and agent events to the
+//! evidence files, reading them back, and the journal checkpoints that make them durable
+//! (split from `mod.rs` to keep each file readable).
+
+use super::*;
+
+impl Embedded {
+    // ---- evidence ------------------------------------------------------------------------
+
+    /// The ids and depths are checked by the facade.
+    pub(in crate::store) fn write_call(
+        &self,
+        attempt_id: &str,
+        mut rec: CallRecord,
+    ) -> Result<u64, StoreError> {
+        let state = match &rec.state {
+            Some((integration, map)) => {
+                Some((state_key(attempt_id, integration), encode_json(map)?))
+            }
+            None => None,
+        };
+        self.write_entry(
+            attempt_id,
+            |seq| {
+                rec.event.sequence = seq;
+                super::super::event_json::encode(
+                    &rec.event,
+                    rec.result_json.as_ref().map(EncodedResult::as_bytes),
+                )
+            },
+            state,
+        )
+    }
+
+    /// An agent-side event: a frame `{"agent_event":{…}}` in the same evidence file, under
+    /// the same lane and journal as calls (so it shares their sequence and durability).
+    pub(in crate::store) fn write_agent_event(
+        &self,
+        attempt_id: &str,
+        mut ev: AgentEvent,
+    ) -> Result<u64, StoreError> {
+        self.write_entry(
+            attempt_id,
+            |seq| {
+                ev.sequence = seq;
+                encode_json(&AgentFrame { agent_event: &ev })
+            },
+            None,
+        )
+    }
+
+    /// Assigns the attempt's next sequence under its lane, writes the entry `encode(seq)`
+    /// gives to its evidence file and the state write if any, and queues the journal frame
+    /// listing the same writes and the new counter. The counter itself is the lane's `last`
+    /// until the lane is next made clean — at a checkpoint or before it is closed — which
+    /// saves it to sled ([`super::super::events::Lanes::clean`]): no sled write per call for it;
+    /// its journal frame carries it until then.
+    fn write_entry(
+        &self,
+        attempt_id: &str,
+        encode: impl FnOnce(u64) -> Result<Vec<u8>, StoreError>,
+        state: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<u64, StoreError> {
+        let lane = self.lane(attempt_id)?;
+        let mut lane = lock(&lane);
+        let seq = lane.last + 1;
+        let event = encode(seq)?;
+        let (event_key, seq_key) = (event_key(attempt_id, seq), meta_key(META_SEQ, attempt_id));
+        // Event before counter (see the module doc); the journal frame lists the writes.
+        let mut payload =
+            Vec::with_capacity(event.len() + 64 + state.as_ref().map_or(0, |s| s.1.len()));
+        put_op(&mut payload, TREE_EVENTS, &event_key, &event);
+        events::append(&mut lane, seq, &event).map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot write the evidence of attempt {attempt_id}: {}",
+                io_message(&e)
+            ))
+        })?;
+        // The sequence is spent once its event is in the file, whatever fails next.
+        lane.last = seq;
+        if let Some((k, v)) = state {
+            put_op(&mut payload, TREE_STATE, &k, &v);
+            self.state.insert(k, v)?;
+        }
+        put_op(&mut payload, TREE_META, &seq_key, &seq.to_be_bytes());
+        self.journal.push(&payload);
+        Ok(seq)
+    }
+
+    /// The attempt's lane, created on first use for an attempt that exists: its last
+    /// sequence (the store's counter) and its evidence file, opened for appending after its
+    /// last whole frame.
+    fn lane(&self, attempt_id: &str) -> Result<Arc<Mutex<Lane>>, StoreError> {
+        let lanes = &self.journal.lanes;
+        if let Some(l) = lanes.get(attempt_id) {
+            return Ok(l);
+        }
+        if !self.attempts.contains_key(attempt_id.as_bytes())? {
+            return Err(StoreError::Invalid(format!(
+                "cannot record a call for unknown attempt {attempt_id}"
+            )));
+        }
+        lanes.open(attempt_id, || self.saved_counter(attempt_id))
+    }
+
+    /// The attempt's last sequence: its open lane's, else the one saved in sled (a lane is
+    /// closed only once a checkpoint has saved its counter).
+    fn counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        match self.journal.lanes.get(attempt_id) {
+            Some(lane) => Ok(lock(&lane).last),
+            None => self.saved_counter(attempt_id),
+        }
+    }
+
+    /// The counter saved in sled: when the lane was last made clean, or replayed from the
+    /// journal.
+    pub(in crate::store) fn saved_counter(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        Ok(match self.meta.get(meta_key(META_SEQ, attempt_id))? {
+            Some(v) => decode_u64(&v, attempt_id)?,
+            None => 0,
+        })
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(in crate::store) fn remove_event_for_test(
+        &self,
+        attempt_id: &str,
+        seq: u64,
+    ) -> std::io::Result<bool> {
+        events::remove_for_test(&self.journal.lanes.dir, attempt_id, seq)
+    }
+
+    pub(in crate::store) fn timeline(
+        &self,
+        attempt_id: &str,
+    ) -> Result<Vec<EvidenceEntry>, StoreError> {
+        // The sequence counter, read before the scan (writes only add events): a trailing
+        // event that is gone would otherwise leave a gap-free 1..n that passes the verdict.
+        let recorded = self.counter(attempt_id)?;
+        let mut out = Vec::new();
+        let mut last = 0;
+        let path = events::file_path(&self.journal.lanes.dir, attempt_id);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                for (seq, json) in events::parse(&bytes).0 {
+                    if seq > recorded {
+                        break; // written, never committed (a crash, or a write in flight)
+                    }
+                    let what = format!("event {attempt_id}#{seq}");
+                    let entry = if json.starts_with(AGENT_FRAME_PREFIX) {
+                        let mut e: AgentFrameOwned = decode_json(json, &what)?;
+                        e.agent_event.sequence = seq;
+                        EvidenceEntry::Agent(e.agent_event)
+                    } else {
+                        let mut e: ToolEvent = decode_json(json, &what)?;
+                        e.sequence = seq;
+                        EvidenceEntry::Call(e)
+                    };
+                    last = seq;
+                    out.push(entry);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A data dir written before evidence files: its events are in sled.
+                let prefix = attempt_prefix(attempt_id);
+                for item in self.events.scan_prefix(&prefix) {
+                    let (k, v) = item?;
+                    let seq = decode_u64(&k[prefix.len()..], attempt_id)?;
+                    last = seq;
+                    out.push(EvidenceEntry::Call(decode_json(
+                        &v,
+                        &format!("event {attempt_id}#{seq}"),
+                    )?));
+                }
+            }
+            Err(e) => {
+                return Err(StoreError::Backend(format!(
+                    "cannot read the evidence file {}: {}",
+                    path.display(),
+                    io_message(&e)
+                )))
+            }
+        }
+        super::super::missing_tail(attempt_id, recorded, last)?;
+        Ok(out)
+    }
+
+    // ---- durability ----------------------------------------------------------------------
+
+    pub(in crate::store) fn flush_count(&self) -> u64 {
+        self.journal.flushes.load(Ordering::Relaxed)
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(in crate::store) fn pause_flushes(&self) {
+        *lock(&self.journal.paused) = true;
+    }
+
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(in crate::store) fn resume_flushes(&self) {
+        self.journal.resume();
+    }
+
+    pub(in crate::store) async fn wait_durable(&self) -> Result<(), StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.journal.enqueue(tx)?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.flush_failed(e)),
+            Err(_) => Err(StoreError::Backend("the store flusher has stopped".into())),
+        }
+    }
+
+    /// Durability `attempt`: the call's frame is committed in the background.
+    pub(in crate::store) fn flush_soon(&self) {
+        self.journal.flush_soon();
+    }
+
+    pub(in crate::store) fn flush_now(&self) -> Result<(), StoreError> {
+        let (result, waiters) = self.journal.commit(true);
+        answer(waiters, &result);
+        result.map_err(|e| self.flush_failed(e))
+    }
+
+    fn flush_failed(&self, e: String) -> StoreError {
+        StoreError::Backend(format!(
+            "flush of data dir {} failed: {e}",
+            self.data_dir.display()
+        ))
+    }
+}
