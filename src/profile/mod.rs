@@ -163,6 +163,13 @@ impl Profile {
         &self.file.profile
     }
 
+    /// The dialect this wire profile speaks, when its file names a known one (a project may
+    /// ship a profile file of its own under another name: then `None`, and the generic REST
+    /// rules apply).
+    pub fn kind(&self) -> Option<crate::contract::ProfileKind> {
+        crate::contract::ProfileKind::parse(self.name())
+    }
+
     pub fn templates(&self) -> &[Template] {
         &self.file.templates
     }
@@ -270,8 +277,8 @@ impl Profile {
     /// The synthetic success of a simulated write (docs/src/concepts/errors.md `simulate`), as an envelope:
     /// by operation id first, then by method. `None` when the profile has none.
     pub fn simulate(&self, operation_id: Option<&str>, method: &str) -> Option<Value> {
-        let fake_id = match self.name() {
-            "salesforce" => salesforce::fake_id(),
+        let fake_id = match self.kind() {
+            Some(crate::contract::ProfileKind::Salesforce) => salesforce::fake_id(),
             _ => rest::fake_id(),
         };
         self.simulate_with_id(operation_id, method, &fake_id)

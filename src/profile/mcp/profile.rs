@@ -117,7 +117,9 @@ impl McpProfileFile {
     pub fn parse(text: &str) -> Result<McpProfileFile, String> {
         let file: McpProfileFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let p = &file.mcp;
-        if file.profile != "mcp" {
+        if crate::contract::ProfileKind::parse(&file.profile)
+            != Some(crate::contract::ProfileKind::Mcp)
+        {
             return Err(format!("profile: expected \"mcp\", got {:?}", file.profile));
         }
         if file.write.rule != "annotations" {

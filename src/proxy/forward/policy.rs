@@ -44,7 +44,7 @@ pub fn fake_id(
     let digest =
         Sha256::digest(format!("understudy-simulate\0{run}\0{integration}\0{n}").as_bytes());
     let h: &[u8] = digest.as_slice();
-    if profile.name() == "salesforce" {
+    if profile.kind() == Some(crate::contract::ProfileKind::Salesforce) {
         let mut body = [0u8; 12];
         body.copy_from_slice(&h[..12]);
         return crate::profile::salesforce::record_id(
