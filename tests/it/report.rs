@@ -604,8 +604,8 @@ fn report_command_writes_junit_that_validates_and_parses() {
         .contains("unmatched_request"));
     // the report dir of `understudy test` validates too (it has the `command` case)
     let j = check_junit(&dir.path().join("report/junit.xml"));
-    assert_eq!(j["tests"], 7, "{j}");
-    // json and html to stdout, usage errors
+    assert_eq!(j["tests"], 12, "{j}"); // one case per verdict rule + the `command` case
+                                       // json and html to stdout, usage errors
     let o = Command::new(BIN)
         .args(["report", &id, "--format", "json", "--config"])
         .arg(dir.path().join("understudy.json"))
