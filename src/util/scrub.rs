@@ -82,8 +82,13 @@ pub fn normalize(name: &str) -> String {
 /// [`SECRET_NAMES`] and the header patterns of the module doc).
 pub fn is_secret_header(name: &str) -> bool {
     let n = name.trim().to_ascii_lowercase();
-    SECRET_NAMES.contains(&normalize(&n).as_str())
-        || n.ends_with("-token")
+    SECRET_NAMES.contains(&normalize(&n).as_str()) || secret_header_pattern(&n)
+}
+
+/// The header-name patterns of the module doc (`…-token`, `…-secret`, `…api-key…`,
+/// `x-auth…`), over a trimmed, lower-case name.
+pub fn secret_header_pattern(n: &str) -> bool {
+    n.ends_with("-token")
         || n.ends_with("-secret")
         || n.ends_with("-session")
         || n.ends_with("-api-key")

@@ -81,14 +81,7 @@ const SECRET_FIELDS: &[&str] = &[
 pub fn is_secret_header(name: &str, extra: &[String]) -> bool {
     let n = name.trim().to_ascii_lowercase();
     SECRET_HEADERS.contains(&n.as_str())
-        || n.ends_with("-token")
-        || n.ends_with("-secret")
-        || n.ends_with("-session")
-        || n.ends_with("-api-key")
-        || n.ends_with("-apikey")
-        || n.contains("api-key")
-        || n.contains("apikey")
-        || n.starts_with("x-auth")
+        || crate::util::scrub::secret_header_pattern(&n)
         || extra.iter().any(|e| e.trim().eq_ignore_ascii_case(&n))
 }
 
