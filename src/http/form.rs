@@ -232,21 +232,27 @@ impl Fields {
                 short(&name)
             ));
         }
-        match self.map.get_mut(&name) {
-            None => {
-                self.map.insert(name, value);
-            }
-            Some(Value::Array(a)) => a.push(value),
-            Some(prev) => {
-                let first = prev.take();
-                *prev = Value::Array(vec![first, value]);
-            }
-        }
+        insert_field(&mut self.map, name, value);
         Ok(())
     }
 
     fn into_value(self) -> Value {
         Value::Object(self.map)
+    }
+}
+
+/// Add one field to a form's object: a name seen before becomes an array of its values
+/// (the one rule for repeated keys, shared by the HAR and Postman importers).
+pub fn insert_field(map: &mut Map<String, Value>, name: String, value: Value) {
+    match map.get_mut(&name) {
+        None => {
+            map.insert(name, value);
+        }
+        Some(Value::Array(a)) => a.push(value),
+        Some(prev) => {
+            let first = prev.take();
+            *prev = Value::Array(vec![first, value]);
+        }
     }
 }
 
