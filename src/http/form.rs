@@ -1,7 +1,7 @@
 //! Form bodies as input: `application/x-www-form-urlencoded` and `multipart/form-data`
 //! request bodies parsed once, at the edge, into the same JSON value a JSON body gives, so
 //! routing, the input, validation, evidence, recording and scrubbing treat them alike
-//! (docs/src/guides/import.md#form-bodies).
+//! (docs/src/guides/import-drift.md#form-bodies).
 //!
 //! - Every field becomes a member named as sent; a key sent more than once becomes an array
 //!   of its values in order (`MediaUrl=a&MediaUrl=b` → `{"MediaUrl": ["a", "b"]}`).

@@ -23,6 +23,7 @@ mod hostile_h2;
 mod https;
 mod import;
 mod import_forms;
+mod import_real;
 mod isolation;
 mod mcp;
 mod mcp_ask;
