@@ -206,7 +206,7 @@ pub fn identify<'a>(
         }
         // Stage 2: the input.
         let include_query = matches!(matched.target, Target::Builtin(_));
-        let body = body.map(|b| b.cloned()).map_err(str::to_string);
+        let body = body.map(|b| b.cloned()).map_err(Clone::clone);
         let input = build_input(&matched, &query, include_query, body);
         if let Ok(input) = &input {
             info.arguments = input.clone();
@@ -389,7 +389,7 @@ pub fn build_input(
     matched: &Matched,
     query: &[(String, String)],
     include_query: bool,
-    body: Result<Option<Value>, String>,
+    body: Result<Option<Value>, crate::http::request::BodyError>,
 ) -> Result<Value, InputError> {
     let mut input = matched.captures.clone();
     if include_query {
@@ -400,9 +400,9 @@ pub fn build_input(
         }
     }
     match body {
-        Err(m) => {
-            let too_deep = m.starts_with(crate::util::json::TOO_DEEP);
-            return Err(InputError::of_body(m, too_deep));
+        Err(e) => {
+            let too_deep = matches!(e, crate::http::request::BodyError::TooDeep { .. });
+            return Err(InputError::of_body(e.to_string(), too_deep));
         }
         Ok(None) => {}
         Ok(Some(Value::Object(o))) => {
@@ -584,7 +584,13 @@ mod tests {
         assert_eq!(v, json!({"id": "001", "body": [1, 2]}));
         let v = build_input(&m, &q, false, Ok(Some(json!({"id": "body wins"})))).unwrap();
         assert_eq!(v, json!({"id": "body wins"}));
-        let e = build_input(&m, &q, false, Err("not JSON".into())).unwrap_err();
+        let e = build_input(
+            &m,
+            &q,
+            false,
+            Err(crate::http::request::BodyError::NotJson("x".into())),
+        )
+        .unwrap_err();
         assert_eq!(e.status, 400);
     }
 

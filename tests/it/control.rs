@@ -831,13 +831,49 @@ async fn a_body_nested_too_deep_is_the_input_error_too_deep() {
         .cloned()
         .unwrap();
     assert_eq!(last["error"]["code"], "too_deep", "{last}");
-    // The admin API too.
-    let r = post(&s, &body, &[("content-type", "application/json")]).await;
-    assert_eq!(
-        (r.status, code(&r).as_str()),
-        (400, "too_deep"),
-        "{}",
-        r.text
-    );
+    // Not JSON is another input error, told apart by its kind, not by its message.
+    let r = s
+        .call_raw(
+            "POST",
+            "/crm/book",
+            "{nope",
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let ev = s.evidence(&s.default_attempt()).await;
+    let last = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap();
+    assert_eq!(last["error"]["code"], "input_error", "{last}");
+    // The admin API too, on every route that reads a body.
+    let json = [("content-type", "application/json")];
+    let a = s.default_attempt();
+    for path in [
+        EXECUTE.to_string(),
+        "/_understudy/api/attempts".to_string(),
+        format!("/_understudy/api/attempts/{a}/events"),
+        format!("/_understudy/api/attempts/{a}/verify"),
+        "/_understudy/api/tools/testing".to_string(),
+        "/_understudy/api/tools/crm/testing".to_string(),
+    ] {
+        let r = s.call_raw("POST", &path, &body, &json).await;
+        assert_eq!(
+            (r.status, code(&r).as_str()),
+            (400, "too_deep"),
+            "{path}: {}",
+            r.text
+        );
+        let r = s.call_raw("POST", &path, "{nope", &json).await;
+        assert_eq!(
+            (r.status, code(&r).as_str()),
+            (400, "bad_request"),
+            "{path}: {}",
+            r.text
+        );
+    }
     s.stop().await.unwrap();
 }
