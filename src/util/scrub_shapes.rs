@@ -131,4 +131,3 @@ pub(super) fn pem_keys(s: &str, found: &mut Vec<(usize, usize, String)>) {
         from = end;
     }
 }
-
