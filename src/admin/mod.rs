@@ -133,7 +133,8 @@ impl ApiError {
     pub fn of_body(e: crate::http::request::BodyError, what: &str) -> ApiError {
         let code = match e {
             crate::http::request::BodyError::TooDeep { .. } => "too_deep",
-            crate::http::request::BodyError::NotJson(_) => "bad_request",
+            crate::http::request::BodyError::NotJson(_)
+            | crate::http::request::BodyError::Form(_) => "bad_request",
         };
         ApiError::new(StatusCode::BAD_REQUEST, code, format!("{what}: {e}"))
     }

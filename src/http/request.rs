@@ -2,7 +2,9 @@
 //! edge — method, raw and percent-decoded path segments, decoded query pairs, headers, body
 //! bytes, peer address and arrival time. The body's JSON is parsed at most once per request
 //! ([`Request::json`], cached): routing, the input, write classification, the evidence's
-//! description and the secret set of a forwarded call all read that one parse.
+//! description and the secret set of a forwarded call all read that one parse. A form body
+//! (`application/x-www-form-urlencoded`, `multipart/form-data`) is parsed there too, into
+//! the same kind of value (`super::form`), so every stage treats it like JSON.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -51,6 +53,9 @@ pub enum BodyError {
     /// The body is not JSON (the parser's message).
     #[error("the request body is not valid JSON: {0}")]
     NotJson(String),
+    /// A form body (form-encoded or multipart) that cannot be read (its parser's message).
+    #[error("{0}")]
+    Form(String),
 }
 
 impl BodyError {
@@ -58,7 +63,7 @@ impl BodyError {
     pub fn code(&self) -> &'static str {
         match self {
             BodyError::TooDeep { .. } => "too_deep",
-            BodyError::NotJson(_) => "input_error",
+            BodyError::NotJson(_) | BodyError::Form(_) => "input_error",
         }
     }
 }
@@ -100,11 +105,23 @@ impl Request {
     }
 
     /// The body as JSON: `Ok(None)` for an empty body, an error when it is not JSON or is
-    /// nested deeper than [`MAX_BODY_DEPTH`]. Parsed on the first call, then borrowed.
+    /// nested deeper than [`MAX_BODY_DEPTH`]; a form body ([`Request::form_body`]) as the
+    /// object of its fields (`super::form`). Parsed on the first call, then borrowed.
     pub fn json(&self) -> Result<Option<&Value>, &BodyError> {
-        match self.json.get_or_init(|| parse_json(&self.body)) {
+        match self.json.get_or_init(|| match self.form_body() {
+            Some(kind) => super::form::parse(&kind, &self.body).map_err(BodyError::Form),
+            None => parse_json(&self.body),
+        }) {
             Ok(v) => Ok(v.as_ref()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The form kind of the body when its `Content-Type` is form-encoded or multipart.
+    pub fn form_body(&self) -> Option<super::form::BodyKind> {
+        match super::form::body_kind(self.header("content-type")) {
+            super::form::BodyKind::Json => None,
+            k => Some(k),
         }
     }
 
