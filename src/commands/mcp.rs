@@ -171,7 +171,7 @@ fn mcp_stdio(args: &McpStdioArgs) -> Exit {
         let env_attempt = std::env::var("UNDERSTUDY_ATTEMPT")
             .ok()
             .filter(|t| !t.is_empty());
-        let (attempt, which) = if let Some(t) = &args.attempt {
+        let (attempt, mut which) = if let Some(t) = &args.attempt {
             (Some(t.clone()), "the attempt of --attempt".to_string())
         } else if let Some(t) = env_attempt {
             (Some(t), "the attempt of UNDERSTUDY_ATTEMPT".to_string())
@@ -202,6 +202,11 @@ fn mcp_stdio(args: &McpStdioArgs) -> Exit {
                     return Exit::Problems;
                 }
             };
+            if attempt.is_none() {
+                if let Some(d) = app.attempts.default_attempt() {
+                    which = format!("the default attempt {}", d.id);
+                }
+            }
             (Target::Local(app), "from the project's store".to_string())
         };
         eprintln!(

@@ -213,7 +213,10 @@ pub async fn run(
                 .pointer("/params/_meta")
                 .and_then(|m| m.get(crate::profile::mcp::META_PROTOCOL_VERSION))
                 .is_some();
-            if is_request && !(method.as_deref() == Some("initialize") && !stateless) {
+            // A session-era `initialize` is answered before the next line is read (the
+            // session id it mints goes on every later message).
+            let handshake = method.as_deref() == Some("initialize") && !stateless;
+            if is_request && !handshake {
                 let s = shared.clone();
                 tasks.spawn(async move { s.exchange(msg).await });
             } else {
@@ -226,6 +229,7 @@ pub async fn run(
             }
         }
         if n == 0 {
+            tracing::debug!("stdio: stdin closed");
             break;
         }
     }
@@ -252,6 +256,7 @@ pub async fn run(
         let _ = l.await;
     }
     let end = ended.unwrap_or(End::Eof);
+    tracing::debug!(?end, "stdio: the session ended");
     drop(end_rx);
     // Closing the channel ends the writer once it wrote what was queued — unless a fault
     // ended the session: then nothing more goes out.
@@ -267,10 +272,12 @@ pub async fn run(
         let _ = writer.await;
     }
     if let Target::Local(app) = target {
+        tracing::debug!("stdio: flushing the store");
         crate::app::recorder::flush_at_shutdown(&app).await;
         if let Err(e) = app.store.flush().await {
             tracing::error!(error = %e, "flushing the store at the end of the stdio session failed");
         }
+        tracing::debug!("stdio: store flushed");
     }
     end
 }

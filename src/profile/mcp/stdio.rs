@@ -377,7 +377,7 @@ mod tests {
 
     #[test]
     fn an_oversize_line_is_refused_and_the_next_line_survives() {
-        let long = vec![b'x'; 50];
+        let long = [b'x'; 50];
         let f = frames(10, &[&long[..20], &long[20..], b"\n{}\n"]);
         assert_eq!(f, vec![Frame::Oversize(20), Frame::Line(b"{}".to_vec())]);
         // Exactly the limit is accepted.
