@@ -206,7 +206,7 @@ pub fn identify<'a>(
         }
         // Stage 2: the input.
         let include_query = matches!(matched.target, Target::Builtin(_));
-        let mut body = body.map(|b| b.cloned()).map_err(str::to_string);
+        let mut body = body.map(|b| b.cloned()).map_err(Clone::clone);
         // A form body's fields are text: typed by the operation's input schema.
         if let (Ok(Some(b)), Some(_), Target::File(op)) =
             (&mut body, req.form_body(), &matched.target)
@@ -395,7 +395,7 @@ pub fn build_input(
     matched: &Matched,
     query: &[(String, String)],
     include_query: bool,
-    body: Result<Option<Value>, String>,
+    body: Result<Option<Value>, crate::http::request::BodyError>,
 ) -> Result<Value, InputError> {
     let mut input = matched.captures.clone();
     if include_query {
@@ -406,9 +406,9 @@ pub fn build_input(
         }
     }
     match body {
-        Err(m) => {
-            let too_deep = m.starts_with(crate::util::json::TOO_DEEP);
-            return Err(InputError::of_body(m, too_deep));
+        Err(e) => {
+            let too_deep = matches!(e, crate::http::request::BodyError::TooDeep { .. });
+            return Err(InputError::of_body(e.to_string(), too_deep));
         }
         Ok(None) => {}
         Ok(Some(Value::Object(o))) => {
@@ -590,7 +590,13 @@ mod tests {
         assert_eq!(v, json!({"id": "001", "body": [1, 2]}));
         let v = build_input(&m, &q, false, Ok(Some(json!({"id": "body wins"})))).unwrap();
         assert_eq!(v, json!({"id": "body wins"}));
-        let e = build_input(&m, &q, false, Err("not JSON".into())).unwrap_err();
+        let e = build_input(
+            &m,
+            &q,
+            false,
+            Err(crate::http::request::BodyError::NotJson("x".into())),
+        )
+        .unwrap_err();
         assert_eq!(e.status, 400);
     }
 
