@@ -1,5 +1,7 @@
 //! `arguments.*`: required and forbidden paths, value rules, and `sources` (where a value came from).
 
+use std::borrow::Cow;
+
 use super::*;
 
 impl<'a> Cx<'a> {
@@ -152,6 +154,7 @@ impl<'a> Cx<'a> {
         let Some(v) = apath.get(&c.arguments) else {
             return Per::Skip;
         };
+        let v: &Value = &v;
         if is_redacted(v) {
             return Per::Inc(format!(
                 "{arg} at sequence {} is redacted: its origin cannot be proven",
@@ -160,7 +163,7 @@ impl<'a> Cx<'a> {
         }
         let shown = format!("{arg} at sequence {} ({})", c.sequence, show(v));
         // (sequence, values at the path) of every earlier candidate origin.
-        let (what, candidates): (String, Vec<(u64, Vec<&Value>)>) =
+        let (what, candidates): (String, Vec<(u64, Vec<Cow<Value>>)>) =
             match (&src.result_of, &src.event) {
                 (Some(t), _) => (
                     format!("any earlier effective {t} result"),
@@ -221,6 +224,7 @@ pub(super) fn value_rule(c: &Call, arg: &str, apath: &VPath, rule: &ValueRule) -
     let Some(v) = apath.get(&c.arguments) else {
         return Per::Skip;
     };
+    let v: &Value = &v;
     if is_redacted(v) {
         return Per::Inc(format!(
             "{arg} at sequence {} is redacted: its value cannot be checked",
