@@ -4,6 +4,10 @@ use std::borrow::Cow;
 
 use super::*;
 
+/// An earlier origin of a value: its sequence and the values at the source path (owned where
+/// a `$json` step parsed them).
+type Candidate<'v> = (u64, Vec<Cow<'v, Value>>);
+
 impl<'a> Cx<'a> {
     pub(super) fn arguments(
         &self,
@@ -163,34 +167,33 @@ impl<'a> Cx<'a> {
         }
         let shown = format!("{arg} at sequence {} ({})", c.sequence, show(v));
         // (sequence, values at the path) of every earlier candidate origin.
-        let (what, candidates): (String, Vec<(u64, Vec<Cow<Value>>)>) =
-            match (&src.result_of, &src.event) {
-                (Some(t), _) => (
-                    format!("any earlier effective {t} result"),
-                    self.effective_of(t)
-                        .into_iter()
-                        .filter(|o| o.sequence < c.sequence)
-                        .map(|o| (o.sequence, spath.resolve_all(&o.result)))
-                        .collect(),
-                ),
-                (None, Some(name)) => {
-                    let named = self.events_named(name);
-                    if named.is_empty() {
-                        return Per::Inc(format!(
-                            "{shown}: no event {name} was recorded to take it from"
-                        ));
-                    }
-                    (
-                        format!("any earlier event {name}"),
-                        named
-                            .into_iter()
-                            .filter(|e| e.sequence < c.sequence)
-                            .map(|e| (e.sequence, spath.resolve_all(&e.data)))
-                            .collect(),
-                    )
+        let (what, candidates): (String, Vec<Candidate>) = match (&src.result_of, &src.event) {
+            (Some(t), _) => (
+                format!("any earlier effective {t} result"),
+                self.effective_of(t)
+                    .into_iter()
+                    .filter(|o| o.sequence < c.sequence)
+                    .map(|o| (o.sequence, spath.resolve_all(&o.result)))
+                    .collect(),
+            ),
+            (None, Some(name)) => {
+                let named = self.events_named(name);
+                if named.is_empty() {
+                    return Per::Inc(format!(
+                        "{shown}: no event {name} was recorded to take it from"
+                    ));
                 }
-                (None, None) => return Per::Inc("the source names no origin".into()),
-            };
+                (
+                    format!("any earlier event {name}"),
+                    named
+                        .into_iter()
+                        .filter(|e| e.sequence < c.sequence)
+                        .map(|e| (e.sequence, spath.resolve_all(&e.data)))
+                        .collect(),
+                )
+            }
+            (None, None) => return Per::Inc("the source names no origin".into()),
+        };
         let mut redacted_at = Vec::new();
         for (seq, values) in &candidates {
             if values.iter().any(|x| !is_redacted(x) && json_equal(x, v)) {
