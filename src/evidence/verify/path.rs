@@ -24,7 +24,7 @@ pub const JSON_STEP: &str = "$json";
 /// paths) separated by `$json` steps, and whether it holds a `*` segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VPath {
-    text: String,
+    whole: DotPath,
     /// The walks between `$json` steps; `None` where two steps (or an end) meet.
     pieces: Vec<Option<DotPath>>,
     wildcard: bool,
@@ -35,10 +35,10 @@ impl VPath {
     /// says what is wrong.
     pub fn parse(text: &str, wildcard: bool) -> Result<VPath, String> {
         // Same syntax errors, word for word, as the mock definitions' paths.
-        DotPath::parse(text)?;
+        let whole = DotPath::parse(text)?;
         let mut pieces = Vec::new();
         let mut current: Vec<&str> = Vec::new();
-        for seg in text.split('.') {
+        for seg in whole.keys() {
             if seg == JSON_STEP {
                 pieces.push(piece(&current)?);
                 current.clear();
@@ -47,14 +47,14 @@ impl VPath {
             }
         }
         pieces.push(piece(&current)?);
-        let has_star = text.split('.').any(|k| k == "*");
+        let has_star = whole.keys().any(|k| k == "*");
         if has_star && !wildcard {
             return Err(format!(
                 "path `{text}`: `*` is allowed only in `sources` paths"
             ));
         }
         Ok(VPath {
-            text: text.to_string(),
+            whole,
             pieces,
             wildcard: has_star,
         })
@@ -62,12 +62,12 @@ impl VPath {
 
     /// The path as written.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.whole.as_str()
     }
 
     /// The member names / indices, `None` for `*` (`$json` included as written).
     pub fn segments(&self) -> impl Iterator<Item = Option<&str>> {
-        self.text.split('.').map(|k| (k != "*").then_some(k))
+        self.whole.keys().map(|k| (k != "*").then_some(k))
     }
 
     /// Whether the path holds a `$json` step.
