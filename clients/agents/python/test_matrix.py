@@ -26,7 +26,11 @@ FRAMEWORKS = {
     "pydantic-ai": ("run_pydantic_ai.py", "pydantic_ai"),
     "openai-agents": ("run_openai_agents.py", "agents"),
     "langchain": ("run_langchain.py", "langchain_mcp_adapters"),
+    # Node: the runner beside its installed packages (AGENTS_JS_DIR, where .ci/run does
+    # `npm ci`; default clients/agents/js after a local `npm ci` there).
+    "vercel-ai": ("run_vercel_ai.mjs", None),
 }
+JS_DIR = Path(os.environ.get("AGENTS_JS_DIR", HERE.parent / "js"))
 # Transports: a transport is one parameter. `stdio` joins when `understudy mcp stdio` lands.
 TRANSPORTS = ["http"]
 
@@ -34,7 +38,7 @@ TRANSPORTS = ["http"]
 # Python framework ends the whole run with an exception instead of handing the model a tool
 # error, so the scripted retry never happens: the verdict fails because the ticket was never
 # read back (and no "done" was said). See docs/src/guides/frameworks.md.
-CRASH_ON_DROPPED_CONNECTION = {"pydantic-ai", "openai-agents", "langchain"}
+CRASH_ON_DROPPED_CONNECTION = {"pydantic-ai", "openai-agents", "langchain"}  # not vercel-ai
 C = d.C
 
 
@@ -56,8 +60,10 @@ def binary() -> str:
 @pytest.mark.parametrize("framework", list(FRAMEWORKS))
 def test_matrix(framework: str, script: str, transport: str, tmp_path: Path) -> None:
     runner, module = FRAMEWORKS[framework]
-    if importlib.util.find_spec(module) is None:
-        msg = f"{framework} is not installed ({module})"
+    installed = (importlib.util.find_spec(module) is not None if module
+                 else (JS_DIR / "node_modules" / "ai").is_dir() and (JS_DIR / runner).is_file())
+    if not installed:
+        msg = f"{framework} is not installed ({module or JS_DIR})"
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
@@ -68,7 +74,10 @@ def test_matrix(framework: str, script: str, transport: str, tmp_path: Path) -> 
            "--report-dir", str(reports), "--timeout", "60"]
     if s.variant:
         cmd += ["--variant", s.variant]
-    cmd += ["--", os.environ.get("AGENTS_PYTHON", sys.executable), str(HERE / runner), script]
+    if module:
+        cmd += ["--", os.environ.get("AGENTS_PYTHON", sys.executable), str(HERE / runner), script]
+    else:
+        cmd += ["--", "node", str(JS_DIR / runner), script]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     out = p.stdout + p.stderr
     env = json.loads((reports / "evidence.json").read_text())
