@@ -4,6 +4,14 @@
 import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { createMCPClient } from '@ai-sdk/mcp';
+import { Experimental_StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
+import { fileURLToPath } from 'node:url';
+import { dirname, resolve } from 'node:path';
+
+// The desk project: beside this file in the repository, or DESK_CONFIG (a copy of the runner
+// installed elsewhere).
+const DESK_CONFIG = process.env.DESK_CONFIG ?? resolve(dirname(fileURLToPath(import.meta.url)), '../desk/understudy.json');
+const TRANSPORT = process.env.AGENT_TRANSPORT ?? 'http';
 
 const EMAIL = 'ada@example.com';
 const SUBJECT = 'Refund for order 7';
@@ -70,7 +78,8 @@ const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0
 async function post(path, body) {
   const r = await fetch(process.env.UNDERSTUDY_URL.replace(/\/$/, '') + path, {
     method: 'POST', body: JSON.stringify(body),
-    headers: { 'content-type': 'application/json', 'Understudy-Attempt': process.env.UNDERSTUDY_ATTEMPT } });
+    headers: { 'content-type': 'application/json', 'Understudy-Attempt': process.env.UNDERSTUDY_ATTEMPT,
+      ...(process.env.UNDERSTUDY_ADMIN_TOKEN ? { authorization: `Bearer ${process.env.UNDERSTUDY_ADMIN_TOKEN}` } : {}) } });
   if (r.status !== 201) throw new Error(`event answered ${r.status}: ${await r.text()}`);
 }
 
@@ -94,9 +103,14 @@ async function main() {
   });
   let final = null; let error = null; let client;
   try {
-    client = await createMCPClient({ transport: { type: 'http',
-      url: process.env.UNDERSTUDY_URL.replace(/\/$/, '') + '/desk',
-      headers: { 'Understudy-Attempt': process.env.UNDERSTUDY_ATTEMPT } } });
+    const transport = TRANSPORT === 'stdio'
+      // `understudy mcp stdio`, sent to the running test's server and attempt explicitly.
+      ? new Experimental_StdioMCPTransport({ command: process.env.UNDERSTUDY_BIN ?? 'understudy',
+          args: ['mcp', 'stdio', '--integration', 'desk', '--config', DESK_CONFIG,
+            '--url', process.env.UNDERSTUDY_URL, '--attempt', process.env.UNDERSTUDY_ATTEMPT] })
+      : { type: 'http', url: process.env.UNDERSTUDY_URL.replace(/\/$/, '') + '/desk',
+          headers: { 'Understudy-Attempt': process.env.UNDERSTUDY_ATTEMPT } };
+    client = await createMCPClient({ transport });
     const tools = await client.tools();
     const r = await generateText({ model, tools, prompt: 'Open a ticket for ada@example.com: refund for order 7',
       stopWhen: stepCountIs(10) });
@@ -106,7 +120,7 @@ async function main() {
   } finally {
     try { await client?.close(); } catch { /* closing after a fault */ }
   }
-  console.log('AGENT-OUTCOME ' + JSON.stringify({ framework: 'vercel-ai', script: name, final, error }));
+  console.log('AGENT-OUTCOME ' + JSON.stringify({ framework: 'vercel-ai', script: name, transport: TRANSPORT, final, error }));
   const attempt = process.env.UNDERSTUDY_ATTEMPT_ID;
   if (final && final.startsWith('done')) {
     await post(`/_understudy/api/attempts/${attempt}/events`, { name: 'told_customer_done', kind: 'agent_message', text: final });

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import urllib.request
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -143,6 +144,27 @@ def next_step(script: Script) -> Callable[[list[Result]], Call | Final]:
     return _run(script.steps)
 
 
+DESK_CONFIG = str(Path(__file__).resolve().parent.parent / "desk" / "understudy.json")
+
+
+def transport() -> str:
+    """`http` (MCP Streamable HTTP, the default) or `stdio` (AGENT_TRANSPORT)."""
+    t = os.environ.get("AGENT_TRANSPORT", "http")
+    if t not in ("http", "stdio"):
+        raise SystemExit(f"AGENT_TRANSPORT must be http or stdio, not {t!r}")
+    return t
+
+
+def stdio_command() -> tuple[str, list[str]]:
+    """The command an agent's MCP configuration names for the desk over stdio: `understudy mcp
+    stdio`, sent to the running test's server and attempt explicitly (MCP clients start it
+    with a cleaned environment)."""
+    binary = os.environ.get("UNDERSTUDY_BIN", "understudy")
+    return binary, ["mcp", "stdio", "--integration", "desk", "--config", DESK_CONFIG,
+                    "--url", os.environ["UNDERSTUDY_URL"],
+                    "--attempt", os.environ["UNDERSTUDY_ATTEMPT"]]
+
+
 def mcp_url() -> str:
     return os.environ["UNDERSTUDY_URL"].rstrip("/") + "/desk"
 
@@ -157,8 +179,10 @@ def post_event(name: str, text: str, data: dict[str, Any] | None = None) -> None
            + os.environ["UNDERSTUDY_ATTEMPT_ID"] + "/events")
     body = json.dumps({"name": name, "kind": "agent_message", "text": text,
                        "data": data or {}}).encode()
-    req = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", **headers()})
+    h = {"Content-Type": "application/json", **headers()}
+    if os.environ.get("UNDERSTUDY_ADMIN_TOKEN"):  # a project whose admin API asks for one
+        h["Authorization"] = "Bearer " + os.environ["UNDERSTUDY_ADMIN_TOKEN"]
+    req = urllib.request.Request(url, data=body, method="POST", headers=h)
     with urllib.request.urlopen(req, timeout=10) as r:
         assert r.status == 201, r.status
 
@@ -167,7 +191,7 @@ def finish(framework: str, script: str, final: str | None, error: BaseException 
     """After the framework's run: a final "done" is the agent telling the customer it is
     done (the event the contract's `after_success_only` reads); a framework error is printed
     as one JSON line (what the book's fault table reports) and posted as an event."""
-    outcome = {"framework": framework, "script": script,
+    outcome = {"framework": framework, "script": script, "transport": transport(),
                "final": final, "error": None if error is None else f"{type(error).__name__}: {error}"[:300]}
     print("AGENT-OUTCOME " + json.dumps(outcome), flush=True)
     if final is not None and final.startswith("done"):

@@ -55,8 +55,12 @@ def run(script: d.Script) -> str:
     SCRIPT = script
 
     async def go() -> str:
-        client = MultiServerMCPClient({"desk": {
-            "transport": "streamable_http", "url": d.mcp_url(), "headers": d.headers()}})
+        if d.transport() == "stdio":
+            command, args = d.stdio_command()
+            conn: dict[str, Any] = {"transport": "stdio", "command": command, "args": args}
+        else:
+            conn = {"transport": "streamable_http", "url": d.mcp_url(), "headers": d.headers()}
+        client = MultiServerMCPClient({"desk": conn})
         tools = await client.get_tools()
         agent = create_agent(ScriptedChat(messages=iter([])), tools)
         out = await agent.ainvoke(

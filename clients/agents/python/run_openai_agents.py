@@ -12,7 +12,7 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 from agents import Agent, Runner, set_tracing_disabled  # noqa: E402
 from agents.items import ModelResponse  # noqa: E402
-from agents.mcp import MCPServerStreamableHttp  # noqa: E402
+from agents.mcp import MCPServerStdio, MCPServerStreamableHttp  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
 from agents.usage import Usage  # noqa: E402
 from openai.types.responses import (ResponseFunctionToolCall, ResponseOutputMessage,  # noqa: E402
@@ -84,10 +84,15 @@ class ScriptedModel(Model):
 
 def run(script: d.Script) -> str:
     async def go() -> str:
-        async with MCPServerStreamableHttp(
-            params={"url": d.mcp_url(), "headers": d.headers()},
-            client_session_timeout_seconds=10,
-        ) as server:
+        if d.transport() == "stdio":
+            command, args = d.stdio_command()
+            server_cm: Any = MCPServerStdio(params={"command": command, "args": args},
+                                            client_session_timeout_seconds=10)
+        else:
+            server_cm = MCPServerStreamableHttp(
+                params={"url": d.mcp_url(), "headers": d.headers()},
+                client_session_timeout_seconds=10)
+        async with server_cm as server:
             agent = Agent(name="desk", instructions="Support desk agent",
                           model=ScriptedModel(script), mcp_servers=[server])
             r = await Runner.run(agent, "Open a ticket for ada@example.com: refund for order 7",

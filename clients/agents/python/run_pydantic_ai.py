@@ -39,7 +39,12 @@ def run(script: d.Script) -> str:
             return ModelResponse(parts=[TextPart(nxt.text)])
         return ModelResponse(parts=[ToolCallPart(nxt.tool, nxt.args)])
 
-    toolset = MCPToolset(d.mcp_url(), headers=d.headers(), max_retries=3)
+    if d.transport() == "stdio":
+        from fastmcp.client.transports import StdioTransport
+        command, args = d.stdio_command()
+        toolset = MCPToolset(StdioTransport(command, args), max_retries=3)
+    else:
+        toolset = MCPToolset(d.mcp_url(), headers=d.headers(), max_retries=3)
     agent = Agent(FunctionModel(model), toolsets=[toolset])
 
     async def go() -> str:
