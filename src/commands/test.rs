@@ -356,17 +356,21 @@ async fn run(
         .map(|r| format!("{}: {}", r.code, r.message))
         .collect();
     let calls = envelope["tool_events"].as_array().map_or(0, Vec::len);
+    // One reason a line, in the verdict's order (a forgotten token first, with its fix).
     eprintln!(
-        "understudy test: {}; verdict {}{} ({calls} tool calls); exit {}",
+        "understudy test: {}; verdict {} ({calls} tool calls); exit {}{}",
         run.reason.as_deref().unwrap_or(""),
         verdict.word(),
+        exit.code(),
         if reasons.is_empty() {
             String::new()
         } else {
-            format!(": {}", reasons.join("; "))
-        },
-        exit.code()
+            format!("; {} reason(s):", reasons.len())
+        }
     );
+    for r in &reasons {
+        eprintln!("  - {r}");
+    }
     match written {
         Ok(()) => eprintln!(
             "understudy test: reports in {} ({}, {}, {})",

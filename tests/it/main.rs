@@ -4,6 +4,7 @@
 mod pg;
 mod support;
 
+mod agents_fixes;
 mod cli;
 mod clients;
 mod conformance;
