@@ -28,6 +28,7 @@ mod mcp_ask;
 mod mcp_era;
 mod mcp_record;
 mod no_silent_pass;
+mod otel;
 mod record;
 mod regression;
 mod report;
