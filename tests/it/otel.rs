@@ -367,3 +367,46 @@ async fn otlp_json_spans_join_by_trace_id_once_and_refusals_say_why() {
     );
     s.stop().await.unwrap();
 }
+
+/// `understudy test` points the agent's OpenTelemetry SDK at the attempt with no
+/// configuration: the honest agent passes (exit 0), the phantom one fails (exit 1) on its
+/// own spans.
+#[tokio::test]
+async fn understudy_test_wires_the_agents_exporter_to_the_attempt() {
+    let p = project();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/agent.py");
+    for (mode, code, status) in [("honest", 0, "passed"), ("phantom", 1, "failed")] {
+        let report = p.path().join(format!("report-{mode}"));
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+            .arg("test")
+            .arg("--config")
+            .arg(p.config_path())
+            .args(["--contract", "booking", "--report-dir"])
+            .arg(&report)
+            .args(["--", "python3", script, mode])
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+            .env_remove("AGENT_BASE_URL")
+            .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+            .output()
+            .await
+            .expect("understudy test runs");
+        let env: Value =
+            serde_json::from_slice(&std::fs::read(report.join("evidence.json")).unwrap()).unwrap();
+        let r = &env["contract_results"][0];
+        let arrived = r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "agent_trace.reported_calls_arrived")
+            .unwrap_or_else(|| panic!("{env:#}"));
+        assert_eq!(arrived["status"], status, "{mode}: {arrived}");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

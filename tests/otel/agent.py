@@ -6,7 +6,8 @@ spans for model turns, `execute_tool` spans for tool calls with their arguments 
 the final message in `gen_ai.output.messages`) and exports them over OTLP/HTTP protobuf to
 OTEL_EXPORTER_OTLP_ENDPOINT with the resource attributes of OTEL_RESOURCE_ATTRIBUTES, exactly
 as an agent configured by `understudy test` does. Its tool calls go over HTTP to
-AGENT_BASE_URL (an attempt's base URL of the `crm` integration), carrying `traceparent`.
+AGENT_BASE_URL or UNDERSTUDY_URL_CRM (an attempt's base URL of the `crm` integration),
+carrying `traceparent`.
 
     agent.py honest        lookup, book, "You're booked" (true)
     agent.py phantom       lookup, then reports a booking result for a call it never made
@@ -30,7 +31,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 MODE = sys.argv[1]
-BASE = os.environ["AGENT_BASE_URL"].rstrip("/")
+# AGENT_BASE_URL, or what `understudy test` gives CMD for the `crm` integration.
+BASE = (os.environ.get("AGENT_BASE_URL") or os.environ["UNDERSTUDY_URL_CRM"]).rstrip("/")
 
 provider = TracerProvider(resource=Resource.create({"service.name": "booking-agent"}))
 provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
