@@ -4,7 +4,9 @@
 //! 1. Starts the server in process on `127.0.0.1:<free port>` (the project's integrations,
 //!    store and mode; `--mode` overrides; the record modes are refused: use `record`).
 //! 2. Creates one attempt through the admin API (`POST /_understudy/api/attempts` with
-//!    `test_run_id`, `variants` and, when given, `contracts`).
+//!    `test_run_id`, `variants` and, when given, `contracts`), with
+//!    `Authorization: Bearer $UNDERSTUDY_ADMIN_TOKEN` when that is set (a project with
+//!    `"trust_loopback": false` needs a token; the `run` scope is enough). CMD inherits it.
 //! 3. Runs CMD in its own process group with stdin/stdout/stderr inherited and this
 //!    environment: `UNDERSTUDY_URL`, `UNDERSTUDY_ATTEMPT` (the token), `UNDERSTUDY_ATTEMPT_ID`,
 //!    `UNDERSTUDY_URL_<INTEGRATION>` (upper-cased, other characters `_`), the OpenTelemetry
@@ -632,6 +634,12 @@ async fn call(
         .map(|b| serde_json::to_vec(b).unwrap_or_default())
         .unwrap_or_default();
     let mut req = hyper::Request::builder().method(method).uri(url);
+    if let Some(t) = std::env::var("UNDERSTUDY_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
     if body.is_some() {
         req = req.header(hyper::header::CONTENT_TYPE, "application/json");
     }

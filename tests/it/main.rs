@@ -22,6 +22,7 @@ mod hostile;
 mod hostile_h2;
 mod https;
 mod import;
+mod import_forms;
 mod isolation;
 mod mcp;
 mod mcp_ask;
