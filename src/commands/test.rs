@@ -574,7 +574,9 @@ fn signal_group(_pgid: u32, _sig: i32) {}
 /// reports its spans to the attempt's OTLP traces endpoint with no configuration.
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` (the SDKs append `/v1/traces`) and
 /// `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf` unless the user set an endpoint (either
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or a protocol;
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or a protocol, and
+/// with `UNDERSTUDY_ADMIN_TOKEN` set, `OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20…`
+/// unless the user set headers;
 /// `OTEL_RESOURCE_ATTRIBUTES` gains `understudy.attempt_id=<id>` unless it names one already
 /// (the user's own attributes are kept).
 pub fn otel_env(
@@ -594,6 +596,18 @@ pub fn otel_env(
             && user("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").is_none()
         {
             env.push(("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "http/protobuf".into()));
+        }
+        // A project that needs a token for the admin API needs it for the traces route
+        // too; CMD inherits the token already, the exporter gets it as its header.
+        if let Some(t) = user("UNDERSTUDY_ADMIN_TOKEN") {
+            if user("OTEL_EXPORTER_OTLP_HEADERS").is_none()
+                && user("OTEL_EXPORTER_OTLP_TRACES_HEADERS").is_none()
+            {
+                env.push((
+                    "OTEL_EXPORTER_OTLP_HEADERS".into(),
+                    format!("Authorization=Bearer%20{t}"),
+                ));
+            }
         }
     }
     let attr = format!("understudy.attempt_id={attempt_id}");
@@ -695,6 +709,15 @@ mod tests {
             get(&env, "OTEL_RESOURCE_ATTRIBUTES").as_deref(),
             Some("understudy.attempt_id=a1")
         );
+        assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_HEADERS"), None);
+        let mut env = Vec::new();
+        otel_env(&mut env, "http://127.0.0.1:9", "a1", |k| {
+            (k == "UNDERSTUDY_ADMIN_TOKEN").then(|| "tok".into())
+        });
+        assert_eq!(
+            get(&env, "OTEL_EXPORTER_OTLP_HEADERS").as_deref(),
+            Some("Authorization=Bearer%20tok")
+        );
         let mut env = Vec::new();
         otel_env(&mut env, "http://127.0.0.1:9", "a1", |k| match k {
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => Some("http://collector:4318/v1/traces".into()),
@@ -702,6 +725,7 @@ mod tests {
             _ => None,
         });
         assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_ENDPOINT"), None);
+        assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_HEADERS"), None);
         assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_PROTOCOL"), None);
         assert_eq!(
             get(&env, "OTEL_RESOURCE_ATTRIBUTES").as_deref(),
