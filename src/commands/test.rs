@@ -10,7 +10,8 @@
 //! 3. Runs CMD in its own process group with stdin/stdout/stderr inherited and this
 //!    environment: `UNDERSTUDY_URL`, `UNDERSTUDY_ATTEMPT` (the token), `UNDERSTUDY_ATTEMPT_ID`,
 //!    `UNDERSTUDY_URL_<INTEGRATION>` (upper-cased, other characters `_`), the OpenTelemetry
-//!    variables of [`otel_env`] (the agent's spans come to the attempt); with
+//!    variables of [`otel_env`] (the agent's spans come to the attempt; `--otel-forward URL`
+//!    also passes them on to the user's collector); with
 //!    `--forward-proxy` also `HTTPS_PROXY`/`HTTP_PROXY` (and lower-case) as
 //!    `http://<token>:x@127.0.0.1:<port>` (the password is ignored by understudy, but Python
 //!    requests drops proxy credentials that have none), `NO_PROXY=127.0.0.1,localhost,::1` (so nothing
@@ -98,6 +99,15 @@ pub fn test(args: &TestArgs) -> Exit {
     {
         eprintln!("understudy test: {e}");
         return Exit::Usage;
+    }
+    if let Some(url) = &args.otel_forward {
+        match crate::telemetry::forward_url(url) {
+            Ok(u) => config.otel_forward = Some(u),
+            Err(e) => {
+                eprintln!("understudy test: --otel-forward: {e}");
+                return Exit::Usage;
+            }
+        }
     }
     if matches!(config.mode, Mode::Record | Mode::RecordMissing) {
         eprintln!(

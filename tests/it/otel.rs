@@ -410,3 +410,89 @@ async fn understudy_test_wires_the_agents_exporter_to_the_attempt() {
         );
     }
 }
+
+/// `--otel-forward URL`: the agent's spans also reach the user's own collector (a loopback
+/// receiver here), unchanged, while understudy still judges them.
+#[tokio::test]
+async fn otel_forward_passes_the_agents_spans_on() {
+    let p = project();
+    let collector = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = collector.local_addr().unwrap().port();
+    // Every export the collector gets (the SDK may send more than one batch).
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Vec<u8>)>();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut tcp, _)) = collector.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                while let Some(req) = support::read_raw_request(&mut tcp, &mut buf).await {
+                    let _ = tx.send(req);
+                    let _ = tcp
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                }
+            });
+        }
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/agent.py");
+    let report = p.path().join("report-forward");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .arg("test")
+        .arg("--config")
+        .arg(p.config_path())
+        .args(["--contract", "booking", "--otel-forward"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .arg("--report-dir")
+        .arg(&report)
+        .args(["--", "python3", script, "honest"])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+        .env_remove("AGENT_BASE_URL")
+        .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+        .output()
+        .await
+        .expect("understudy test runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The agent's span names travel inside the protobuf bodies.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = Vec::new();
+    loop {
+        let (head, body) = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no export with the book span; got {seen:?}"))
+            .unwrap();
+        assert!(head.starts_with("post /v1/traces "), "{head}");
+        assert!(
+            head.contains("content-type: application/x-protobuf"),
+            "{head}"
+        );
+        if String::from_utf8_lossy(&body).contains("execute_tool book") {
+            break;
+        }
+        seen.push(body.len());
+    }
+    // A URL that is not http:// is a usage error naming the flag.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .arg("test")
+        .arg("--config")
+        .arg(p.config_path())
+        .args([
+            "--otel-forward",
+            "https://collector.example:4318",
+            "--report-dir",
+        ])
+        .arg(&report)
+        .args(["--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--otel-forward"));
+}
