@@ -261,6 +261,14 @@ async fn run(
     };
     let attempt_id = created["attempt_id"].as_str().unwrap_or("").to_string();
     let token = created["token"].as_str().unwrap_or("").to_string();
+    // `understudy mcp stdio` started by CMD's agent gets a cleaned environment (no
+    // UNDERSTUDY_ATTEMPT): it finds this server and the attempt through the data dir.
+    let _published = super::mcp::publish(
+        &app.config.data_dir,
+        &base,
+        "test",
+        Some((&token, &attempt_id)),
+    );
     let mut env: Vec<(String, String)> = vec![
         ("UNDERSTUDY_URL".into(), base.clone()),
         ("UNDERSTUDY_ATTEMPT".into(), token.clone()),

@@ -28,6 +28,7 @@ mod mcp;
 mod mcp_ask;
 mod mcp_era;
 mod mcp_record;
+mod mcp_stdio;
 mod no_silent_pass;
 mod otel;
 mod record;
