@@ -368,9 +368,13 @@ fn expected_need(method: &str, path: &str) -> Need {
         ("GET", "/ui" | "/ui/attempts/{id}" | "/ui/attempts/{id}/junit.xml") => {
             Need::Scope(Scope::Read)
         }
-        ("POST", "/api/attempts" | "/api/attempts/{id}/events" | "/api/attempts/{id}/verify") => {
-            Need::Scope(Scope::Run)
-        }
+        (
+            "POST",
+            "/api/attempts"
+            | "/api/attempts/{id}/events"
+            | "/api/attempts/{id}/verify"
+            | "/api/otlp/v1/traces",
+        ) => Need::Scope(Scope::Run),
         ("DELETE", "/api/attempts/{id}") => Need::Scope(Scope::Run),
         (
             "POST",

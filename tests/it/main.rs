@@ -32,6 +32,7 @@ mod mcp_era;
 mod mcp_record;
 mod mcp_stdio;
 mod no_silent_pass;
+mod otel;
 mod record;
 mod regression;
 mod report;
