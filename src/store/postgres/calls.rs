@@ -310,6 +310,50 @@ impl Postgres {
         self.shared.paused.send_replace(false);
     }
 
+    pub(in crate::store) fn last_sequence(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        let id = attempt_id.to_string();
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            Ok(conn
+                .query_opt(
+                    "SELECT last_seq FROM understudy_calls WHERE attempt_id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(pg_err)?
+                .map_or(0, |r| to_u64(r.get(0))))
+        })
+    }
+
+    /// One chunk of the timeline: one indexed range query (the primary key).
+    pub(in crate::store) fn timeline_chunk(
+        &self,
+        attempt_id: &str,
+        cur: &mut crate::store::TimelineCursor,
+        limit: usize,
+    ) -> Result<Vec<EvidenceEntry>, StoreError> {
+        let id = attempt_id.to_string();
+        let (after, upto) = (cur.after, cur.upto);
+        let out = self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let rows = conn
+                .query(
+                    "SELECT sequence, kind, event FROM understudy_events WHERE attempt_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence LIMIT $4",
+                    &[&id, &to_i64(after), &to_i64(upto), &(limit as i64)],
+                )
+                .await
+                .map_err(pg_err)?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let seq = to_u64(r.get(0));
+                out.push(decode_row(&id, seq, r.get(1), r.get::<_, &str>(2).as_bytes())?);
+            }
+            Ok(out)
+        })?;
+        cur.after = out.last().map_or(upto, EvidenceEntry::sequence);
+        Ok(out)
+    }
+
     /// Calls and agent-side events, in sequence order (dense up to the row's `last_seq`).
     pub(in crate::store) fn timeline(
         &self,
@@ -342,26 +386,7 @@ impl Postgres {
                     break;
                 }
                 last = seq;
-                let (kind, json) = (r.get::<_, &str>(1), r.get::<_, &str>(2).as_bytes());
-                let what = format!("event {id}#{seq}");
-                out.push(match kind {
-                    KIND_TOOL => {
-                        let mut e: ToolEvent = decode_json(json, &what)?;
-                        e.sequence = seq;
-                        EvidenceEntry::Call(e)
-                    }
-                    KIND_AGENT => {
-                        let mut e: AgentEvent = decode_json(json, &what)?;
-                        e.sequence = seq;
-                        EvidenceEntry::Agent(e)
-                    }
-                    other => {
-                        return Err(StoreError::Corrupt {
-                            key: what,
-                            message: format!("unknown event kind {other:?}"),
-                        })
-                    }
-                });
+                out.push(decode_row(&id, seq, r.get(1), r.get::<_, &str>(2).as_bytes())?);
             }
             crate::store::missing_tail(&id, recorded, last)?;
             Ok(out)
@@ -371,6 +396,29 @@ impl Postgres {
     pub(in crate::store) fn flush_count(&self) -> u64 {
         self.shared.commits.load(Ordering::Relaxed)
     }
+}
+
+/// One row of `understudy_events` as an entry of the timeline.
+fn decode_row(id: &str, seq: u64, kind: &str, json: &[u8]) -> Result<EvidenceEntry, StoreError> {
+    let what = format!("event {id}#{seq}");
+    Ok(match kind {
+        KIND_TOOL => {
+            let mut e: ToolEvent = decode_json(json, &what)?;
+            e.sequence = seq;
+            EvidenceEntry::Call(e)
+        }
+        KIND_AGENT => {
+            let mut e: AgentEvent = decode_json(json, &what)?;
+            e.sequence = seq;
+            EvidenceEntry::Agent(e)
+        }
+        other => {
+            return Err(StoreError::Corrupt {
+                key: what,
+                message: format!("unknown event kind {other:?}"),
+            })
+        }
+    })
 }
 
 pub(super) async fn read_state(
