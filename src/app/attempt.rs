@@ -201,6 +201,20 @@ pub struct AttemptState {
 }
 
 impl AttemptState {
+    /// The state another process of a fleet left, read under the attempt's row lock: its
+    /// state and idempotency table, and its chaos counters as the store derived them from
+    /// the whole evidence (the idempotency rows alone would restart them at 0, and a `times`
+    /// limit would be exceeded).
+    pub fn fresh(f: crate::store::Fresh) -> AttemptState {
+        let mut s = AttemptState::with_evidence(f.state, &f.idempotent);
+        s.chaos = f
+            .chaos
+            .into_iter()
+            .map(|(op, calls, fired)| (op, crate::operation::fault::ChaosCounter { calls, fired }))
+            .collect();
+        s
+    }
+
     /// Rebuild the idempotency table from evidence (after a restart): the first `ok` event
     /// of each (operation, key ref) — a fault after the effect is `ok`, so its key is
     /// remembered; one before it is `blocked` and is not. And the chaos counters: every
@@ -269,7 +283,7 @@ pub async fn lock_in_store(store: &Store, attempt_id: &str, state: &mut AttemptS
     let (lock, fresh) = store.lock_call(attempt_id).await;
     match fresh {
         Ok(None) => {}
-        Ok(Some(f)) => *state = AttemptState::with_evidence(f.state, &f.idempotent),
+        Ok(Some(f)) => *state = AttemptState::fresh(f),
         Err(e) => {
             tracing::warn!(attempt = %attempt_id, error = %e, "cannot lock the attempt in the store")
         }
@@ -289,7 +303,7 @@ pub async fn read_in_store(
 ) -> Result<CallLock, StoreError> {
     let (lock, fresh) = store.lock_call(attempt_id).await;
     if let Some(f) = fresh? {
-        *state = AttemptState::with_evidence(f.state, &f.idempotent);
+        *state = AttemptState::fresh(f);
     }
     Ok(lock)
 }
