@@ -13,11 +13,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${N:-1000000}"
 PORT="${PORT:-17931}"
+PROFILE="${PROFILE:-release}"   # PROFILE=debug: the dev build (figures say so)
+flag=--release; [ "$PROFILE" = debug ] && flag=
 if [ "${BUILD:-1}" = 1 ]; then
-    cargo build --release --bin understudy --example evidence_fill >&2
+    cargo build $flag --bin understudy --example evidence_fill >&2
 fi
-BIN=target/release/understudy
-FILL=target/release/examples/evidence_fill
+BIN=target/$PROFILE/understudy
+FILL=target/$PROFILE/examples/evidence_fill
+echo "profile: $PROFILE, N=$N, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 work="$(mktemp -d)"
 trap 'kill "$srv" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/ops"

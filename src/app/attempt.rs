@@ -225,46 +225,50 @@ impl AttemptState {
         state: BTreeMap<String, Map<String, Value>>,
         events: &[ToolEvent],
     ) -> AttemptState {
-        let mut idempotency = HashMap::new();
-        let mut chaos: HashMap<String, crate::operation::fault::ChaosCounter> = HashMap::new();
-        for e in events {
-            if let Some(op) = &e.operation_id {
-                let evaluated = e.result_status == ResultStatus::Ok
-                    || (e.result_status == ResultStatus::Blocked && e.fault.is_some());
-                if evaluated && e.source == crate::records::EventSource::Mock {
-                    let c = chaos
-                        .entry(format!("{}/{}", e.integration, op))
-                        .or_default();
-                    c.calls += 1;
-                    if e.fault
-                        .as_ref()
-                        .is_some_and(|f| f.origin.as_deref() == Some("chaos"))
-                    {
-                        c.fired += 1;
-                    }
+        let mut s = AttemptState {
+            state,
+            idempotency: HashMap::new(),
+            chaos: HashMap::new(),
+            published: 0,
+        };
+        events.iter().for_each(|e| s.absorb(e));
+        s
+    }
+
+    /// One more call of the evidence, in sequence order (the rules of
+    /// [`AttemptState::with_evidence`]): the evidence can be read chunk by chunk.
+    pub fn absorb(&mut self, e: &ToolEvent) {
+        if let Some(op) = &e.operation_id {
+            let evaluated = e.result_status == ResultStatus::Ok
+                || (e.result_status == ResultStatus::Blocked && e.fault.is_some());
+            if evaluated && e.source == crate::records::EventSource::Mock {
+                let c = self
+                    .chaos
+                    .entry(format!("{}/{}", e.integration, op))
+                    .or_default();
+                c.calls += 1;
+                if e.fault
+                    .as_ref()
+                    .is_some_and(|f| f.origin.as_deref() == Some("chaos"))
+                {
+                    c.fired += 1;
                 }
             }
-            if e.result_status != ResultStatus::Ok {
-                continue;
-            }
-            if let (Some(r), Some(op)) = (&e.idempotency_key_ref, &e.operation_id) {
-                idempotency
-                    .entry((format!("{}/{}", e.integration, op), r.clone()))
-                    .or_insert_with(|| IdempotentEntry {
-                        arguments: e.arguments.clone(),
-                        result: e.result.clone(),
-                        http_status: e.http_status,
-                        revision: e.revision,
-                        variant: e.variant.clone(),
-                        rule: e.rule,
-                    });
-            }
         }
-        AttemptState {
-            state,
-            idempotency,
-            chaos,
-            published: 0,
+        if e.result_status != ResultStatus::Ok {
+            return;
+        }
+        if let (Some(r), Some(op)) = (&e.idempotency_key_ref, &e.operation_id) {
+            self.idempotency
+                .entry((format!("{}/{}", e.integration, op), r.clone()))
+                .or_insert_with(|| IdempotentEntry {
+                    arguments: e.arguments.clone(),
+                    result: e.result.clone(),
+                    http_status: e.http_status,
+                    revision: e.revision,
+                    variant: e.variant.clone(),
+                    rule: e.rule,
+                });
         }
     }
 }
@@ -597,10 +601,23 @@ impl Attempts {
     /// Bring a stored attempt into memory: its state, and its idempotency table rebuilt from
     /// its evidence.
     fn load(&self, store: &Store, rec: AttemptRecord) -> Result<Arc<Attempt>, StoreError> {
-        let state = store.state(&rec.attempt_id)?;
-        let events = store.evidence(&rec.attempt_id)?;
-        let a = Attempt::new(rec, AttemptState::with_evidence(state, &events));
-        Ok(self.insert(a))
+        let id = rec.attempt_id.clone();
+        let mut st = AttemptState::with_evidence(store.state(&id)?, &[]);
+        // Chunk by chunk: an attempt of a million calls is rebuilt in the memory of its
+        // idempotency table, not of its history.
+        let mut cursor = crate::store::TimelineCursor::new(0, store.last_sequence(&id)?);
+        loop {
+            let chunk = store.timeline_chunk(&id, &mut cursor, 1024)?;
+            if chunk.is_empty() {
+                break;
+            }
+            for e in &chunk {
+                if let crate::records::EvidenceEntry::Call(c) = e {
+                    st.absorb(c);
+                }
+            }
+        }
+        Ok(self.insert(Attempt::new(rec, st)))
     }
 
     /// A call reached the server without an attempt's token (it was recorded in the default
