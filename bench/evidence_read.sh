@@ -50,4 +50,4 @@ echo "server RSS: before $((before / 1024)) MiB, peak after $((peak / 1024)) MiB
 read -r psize psecs <<<"$(curl -s -o /dev/null -w '%{size_download} %{time_total}' "$url?after=$((N / 2))&limit=1000")"
 echo "one page (after=$((N / 2)), limit=1000): $psize bytes in $psecs s (one judging pass over all $N entries)"
 /usr/bin/time -f '%M' -o "$work/cli.rss" "$BIN" evidence bench-evidence --url "http://127.0.0.1:$PORT" >/dev/null 2>"$work/cli.err" || true
-echo "understudy evidence --url: peak RSS $(( $(cat "$work/cli.rss") / 1024 )) MiB; $(tail -1 "$work/cli.err" | cut -c1-100)"
+echo "understudy evidence --url: peak RSS $(( $(tail -1 "$work/cli.rss") / 1024 )) MiB"
