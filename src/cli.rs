@@ -386,15 +386,19 @@ pub enum SchemaName {
     Prompt,
     /// A tool-call contract (YAML or JSON).
     Contract,
+    /// The evidence envelope of an attempt (`GET …/evidence`, `understudy evidence`): written
+    /// by understudy, read by CI tools.
+    Evidence,
 }
 
 impl SchemaName {
-    pub const ALL: [SchemaName; 5] = [
+    pub const ALL: [SchemaName; 6] = [
         SchemaName::Project,
         SchemaName::Operation,
         SchemaName::Resource,
         SchemaName::Prompt,
         SchemaName::Contract,
+        SchemaName::Evidence,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -404,6 +408,7 @@ impl SchemaName {
             SchemaName::Resource => "resource",
             SchemaName::Prompt => "prompt",
             SchemaName::Contract => "contract",
+            SchemaName::Evidence => "evidence",
         }
     }
 }

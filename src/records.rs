@@ -449,8 +449,10 @@ impl EvidenceEntry {
     }
 }
 
-/// One call as the attempt saw it. One record per call, whatever its outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One call as the attempt saw it. One record per call, whatever its outcome. (Its JSON
+/// Schema is part of the evidence envelope's, `understudy schema evidence`.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ToolEvent {
     /// 1, 2, 3… per attempt; assigned by the store.
     pub sequence: u64,
@@ -480,7 +482,7 @@ pub struct ToolEvent {
 }
 
 /// The `result_status` of an event (docs/src/reference/evidence-envelope.md).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultStatus {
     Ok,
@@ -540,7 +542,7 @@ impl std::fmt::Display for ResultStatus {
 
 /// Who produced an event's result: the mock, the real system, or the real system with the
 /// call tagged as test traffic.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventSource {
     Mock,
@@ -585,7 +587,8 @@ impl std::fmt::Display for EventSource {
 
 /// The `fault` member of a call's evidence (issue 15; [`crate::operation::fault`]): the call's answer
 /// failed on purpose. `kind` is a fault kind word (`timeout`, …), kept as read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct FaultRecord {
     pub kind: String,
     /// The call took effect (`result_status: "ok"`); `false`: nothing changed (`blocked`).

@@ -322,3 +322,235 @@ pub(crate) async fn end_attempt(app: &App, id: &str) -> ApiResult {
         }),
     ))
 }
+
+/// The most entries one page of `GET …/evidence?after=&limit=` holds.
+pub const MAX_PAGE: u64 = 10_000;
+/// The page size when `after` is given without `limit`.
+pub const DEFAULT_PAGE: u64 = 1_000;
+/// Entries read from the store at a time while an envelope is written.
+const CHUNK: usize = 1_024;
+/// Bytes of envelope buffered before they are handed to the connection.
+const STREAM_BUFFER: usize = 64 * 1024;
+
+/// `?after=SEQ&limit=N` of the evidence routes: `None` without either (the whole envelope,
+/// streamed); 400 naming the parameter when one is not a number or `limit` is out of range.
+pub(crate) fn evidence_window(
+    req: &Request,
+) -> Result<Option<crate::evidence::stream::Window>, ApiError> {
+    let mut after = None;
+    let mut limit = None;
+    for (k, v) in &req.query {
+        let slot = match k.as_str() {
+            "after" => &mut after,
+            "limit" => &mut limit,
+            _ => continue,
+        };
+        *slot = Some(v.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "query parameter `{k}`: expected a non-negative integer, got `{v}`"
+            ))
+        })?);
+    }
+    if after.is_none() && limit.is_none() {
+        return Ok(None);
+    }
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::bad_request(format!(
+            "query parameter `limit`: expected 1..={MAX_PAGE}, got {limit}"
+        )));
+    }
+    Ok(Some(crate::evidence::stream::Window {
+        after: after.unwrap_or(0),
+        limit,
+    }))
+}
+
+/// An attempt as a verdict reads it at one instant: its record (with the store failures
+/// this process saw but could not mark), its final state and its counter — taken under the
+/// state lock after the evidence was made durable (durability `attempt`). The timeline up to
+/// the counter is then read without the lock (writes only add entries past it).
+pub(crate) struct EvidenceSnapshot {
+    pub attempt: crate::records::AttemptRecord,
+    pub final_state: BTreeMap<String, serde_json::Map<String, Value>>,
+    pub last_sequence: u64,
+}
+
+pub(crate) async fn evidence_snapshot(app: &App, id: &str) -> Result<EvidenceSnapshot, ApiError> {
+    let a = lookup(app, id)?;
+    let _g = a.lock.lock().await;
+    app.store
+        .make_durable(a.durability)
+        .await
+        .map_err(store_err)?;
+    let Some(mut attempt) = app.store.attempt(id).map_err(store_err)? else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no attempt `{id}` in the store"),
+        ));
+    };
+    let live = a.store_failures.load(std::sync::atomic::Ordering::Relaxed);
+    attempt.store_failures = attempt.store_failures.max(live);
+    let final_state = match &attempt.final_state {
+        Some(s) => s.clone(),
+        None => app.store.state(id).map_err(store_err)?,
+    };
+    let last_sequence = app.store.last_sequence(id).map_err(store_err)?;
+    Ok(EvidenceSnapshot {
+        attempt,
+        final_state,
+        last_sequence,
+    })
+}
+
+/// Writes the envelope of `snap` to `out`, reading the store chunk by chunk (blocking: run
+/// it off the async workers). Returns the verdict written.
+pub(crate) fn write_evidence(
+    app: &App,
+    snap: &EvidenceSnapshot,
+    window: Option<crate::evidence::stream::Window>,
+    out: &mut dyn std::io::Write,
+) -> Result<crate::evidence::stream::Written, crate::evidence::stream::StreamError> {
+    let id = snap.attempt.attempt_id.clone();
+    let mut cursor = crate::store::TimelineCursor::new(0, snap.last_sequence);
+    let mut next = || {
+        let chunk = app
+            .store
+            .timeline_chunk(&id, &mut cursor, CHUNK)
+            .map_err(|e| e.to_string())?;
+        Ok((!chunk.is_empty()).then_some(chunk))
+    };
+    let s = crate::evidence::stream::Snapshot {
+        attempt: &snap.attempt,
+        final_state: &snap.final_state,
+        last_sequence: snap.last_sequence,
+        redact: &app.config.redact,
+    };
+    crate::evidence::stream::write_envelope(out, &s, window, &mut next)
+}
+
+/// The verdict of `snap` in one pass over the store, nothing written
+/// ([`crate::evidence::stream::judge_only`]).
+pub(crate) fn judge_evidence(
+    app: &App,
+    snap: &EvidenceSnapshot,
+) -> Result<crate::evidence::stream::Written, crate::evidence::stream::StreamError> {
+    let id = snap.attempt.attempt_id.clone();
+    let mut cursor = crate::store::TimelineCursor::new(0, snap.last_sequence);
+    let mut next = || {
+        let chunk = app
+            .store
+            .timeline_chunk(&id, &mut cursor, CHUNK)
+            .map_err(|e| e.to_string())?;
+        Ok((!chunk.is_empty()).then_some(chunk))
+    };
+    let s = crate::evidence::stream::Snapshot {
+        attempt: &snap.attempt,
+        final_state: &snap.final_state,
+        last_sequence: snap.last_sequence,
+        redact: &app.config.redact,
+    };
+    crate::evidence::stream::judge_only(&s, &mut next)
+}
+
+/// `GET /attempts/{id}/evidence`: the envelope streamed as it is read, the verdict last
+/// (docs/src/reference/evidence-envelope.md); with `?after=SEQ&limit=N` one page of it,
+/// judged over the whole timeline.
+pub(crate) async fn evidence_route(app: &Arc<App>, id: &str, req: &Request) -> Routed {
+    let window = evidence_window(req)?;
+    let snap = evidence_snapshot(app, id).await?;
+    let app = app.clone();
+    if window.is_some() {
+        let page = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            write_evidence(&app, &snap, window, &mut out).map(|_| out)
+        })
+        .await
+        .map_err(|e| store_err(format!("the evidence reader stopped: {e}")))?
+        .map_err(store_err)?;
+        return Ok(Reply::Http(bytes_response(page.into())));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut out = ChannelWriter {
+            tx,
+            buf: Vec::with_capacity(STREAM_BUFFER),
+        };
+        if let Err(e) = write_evidence(&app, &snap, None, &mut out) {
+            // The body ends without its verdict: no reader can take it for a pass.
+            tracing::warn!(attempt = %snap.attempt.attempt_id, error = %e, "evidence stream broken off");
+        }
+    });
+    let body = http_body_util::BodyExt::boxed(ChannelBody { rx });
+    Ok(Reply::Http(
+        hyper::Response::builder()
+            .status(StatusCode::OK)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::CACHE_CONTROL, "no-store")
+            .body(body)
+            .expect("static response"),
+    ))
+}
+
+fn bytes_response(body: bytes::Bytes) -> HttpResponse {
+    hyper::Response::builder()
+        .status(StatusCode::OK)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(hyper::header::CACHE_CONTROL, "no-store")
+        .body(crate::http::full(body))
+        .expect("static response")
+}
+
+/// A `Write` that hands the envelope to the connection in [`STREAM_BUFFER`] pieces; the
+/// bounded channel is the backpressure (a slow client slows the reader, memory stays flat).
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
+    buf: Vec<u8>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let b = bytes::Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(STREAM_BUFFER),
+        ));
+        self.tx.blocking_send(b).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
+        })
+    }
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= STREAM_BUFFER {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+/// The response body fed by [`ChannelWriter`]: it ends when the writer is dropped.
+struct ChannelBody {
+    rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|m| m.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}

@@ -450,7 +450,7 @@ async fn dispatch(app: &Arc<App>, req: &Request, id: RouteId) -> Routed {
         RouteId::Revisions => json(testing::revisions(app, at(1), at(2))),
         RouteId::CreateAttempt => json(create_attempt(app, req)),
         RouteId::GetAttempt => json(get_attempt(app, at(1), req).await),
-        RouteId::Evidence => json(evidence(app, at(1)).await),
+        RouteId::Evidence => attempts::evidence_route(app, at(1), req).await,
         RouteId::State => json(execute::attempt_state(app, at(1)).await),
         RouteId::EndAttempt => json(end_attempt(app, at(1)).await),
         RouteId::Events => json(verify::post_event(app, at(1), req).await),

@@ -201,6 +201,20 @@ pub struct AttemptState {
 }
 
 impl AttemptState {
+    /// The state another process of a fleet left, read under the attempt's row lock: its
+    /// state and idempotency table, and its chaos counters as the store derived them from
+    /// the whole evidence (the idempotency rows alone would restart them at 0, and a `times`
+    /// limit would be exceeded).
+    pub fn fresh(f: crate::store::Fresh) -> AttemptState {
+        let mut s = AttemptState::with_evidence(f.state, &f.idempotent);
+        s.chaos = f
+            .chaos
+            .into_iter()
+            .map(|(op, calls, fired)| (op, crate::operation::fault::ChaosCounter { calls, fired }))
+            .collect();
+        s
+    }
+
     /// Rebuild the idempotency table from evidence (after a restart): the first `ok` event
     /// of each (operation, key ref) — a fault after the effect is `ok`, so its key is
     /// remembered; one before it is `blocked` and is not. And the chaos counters: every
@@ -211,46 +225,50 @@ impl AttemptState {
         state: BTreeMap<String, Map<String, Value>>,
         events: &[ToolEvent],
     ) -> AttemptState {
-        let mut idempotency = HashMap::new();
-        let mut chaos: HashMap<String, crate::operation::fault::ChaosCounter> = HashMap::new();
-        for e in events {
-            if let Some(op) = &e.operation_id {
-                let evaluated = e.result_status == ResultStatus::Ok
-                    || (e.result_status == ResultStatus::Blocked && e.fault.is_some());
-                if evaluated && e.source == crate::records::EventSource::Mock {
-                    let c = chaos
-                        .entry(format!("{}/{}", e.integration, op))
-                        .or_default();
-                    c.calls += 1;
-                    if e.fault
-                        .as_ref()
-                        .is_some_and(|f| f.origin.as_deref() == Some("chaos"))
-                    {
-                        c.fired += 1;
-                    }
+        let mut s = AttemptState {
+            state,
+            idempotency: HashMap::new(),
+            chaos: HashMap::new(),
+            published: 0,
+        };
+        events.iter().for_each(|e| s.absorb(e));
+        s
+    }
+
+    /// One more call of the evidence, in sequence order (the rules of
+    /// [`AttemptState::with_evidence`]): the evidence can be read chunk by chunk.
+    pub fn absorb(&mut self, e: &ToolEvent) {
+        if let Some(op) = &e.operation_id {
+            let evaluated = e.result_status == ResultStatus::Ok
+                || (e.result_status == ResultStatus::Blocked && e.fault.is_some());
+            if evaluated && e.source == crate::records::EventSource::Mock {
+                let c = self
+                    .chaos
+                    .entry(format!("{}/{}", e.integration, op))
+                    .or_default();
+                c.calls += 1;
+                if e.fault
+                    .as_ref()
+                    .is_some_and(|f| f.origin.as_deref() == Some("chaos"))
+                {
+                    c.fired += 1;
                 }
             }
-            if e.result_status != ResultStatus::Ok {
-                continue;
-            }
-            if let (Some(r), Some(op)) = (&e.idempotency_key_ref, &e.operation_id) {
-                idempotency
-                    .entry((format!("{}/{}", e.integration, op), r.clone()))
-                    .or_insert_with(|| IdempotentEntry {
-                        arguments: e.arguments.clone(),
-                        result: e.result.clone(),
-                        http_status: e.http_status,
-                        revision: e.revision,
-                        variant: e.variant.clone(),
-                        rule: e.rule,
-                    });
-            }
         }
-        AttemptState {
-            state,
-            idempotency,
-            chaos,
-            published: 0,
+        if e.result_status != ResultStatus::Ok {
+            return;
+        }
+        if let (Some(r), Some(op)) = (&e.idempotency_key_ref, &e.operation_id) {
+            self.idempotency
+                .entry((format!("{}/{}", e.integration, op), r.clone()))
+                .or_insert_with(|| IdempotentEntry {
+                    arguments: e.arguments.clone(),
+                    result: e.result.clone(),
+                    http_status: e.http_status,
+                    revision: e.revision,
+                    variant: e.variant.clone(),
+                    rule: e.rule,
+                });
         }
     }
 }
@@ -269,7 +287,7 @@ pub async fn lock_in_store(store: &Store, attempt_id: &str, state: &mut AttemptS
     let (lock, fresh) = store.lock_call(attempt_id).await;
     match fresh {
         Ok(None) => {}
-        Ok(Some(f)) => *state = AttemptState::with_evidence(f.state, &f.idempotent),
+        Ok(Some(f)) => *state = AttemptState::fresh(f),
         Err(e) => {
             tracing::warn!(attempt = %attempt_id, error = %e, "cannot lock the attempt in the store")
         }
@@ -289,7 +307,7 @@ pub async fn read_in_store(
 ) -> Result<CallLock, StoreError> {
     let (lock, fresh) = store.lock_call(attempt_id).await;
     if let Some(f) = fresh? {
-        *state = AttemptState::with_evidence(f.state, &f.idempotent);
+        *state = AttemptState::fresh(f);
     }
     Ok(lock)
 }
@@ -583,10 +601,23 @@ impl Attempts {
     /// Bring a stored attempt into memory: its state, and its idempotency table rebuilt from
     /// its evidence.
     fn load(&self, store: &Store, rec: AttemptRecord) -> Result<Arc<Attempt>, StoreError> {
-        let state = store.state(&rec.attempt_id)?;
-        let events = store.evidence(&rec.attempt_id)?;
-        let a = Attempt::new(rec, AttemptState::with_evidence(state, &events));
-        Ok(self.insert(a))
+        let id = rec.attempt_id.clone();
+        let mut st = AttemptState::with_evidence(store.state(&id)?, &[]);
+        // Chunk by chunk: an attempt of a million calls is rebuilt in the memory of its
+        // idempotency table, not of its history.
+        let mut cursor = crate::store::TimelineCursor::new(0, store.last_sequence(&id)?);
+        loop {
+            let chunk = store.timeline_chunk(&id, &mut cursor, 1024)?;
+            if chunk.is_empty() {
+                break;
+            }
+            for e in &chunk {
+                if let crate::records::EvidenceEntry::Call(c) = e {
+                    st.absorb(c);
+                }
+            }
+        }
+        Ok(self.insert(Attempt::new(rec, st)))
     }
 
     /// A call reached the server without an attempt's token (it was recorded in the default

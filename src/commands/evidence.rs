@@ -1,42 +1,117 @@
-//! `understudy evidence ATTEMPT`: open the data dir, build the attempt's envelope
-//! ([`crate::evidence`], pure: calls, agent-side events, pinned contracts evaluated) and print
-//! it; exit 0 when the verdict is `pass`, 1 when `fail` (every `verdict_reasons` line on
-//! stderr), 2 when it cannot be read or holds no verdict (`--url` at something that is not
-//! understudy). [`crate::store::Store::attempt_evidence`] is the one reader of an attempt's
-//! records, shared with the admin routes and `understudy verify`. With `--url` the envelope
-//! comes from a running server's admin API instead ([`crate::admin::client`]), as `verify`'s
-//! and `report`'s do ([`envelope_from`]): `serve` holds the data dir while it runs.
+//! `understudy evidence ATTEMPT`: open the data dir and write the attempt's envelope
+//! ([`crate::evidence::stream`]: calls, agent-side events, pinned contracts evaluated, the
+//! verdict last) to stdout as it is read from the store, one compact JSON line; exit 0 when
+//! the verdict is `pass`, 1 when `fail` (every `verdict_reasons` line on stderr), 2 when it
+//! cannot be read or holds no verdict (`--url` at something that is not understudy, or an
+//! answer that breaks off). With `--url` the envelope is streamed from a running server's
+//! admin API instead ([`crate::admin::client::evidence_to`]): `serve` holds the data dir
+//! while it runs. Neither way holds the whole envelope in memory; `verify` and `report`
+//! read one page of it ([`page_from`], [`page_from_store`]) for the verdict, the contract
+//! results and the entries they show.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::Exit;
 use crate::cli::{EvidenceArgs, RemoteArgs};
-use crate::evidence::{envelope_of, Inputs, Verdict};
-use crate::store::{Store, StoreError};
+use crate::evidence::stream::{write_envelope, Snapshot, Window, Written};
+use crate::evidence::Verdict;
+use crate::store::{Store, StoreError, TimelineCursor};
 
-/// Loads an attempt's envelope from an open store; `Ok(None)` when the attempt is unknown.
+/// Loads an attempt's whole envelope from an open store into memory (small attempts and
+/// tests; the commands stream it or read a page); `Ok(None)` when the attempt is unknown.
 pub fn load_envelope(
     store: &Store,
     attempt_id: &str,
     redact: &[String],
 ) -> Result<Option<Value>, StoreError> {
-    Ok(store
-        .attempt_evidence(attempt_id)?
-        .map(|a| envelope_of(&Inputs::of(&a, redact))))
+    let mut out = Vec::new();
+    match write_from_store(store, attempt_id, redact, None, &mut out) {
+        Ok(None) => Ok(None),
+        Ok(Some(_)) => serde_json::from_slice(&out)
+            .map(Some)
+            .map_err(|e| StoreError::Backend(format!("the envelope does not read back: {e}"))),
+        Err(e) => Err(StoreError::Backend(e)),
+    }
 }
 
-/// `understudy evidence`: see [`run_with`]; with `--url`, [`envelope_from`] the server.
+/// Writes the envelope of `attempt_id` (with `window`: one page of it) from an open store to
+/// `out` as it is read, chunk by chunk; `Ok(None)` when the attempt is unknown. `Err` may
+/// leave a partial envelope without its verdict in `out`.
+pub fn write_from_store(
+    store: &Store,
+    attempt_id: &str,
+    redact: &[String],
+    window: Option<Window>,
+    out: &mut dyn Write,
+) -> Result<Option<Written>, String> {
+    let Some(attempt) = store.attempt(attempt_id).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let final_state = match &attempt.final_state {
+        Some(s) => s.clone(),
+        None => store.state(attempt_id).map_err(|e| e.to_string())?,
+    };
+    let last_sequence = store.last_sequence(attempt_id).map_err(|e| e.to_string())?;
+    let mut cursor = TimelineCursor::new(0, last_sequence);
+    let mut next = || {
+        let chunk = store
+            .timeline_chunk(attempt_id, &mut cursor, 1024)
+            .map_err(|e| e.to_string())?;
+        Ok((!chunk.is_empty()).then_some(chunk))
+    };
+    let snap = Snapshot {
+        attempt: &attempt,
+        final_state: &final_state,
+        last_sequence,
+        redact,
+    };
+    write_envelope(out, &snap, window, &mut next)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// One page of the envelope from an open store, as a JSON value; `Ok(None)` for an unknown
+/// attempt.
+pub fn page_from_store(
+    store: &Store,
+    attempt_id: &str,
+    redact: &[String],
+    window: Window,
+) -> Result<Option<Value>, String> {
+    let mut out = Vec::new();
+    match write_from_store(store, attempt_id, redact, Some(window), &mut out)? {
+        None => Ok(None),
+        Some(_) => serde_json::from_slice(&out)
+            .map(Some)
+            .map_err(|e| format!("the envelope does not read back: {e}")),
+    }
+}
+
+/// `understudy evidence`: see [`run_with`]; with `--url`, the envelope streamed from the
+/// server to stdout.
 pub fn evidence(args: &EvidenceArgs) -> Exit {
     match &args.remote.url {
-        Some(url) => match envelope_from(url, &args.remote, &args.attempt) {
-            Ok(env) => print_envelope(&env),
-            Err(e) => {
-                eprintln!("understudy evidence: {e}");
-                Exit::Usage
+        Some(url) => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let got = crate::admin::client::evidence_to(
+                url,
+                args.remote.admin_token.as_deref(),
+                &args.attempt,
+                &mut out,
+            );
+            let _ = out.write_all(b"\n").and_then(|()| out.flush());
+            match got {
+                Ok(verdict) => exit_for(&verdict),
+                Err(e) => {
+                    eprintln!("understudy evidence: {e}");
+                    Exit::Usage
+                }
             }
-        },
+        }
         None => run_with(
             &args.attempt,
             args.data_dir.as_deref(),
@@ -45,14 +120,22 @@ pub fn evidence(args: &EvidenceArgs) -> Exit {
     }
 }
 
-/// The envelope of `attempt_id` from the running server at `url` (`--url`, with
-/// `--admin-token`), for `evidence`, `verify` and `report`.
-pub(crate) fn envelope_from(
+/// One page of the envelope of `attempt_id` from the running server at `url` (`--url`,
+/// with `--admin-token`), for `verify` and `report`: the entries after `window.after`, the
+/// verdict and contract results over the whole timeline.
+pub(crate) fn page_from(
     url: &str,
     remote: &RemoteArgs,
     attempt_id: &str,
+    window: Window,
 ) -> Result<Value, String> {
-    crate::admin::client::evidence(url, remote.admin_token.as_deref(), attempt_id)
+    crate::admin::client::evidence_page(
+        url,
+        remote.admin_token.as_deref(),
+        attempt_id,
+        window.after,
+        window.limit,
+    )
 }
 
 /// `understudy evidence ATTEMPT [--data-dir D] [--config F]` with the flags as given:
@@ -107,10 +190,10 @@ pub fn resolve(
     Ok((dir, redact))
 }
 
-/// `understudy evidence ATTEMPT --data-dir D`: prints the envelope as pretty JSON on stdout.
-/// Exit 0 when the verdict is `pass`, 1 when `fail` (the reasons go to stderr), 2 when the
-/// data dir or the attempt does not exist or the store cannot be opened (for example while
-/// `understudy serve` holds the data dir).
+/// `understudy evidence ATTEMPT --data-dir D`: writes the envelope to stdout as it is read
+/// (compact JSON, then a newline). Exit 0 when the verdict is `pass`, 1 when `fail` (the
+/// reasons go to stderr), 2 when the data dir or the attempt does not exist, the store cannot
+/// be opened (for example while `understudy serve` holds the data dir) or read to the end.
 pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
     let store = match Store::open_existing(data_dir) {
         Ok(s) => s,
@@ -143,21 +226,24 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
     } else {
         attempt_id
     };
-    let found = match store.attempt_evidence(attempt_id) {
-        Ok(Some(a)) => a,
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let written = write_from_store(&store, attempt_id, redact, None, &mut out);
+    let _ = out.write_all(b"\n").and_then(|()| out.flush());
+    match written {
+        Ok(Some(w)) => verdict_exit(&w.verdict),
         Ok(None) => {
             eprintln!(
                 "understudy evidence: no attempt `{attempt_id}` in data dir {}",
                 data_dir.display()
             );
-            return Exit::Usage;
+            Exit::Usage
         }
         Err(e) => {
-            eprintln!("understudy evidence: {e}");
-            return Exit::Usage;
+            eprintln!("understudy evidence: cannot judge: {e}");
+            Exit::Usage
         }
-    };
-    print_envelope(&envelope_of(&crate::evidence::Inputs::of(&found, redact)))
+    }
 }
 
 /// The id of the default attempt the last server start opened (the latest `started_at`; RFC
@@ -171,23 +257,19 @@ pub(crate) fn latest_default(store: &Store) -> Result<Option<String>, StoreError
         .map(|a| a.attempt_id))
 }
 
-/// Prints the envelope as pretty JSON on stdout and its `verdict_reasons` on stderr; the exit
-/// code of [`run`]: 0 pass, 1 fail, 2 when the value holds no verdict (not understudy's).
-fn print_envelope(env: &Value) -> Exit {
-    let verdict = match Verdict::from_envelope(env) {
-        Ok(v) => v,
+/// The exit code of a value carrying `verdict` (and `verdict_reasons`): 0 pass, 1 fail
+/// (reasons on stderr), 2 when it holds no verdict of understudy.
+fn exit_for(v: &Value) -> Exit {
+    match Verdict::from_envelope(v) {
+        Ok(v) => verdict_exit(&v),
         Err(e) => {
             eprintln!("understudy evidence: cannot judge: {e}");
-            return Exit::Usage;
-        }
-    };
-    match serde_json::to_string_pretty(env) {
-        Ok(s) => println!("{s}"),
-        Err(e) => {
-            eprintln!("understudy evidence: cannot print the envelope: {e}");
-            return Exit::Usage;
+            Exit::Usage
         }
     }
+}
+
+fn verdict_exit(verdict: &Verdict) -> Exit {
     if verdict.passed() {
         Exit::Ok
     } else {

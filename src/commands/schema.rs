@@ -41,9 +41,12 @@ pub fn schema(name: SchemaName) -> Value {
         SchemaName::Resource => root::<crate::operation::mcp_files::ResourceFile>(true),
         SchemaName::Prompt => root::<crate::operation::mcp_files::PromptFile>(true),
         SchemaName::Contract => root::<crate::evidence::verify::model::ToolCallContract>(false),
+        SchemaName::Evidence => root::<crate::evidence::Envelope>(false),
     };
     let mut v = root.to_value();
-    drop_null(&mut v);
+    // The envelope is written by understudy, with `null` where a value is absent: its
+    // schema keeps them.
+    drop_null(&mut v, name != SchemaName::Evidence);
     if let Some(props) = v.get_mut("properties").and_then(Value::as_object_mut) {
         props.insert(
             SCHEMA_MEMBER.to_string(),
@@ -89,12 +92,13 @@ fn root<T: JsonSchema>(mock: bool) -> Schema {
     root
 }
 
-/// Every `{"type": [T, "null"]}` becomes `{"type": T}`, every `anyOf: [S, {"type": "null"}]`
-/// becomes `S` (what schemars writes for an `Option`), and `"default": null` goes.
-fn drop_null(v: &mut Value) {
+/// With `nulls`: every `{"type": [T, "null"]}` becomes `{"type": T}`, every `anyOf: [S,
+/// {"type": "null"}]` becomes `S` (what schemars writes for an `Option`), and `"default":
+/// null` goes. Always: descriptions are one line per paragraph.
+fn drop_null(v: &mut Value, nulls: bool) {
     match v {
         Value::Object(m) => {
-            if m.get("default") == Some(&Value::Null) {
+            if nulls && m.get("default") == Some(&Value::Null) {
                 m.remove("default");
             }
             // Doc comments are wrapped at 100 columns: one line per paragraph.
@@ -104,6 +108,10 @@ fn drop_null(v: &mut Value) {
                     .map(|p| p.split('\n').collect::<Vec<_>>().join(" "))
                     .collect::<Vec<_>>()
                     .join("\n\n");
+            }
+            if !nulls {
+                m.values_mut().for_each(|x| drop_null(x, nulls));
+                return;
             }
             if let Some(Value::Array(types)) = m.get_mut("type") {
                 types.retain(|t| t != "null");
@@ -125,9 +133,9 @@ fn drop_null(v: &mut Value) {
                     m.entry(k).or_insert(x);
                 }
             }
-            m.values_mut().for_each(drop_null);
+            m.values_mut().for_each(|x| drop_null(x, nulls));
         }
-        Value::Array(a) => a.iter_mut().for_each(drop_null),
+        Value::Array(a) => a.iter_mut().for_each(|x| drop_null(x, nulls)),
         _ => {}
     }
 }

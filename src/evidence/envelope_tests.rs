@@ -1,5 +1,6 @@
 use super::*;
 use crate::records::Pin;
+use serde_json::json;
 
 fn attempt() -> AttemptRecord {
     AttemptRecord {
@@ -294,6 +295,7 @@ fn envelope_has_exactly_the_spec_members() {
         "verdict_reasons",
         "store_failures",
         "outside_attempt",
+        "last_sequence",
     ];
     want.sort();
     assert_eq!(keys, want);

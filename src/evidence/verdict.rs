@@ -117,7 +117,8 @@ impl Rule {
 }
 
 /// One reason the verdict is `fail`: `{"code","message","sequence"?}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Reason {
     pub code: String,
     pub message: String,
@@ -225,9 +226,15 @@ impl Verdict {
     }
 }
 
+/// How many reasons of one code the timeline contributes; past it, one more reason of that
+/// code counts the rest ("… and N more"), so a history of a million failed calls is judged in
+/// bounded memory and its envelope stays readable. The verdict is the same either way.
+pub const MAX_REASONS_PER_CODE: u64 = 100;
+
 /// The fold that judges one attempt: feed its calls and agent-side events **in sequence
-/// order** ([`Judge::call`], [`Judge::event`]), then [`Judge::finish`]. State is bounded by
-/// the number of distinct idempotency keys of applied writes, never by the number of calls.
+/// order** ([`Judge::call`], [`Judge::event`]), optionally [`Judge::expect_last`], then
+/// [`Judge::finish`]. State is bounded by the number of distinct idempotency keys of applied
+/// writes and [`MAX_REASONS_PER_CODE`], never by the number of calls.
 #[derive(Debug)]
 pub struct Judge<'a> {
     attempt: &'a AttemptRecord,
@@ -240,6 +247,9 @@ pub struct Judge<'a> {
     calls: u64,
     events: u64,
     applied: HashMap<String, u64>,
+    /// Timeline reasons per code, and those past [`MAX_REASONS_PER_CODE`] (counted only).
+    per_code: HashMap<String, u64>,
+    over: std::collections::BTreeMap<String, u64>,
 }
 
 impl<'a> Judge<'a> {
@@ -268,13 +278,48 @@ impl<'a> Judge<'a> {
             calls: 0,
             events: 0,
             applied: HashMap::new(),
+            per_code: HashMap::new(),
+            over: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// A reason found in the timeline, kept unless its code already has
+    /// [`MAX_REASONS_PER_CODE`] (then only counted).
+    fn push(&mut self, r: Reason) {
+        let n = self.per_code.entry(r.code.clone()).or_insert(0);
+        *n += 1;
+        if *n > MAX_REASONS_PER_CODE {
+            *self.over.entry(r.code).or_insert(0) += 1;
+        } else {
+            self.reasons.push(r);
+        }
+    }
+
+    /// The attempt's counter says `recorded` entries were written (read before the
+    /// timeline): entries missing at the end of what was read fail it (`missing_evidence`).
+    pub fn expect_last(&mut self, recorded: u64) {
+        let read_upto = self.next.saturating_sub(1);
+        if read_upto < recorded && !self.gap_reported {
+            self.gap_reported = true;
+            self.push(Reason::at(
+                &Rule::MissingEvidence,
+                read_upto + 1,
+                format!(
+                    "missing evidence: {recorded} entries were recorded but only {read_upto} could be read"
+                ),
+            ));
+        }
+    }
+
+    /// How many calls and agent-side events were judged.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.calls, self.events)
     }
 
     fn sequence(&mut self, seq: u64) {
         if seq != self.next && !self.gap_reported {
             self.gap_reported = true;
-            self.reasons.push(Reason::at(
+            self.push(Reason::at(
                 &Rule::MissingEvidence,
                 seq,
                 format!(
@@ -314,20 +359,20 @@ impl<'a> Judge<'a> {
                     "store_error" => Rule::StoreFailure,
                     _ => Rule::HarnessError,
                 };
-                self.reasons.push(Reason::at(
+                self.push(Reason::at(
                     &rule,
                     seq,
                     format!("harness error at sequence {seq}: {code}: {}", field("message")),
                 ));
             }
-            ResultStatus::Unknown(status) => self.reasons.push(Reason::at(
+            ResultStatus::Unknown(status) => self.push(Reason::at(
                 &Rule::UnknownStatus,
                 seq,
                 format!(
                     "unknown result_status `{status}` at sequence {seq}: the outcome of that call is unknown"
                 ),
             )),
-            _ if self.after_end(e) => self.reasons.push(Reason::at(
+            _ if self.after_end(e) => self.push(Reason::at(
                 &Rule::AttemptEnded,
                 seq,
                 format!(
@@ -339,7 +384,7 @@ impl<'a> Judge<'a> {
             _ => {
                 if let Some(Ok(exp)) = &self.expires {
                     match parse_time(&e.timestamp) {
-                        Some(t) if t > *exp => self.reasons.push(Reason::at(
+                        Some(t) if t > *exp => self.push(Reason::at(
                             &Rule::LeaseExpired,
                             seq,
                             format!(
@@ -349,7 +394,7 @@ impl<'a> Judge<'a> {
                             ),
                         )),
                         Some(_) => {}
-                        None => self.reasons.push(Reason::at(
+                        None => self.push(Reason::at(
                             &Rule::LeaseExpired,
                             seq,
                             format!(
@@ -364,7 +409,7 @@ impl<'a> Judge<'a> {
         if let Some(key) = e.idempotency_key_ref.as_deref() {
             if e.is_write && matches!(e.result_status, ResultStatus::Ok | ResultStatus::Forwarded) {
                 if let Some(first) = self.applied.get(key) {
-                    self.reasons.push(Reason::at(
+                    self.push(Reason::at(
                         &Rule::DuplicateSideEffect,
                         seq,
                         format!(
@@ -409,6 +454,15 @@ impl<'a> Judge<'a> {
                     if seen.is_empty() { String::new() } else { format!(". Calls: {seen}") }
                 ),
             ));
+        }
+        for (code, n) in std::mem::take(&mut self.over) {
+            self.reasons.push(Reason {
+                message: format!(
+                    "{code}: {n} more reason(s) of this code in the timeline, not listed (the first {MAX_REASONS_PER_CODE} are)"
+                ),
+                code,
+                sequence: None,
+            });
         }
         if a.store_failures > 0 {
             self.reasons.push(Reason::new(
@@ -550,212 +604,5 @@ fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn call(seq: u64, status: &str) -> ToolEvent {
-        ToolEvent {
-            sequence: seq,
-            execution_attempt_id: format!("e{seq}"),
-            integration: "crm".into(),
-            operation_id: Some("op".into()),
-            revision: Some(1),
-            variant: None,
-            rule: None,
-            is_write: false,
-            arguments: json!({}),
-            result: json!({}),
-            result_status: status.into(),
-            http_status: 200,
-            latency_ms: 0.0,
-            delay_ms: 0,
-            idempotency_key_ref: None,
-            trace_id: None,
-            source: "mock".into(),
-            error: None,
-            timestamp: "2026-01-01T10:05:00Z".into(),
-            fault: None,
-        }
-    }
-
-    fn harness(seq: u64, code: &str) -> ToolEvent {
-        ToolEvent {
-            error: Some(json!({"code": code, "message": "m"})),
-            ..call(seq, "harness_error")
-        }
-    }
-
-    fn codes(a: &AttemptRecord, calls: &[ToolEvent]) -> Vec<String> {
-        judge(a, calls, &[], &[])
-            .reasons
-            .into_iter()
-            .map(|r| r.code)
-            .collect()
-    }
-
-    #[test]
-    fn every_attempt_rule_has_its_own_stable_code() {
-        let codes: Vec<String> = Rule::ATTEMPT_RULES.iter().map(Rule::code).collect();
-        assert_eq!(
-            codes,
-            [
-                "harness_error",
-                "store_failure",
-                "lease_expired",
-                "attempt_ended",
-                "duplicate_side_effect",
-                "missing_evidence",
-                "unknown_status",
-                "interrupted",
-                "no_calls",
-                "outside_attempt",
-                "cleanup_not_verified"
-            ]
-        );
-        let c = Rule::Contract {
-            id: "book".into(),
-            check: "tool[crm/book]".into(),
-        };
-        assert_eq!(c.code(), "contract:book:tool[crm/book]");
-        let r = Reason::new(&c, "m");
-        assert!(r.is(&c) && !r.is(&Rule::HarnessError));
-    }
-
-    #[test]
-    fn harness_codes_map_to_their_rules_with_the_sequence() {
-        let a = AttemptRecord::default();
-        assert_eq!(
-            codes(
-                &a,
-                &[
-                    harness(1, "no_mock"),
-                    harness(2, "lease_expired"),
-                    harness(3, "attempt_ended"),
-                    harness(4, "store_error"),
-                ]
-            ),
-            [
-                "harness_error",
-                "lease_expired",
-                "attempt_ended",
-                "store_failure"
-            ]
-        );
-        let v = judge(&a, &[call(1, "ok"), harness(2, "attempt_ended")], &[], &[]);
-        assert_eq!(v.reasons[0].sequence, Some(2));
-        assert_eq!(v.word(), "fail");
-    }
-
-    #[test]
-    fn the_records_marks_fail_the_attempt() {
-        let calls = [call(1, "ok")];
-        let base = AttemptRecord::default();
-        assert!(codes(&base, &calls).is_empty());
-        let a = AttemptRecord {
-            store_failures: 1,
-            ..base.clone()
-        };
-        assert_eq!(codes(&a, &calls), ["store_failure"]);
-        let a = AttemptRecord {
-            outside_calls: 2,
-            outside: vec!["GET /x: no token".into()],
-            ..base.clone()
-        };
-        let v = judge(&a, &calls, &[], &[]);
-        assert_eq!(v.reasons[0].code, "outside_attempt");
-        assert!(v.reasons[0].message.contains("GET /x: no token"));
-        let a = AttemptRecord {
-            interrupted: true,
-            ..base.clone()
-        };
-        assert_eq!(codes(&a, &calls), ["interrupted"]);
-        // No call, no event: `no_calls` unless not expected.
-        assert_eq!(codes(&base, &[]), ["no_calls"]);
-        let a = AttemptRecord {
-            expect_calls: false,
-            ..base
-        };
-        assert!(codes(&a, &[]).is_empty());
-    }
-
-    #[test]
-    fn a_call_stamped_after_the_end_fails_whatever_its_status() {
-        let a = AttemptRecord {
-            ended_at: Some("2026-01-01T10:05:00Z".into()),
-            ..AttemptRecord::default()
-        };
-        // At the end instant: inside.
-        assert!(codes(&a, &[call(1, "ok")]).is_empty());
-        let late = ToolEvent {
-            timestamp: "2026-01-01T10:05:00.001Z".into(),
-            ..call(2, "ok")
-        };
-        assert_eq!(codes(&a, &[call(1, "ok"), late]), ["attempt_ended"]);
-    }
-
-    #[test]
-    fn an_agent_event_alone_is_something_that_happened() {
-        let a = AttemptRecord::default();
-        let e = AgentEvent {
-            sequence: 1,
-            name: "said".into(),
-            kind: crate::records::AgentEventKind::AgentMessage,
-            test_run_id: None,
-            text: None,
-            data: None,
-            timestamp: "2026-01-01T10:05:00Z".into(),
-        };
-        assert!(judge(&a, &[], &[e], &[]).passed());
-    }
-
-    #[test]
-    fn the_fold_reports_one_gap_and_repeats() {
-        let a = AttemptRecord::default();
-        assert_eq!(
-            codes(&a, &[call(1, "ok"), call(3, "ok"), call(5, "ok")]),
-            ["missing_evidence"]
-        );
-        assert_eq!(
-            codes(&a, &[call(1, "ok"), call(1, "ok")]),
-            ["missing_evidence"]
-        );
-        assert_eq!(codes(&a, &[call(2, "ok")]), ["missing_evidence"]);
-        assert!(codes(&a, &[call(2, "ok"), call(1, "ok")]).is_empty());
-    }
-
-    #[test]
-    fn a_verdict_is_read_back_from_an_envelope_and_a_missing_one_is_an_error() {
-        let v = Verdict {
-            reasons: vec![Reason::at(&Rule::NoCalls, 3, "m")],
-        };
-        let env = json!({"verdict": v.word(), "verdict_reasons": v.reasons});
-        assert_eq!(Verdict::from_envelope(&env).unwrap(), v);
-        assert!(Verdict::from_envelope(&json!({})).is_err());
-        assert!(Verdict::from_envelope(&json!({"verdict": "maybe"})).is_err());
-        assert!(Verdict::from_envelope(&json!({"verdict": true})).is_err());
-        assert!(
-            Verdict::from_envelope(&json!({"verdict": "pass", "verdict_reasons": ["x"]})).is_err()
-        );
-        let old = Verdict::from_envelope(&json!({"verdict": "fail", "verdict_reasons": ["x"]}));
-        assert_eq!(old.unwrap().reasons[0].code, "unknown");
-        assert!(Verdict::from_envelope(&json!({"verdict": "pass"}))
-            .unwrap()
-            .passed());
-    }
-
-    #[test]
-    fn verification_fails_whenever_the_verdict_fails() {
-        let failing = Verdict {
-            reasons: vec![Reason::new(&Rule::HarnessError, "m")],
-        };
-        let (passed, answer) = verification("a1", &[], &failing);
-        assert!(!passed);
-        assert_eq!(answer["passed"], false);
-        assert_eq!(answer["verdict"], "fail");
-        assert_eq!(answer["verdict_reasons"][0]["code"], "harness_error");
-        let (passed, answer) = verification("a1", &[], &Verdict::default());
-        assert!(passed);
-        assert_eq!(answer["verdict"], "pass");
-    }
-}
+#[path = "verdict_tests.rs"]
+mod tests;

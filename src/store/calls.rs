@@ -4,6 +4,27 @@
 
 use super::*;
 
+/// Where a chunked read of an attempt's timeline is ([`Store::timeline_chunk`]): past
+/// sequence `after`, up to `upto` (the counter when the read began).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimelineCursor {
+    pub after: u64,
+    pub upto: u64,
+    /// The embedded backend's byte offset of the frame after `after` in the evidence file
+    /// (`None`: not known yet, found by skipping frame headers).
+    pub(in crate::store) offset: Option<u64>,
+}
+
+impl TimelineCursor {
+    pub fn new(after: u64, upto: u64) -> TimelineCursor {
+        TimelineCursor {
+            after,
+            upto,
+            offset: None,
+        }
+    }
+}
+
 impl Store {
     // ---- evidence ------------------------------------------------------------------------
 
@@ -133,6 +154,32 @@ impl Store {
     pub fn timeline(&self, attempt_id: &str) -> Result<Vec<EvidenceEntry>, StoreError> {
         check_attempt_id(attempt_id)?;
         on!(self, b => b.timeline(attempt_id))
+    }
+
+    /// The attempt's last sequence (its counter): every entry up to it was written. Read it
+    /// under the attempt's lock before a [`Store::timeline_chunk`] read, so the read is the
+    /// snapshot of that instant (writes only add entries past it).
+    pub fn last_sequence(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        check_attempt_id(attempt_id)?;
+        on!(self, b => b.last_sequence(attempt_id))
+    }
+
+    /// The next entries of the attempt's timeline after `cursor` (sequence `> cursor.after`,
+    /// `<= cursor.upto`), at most `limit`, in sequence order; the cursor moves past them.
+    /// Empty when there are no more (or the rest cannot be read as a dense run: the
+    /// verdict's reader then finds fewer entries than the counter says). Memory is one chunk,
+    /// whatever the attempt's size.
+    pub fn timeline_chunk(
+        &self,
+        attempt_id: &str,
+        cursor: &mut TimelineCursor,
+        limit: usize,
+    ) -> Result<Vec<EvidenceEntry>, StoreError> {
+        check_attempt_id(attempt_id)?;
+        if cursor.after >= cursor.upto || limit == 0 {
+            return Ok(Vec::new());
+        }
+        on!(self, b => b.timeline_chunk(attempt_id, cursor, limit))
     }
 
     /// Test hook: removes event `seq` of a closed attempt from its evidence file, as a lost

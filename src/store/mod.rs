@@ -204,6 +204,7 @@ use crate::records::{
     RevisionRecord, ToolEvent,
 };
 use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
+pub use calls::TimelineCursor;
 use embedded::Embedded;
 use keys::{check_attempt_id, check_key};
 use postgres::Postgres;

@@ -1096,7 +1096,7 @@ async fn evidence_verify_and_report_read_a_running_server_with_url() {
         "{live:?}"
     );
     assert!(
-        live[0][0].2.contains("\"verdict\": \"pass\""),
+        live[0][0].2.contains("\"verdict\":\"pass\"}"),
         "{}",
         live[0][0].2
     );
@@ -1130,7 +1130,7 @@ async fn evidence_with_url_sends_the_admin_token() {
     assert_eq!(with.code, 1, "{}", with.stderr);
     assert!(with.stderr.contains("no_calls"), "{}", with.stderr);
     assert!(
-        with.stdout.contains("\"verdict\": \"fail\""),
+        with.stdout.contains("\"verdict\":\"fail\"}"),
         "{}",
         with.stdout
     );

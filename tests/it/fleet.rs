@@ -673,3 +673,71 @@ async fn a_late_call_through_the_other_process_fails_attempt_ended() {
         );
     }
 }
+
+/// Chaos counters across processes: a fault that `times: 1` allows once fires once, however
+/// the calls alternate between two processes on one PostgreSQL (each process derives the
+/// counters from the attempt's evidence under its row lock when the other wrote last); and a
+/// seeded `probability` draws one sequence, the same as one process would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_that_times_1_allows_fires_once_across_two_processes() {
+    let Some((p, url)) = fleet_project() else {
+        return;
+    };
+    let (a, b) = (Proc::start(&p, &url), Proc::start(&p, &url));
+    let create = |faults: Value| {
+        let url = a.url("/_understudy/api/attempts");
+        async move {
+            let r = send(&url, "POST", Some(&json!({ "faults": faults })), &[]).await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            let v = r.json();
+            (
+                v["attempt_id"].as_str().unwrap().to_string(),
+                v["token"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    let once =
+        json!({"api/bump": {"kind": "status", "after_effect": false, "status": 503, "times": 1}});
+    let (id, token) = create(once).await;
+    let path = format!("/~{token}/api/counter");
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let proc = if i % 2 == 0 { &a } else { &b };
+        let r = send(&proc.url(&path), "POST", Some(&json!({ "n": i })), &[]).await;
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses, [503, 200, 200, 200, 200, 200]);
+    let ev = evidence(&b, &id).await;
+    let faulted = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e.get("fault").is_some())
+        .count();
+    assert_eq!(faulted, 1, "{ev:#}");
+
+    // A seeded draw: the statuses through two processes are those of one process.
+    let seeded = json!({"api/bump": {"kind": "status", "after_effect": false, "status": 503,
+        "probability": 0.5, "seed": 7, "times": 3}});
+    let mut runs = Vec::new();
+    for alternate in [false, true] {
+        let (_, token) = create(seeded.clone()).await;
+        let path = format!("/~{token}/api/counter");
+        let mut statuses = Vec::new();
+        for i in 0..12 {
+            let proc = if alternate && i % 2 == 1 { &b } else { &a };
+            let r = send(&proc.url(&path), "POST", Some(&json!({ "n": i })), &[]).await;
+            statuses.push(r.status);
+        }
+        runs.push(statuses);
+    }
+    assert_eq!(runs[0], runs[1]);
+    assert!(
+        runs[0].iter().filter(|s| **s == 503).count() <= 3,
+        "{runs:?}"
+    );
+    assert!(
+        runs[0].contains(&503),
+        "the seed draws at least one fault: {runs:?}"
+    );
+}

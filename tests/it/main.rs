@@ -14,6 +14,7 @@ mod docs;
 mod drift;
 mod dryrun;
 mod durability;
+mod evidence;
 mod faults;
 mod faults_injected;
 mod fds;

@@ -710,6 +710,7 @@ async fn exported_envelope_from_the_store() {
             "events",
             "final_state",
             "harness_errors",
+            "last_sequence",
             "outside_attempt",
             "pins",
             "schema_version",

@@ -157,6 +157,21 @@ pub fn render(env: &Value) -> String {
             count("blocked_side_effects")
         ),
     );
+    // A page of a longer timeline says which part it shows: the verdict above is over all
+    // of it, the entries below are not.
+    if let Some(page) = env.get("page").filter(|p| !p.is_null()) {
+        let after = page.get("after").and_then(Value::as_u64).unwrap_or(0);
+        let last = env
+            .get("last_sequence")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let shown = match page.get("next_after").and_then(Value::as_u64) {
+            Some(n) => format!("entries #{} to #{n} of {last}: the rest is not in this report (the verdict is over all {last})", after + 1),
+            None if after == 0 => format!("all {last} entries"),
+            None => format!("entries after #{after} of {last}"),
+        };
+        meta("shown", format!("<span id=\"page\">{shown}</span>"));
+    }
     if let Some(run) = env.get("test_run") {
         let cmd = run
             .get("command")

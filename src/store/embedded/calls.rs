@@ -130,6 +130,100 @@ impl Embedded {
         events::remove_for_test(&self.journal.lanes.dir, attempt_id, seq)
     }
 
+    pub(in crate::store) fn last_sequence(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        self.counter(attempt_id)
+    }
+
+    /// One chunk of the timeline from the evidence file, from the cursor's byte offset (or,
+    /// the first time, skipping whole frames by their headers up to `after`).
+    pub(in crate::store) fn timeline_chunk(
+        &self,
+        attempt_id: &str,
+        cur: &mut crate::store::TimelineCursor,
+        limit: usize,
+    ) -> Result<Vec<EvidenceEntry>, StoreError> {
+        use std::io::{BufReader, Read, Seek, SeekFrom};
+        let path = events::file_path(&self.journal.lanes.dir, attempt_id);
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A data dir written before evidence files (events in sled): read whole,
+                // once. Such attempts predate long histories.
+                let (after, upto) = (cur.after, cur.upto);
+                cur.after = upto;
+                return Ok(self
+                    .timeline(attempt_id)?
+                    .into_iter()
+                    .filter(|e| e.sequence() > after && e.sequence() <= upto)
+                    .collect());
+            }
+            Err(e) => {
+                return Err(StoreError::Backend(format!(
+                    "cannot read the evidence file {}: {}",
+                    path.display(),
+                    io_message(&e)
+                )))
+            }
+        };
+        let io = |e: std::io::Error| {
+            StoreError::Backend(format!(
+                "cannot read the evidence file {}: {}",
+                path.display(),
+                io_message(&e)
+            ))
+        };
+        let mut r = BufReader::with_capacity(256 * 1024, file);
+        let mut pos = cur.offset.unwrap_or(0);
+        r.seek(SeekFrom::Start(pos)).map_err(io)?;
+        let mut out = Vec::new();
+        let mut header = [0u8; 16];
+        let mut payload = Vec::new();
+        while out.len() < limit {
+            // `length u32 | crc u32 | sequence u64 | event`: a short or empty header ends it.
+            if r.read_exact(&mut header).is_err() {
+                break;
+            }
+            let n = u32::from_le_bytes(header[0..4].try_into().unwrap()) as usize;
+            let crc = u32::from_le_bytes(header[4..8].try_into().unwrap());
+            let seq = u64::from_le_bytes(header[8..16].try_into().unwrap());
+            if n < 8 {
+                break;
+            }
+            if seq <= cur.after {
+                r.seek_relative((n - 8) as i64).map_err(io)?;
+                pos += (8 + n) as u64;
+                continue;
+            }
+            if seq > cur.upto {
+                break;
+            }
+            payload.clear();
+            payload.extend_from_slice(&header[8..16]);
+            payload.resize(n, 0);
+            if r.read_exact(&mut payload[8..]).is_err() || crc32fast::hash(&payload) != crc {
+                break; // a torn tail
+            }
+            let json = &payload[8..];
+            let what = format!("event {attempt_id}#{seq}");
+            out.push(if json.starts_with(AGENT_FRAME_PREFIX) {
+                let mut e: AgentFrameOwned = decode_json(json, &what)?;
+                e.agent_event.sequence = seq;
+                EvidenceEntry::Agent(e.agent_event)
+            } else {
+                let mut e: ToolEvent = decode_json(json, &what)?;
+                e.sequence = seq;
+                EvidenceEntry::Call(e)
+            });
+            pos += (8 + n) as u64;
+            cur.after = seq;
+        }
+        cur.offset = Some(pos);
+        if out.is_empty() {
+            cur.after = cur.upto; // nothing more can be read: the reader stops
+        }
+        Ok(out)
+    }
+
     pub(in crate::store) fn timeline(
         &self,
         attempt_id: &str,

@@ -21,6 +21,18 @@ const S_STATE: &str =
     "SELECT integration, state FROM understudy_state WHERE attempt_id = $1 ORDER BY integration";
 const S_IDEM: &str =
     "SELECT event FROM understudy_idempotency WHERE attempt_id = $1 ORDER BY sequence";
+/// The chaos counters of an attempt from its evidence (the rule of
+/// `crate::app::attempt::AttemptState::with_evidence`: a call of the mock that was evaluated
+/// — `ok`, or `blocked` with a `fault` — advances its operation's index, a fault of origin
+/// `chaos` its fired count). Only for an attempt created with `faults`: for the others the
+/// `EXISTS` is false and no event is read.
+const S_CHAOS: &str = "SELECT (e.event::jsonb->>'integration') || '/' || (e.event::jsonb->>'operation_id'), \
+     count(*), count(*) FILTER (WHERE e.event::jsonb->'fault'->>'origin' = 'chaos') \
+     FROM understudy_events e WHERE e.attempt_id = $1 AND e.kind = 'tool' \
+     AND EXISTS (SELECT 1 FROM understudy_attempts a WHERE a.attempt_id = $1 AND a.record::jsonb ? 'faults') \
+     AND e.event::jsonb->>'source' = 'mock' AND e.event::jsonb->>'operation_id' IS NOT NULL \
+     AND (e.event::jsonb->>'result_status' = 'ok' OR (e.event::jsonb->>'result_status' = 'blocked' AND e.event::jsonb ? 'fault')) \
+     GROUP BY 1";
 const S_EVENT: &str =
     "INSERT INTO understudy_events (attempt_id, sequence, kind, event) VALUES ($1, $2, $4, $3)";
 /// `understudy_events.kind` of a call's event.
@@ -41,6 +53,11 @@ pub struct Fresh {
     pub state: BTreeMap<String, Map<String, Value>>,
     /// The first `ok` event of each (operation, idempotency key ref), oldest first.
     pub idempotent: Vec<ToolEvent>,
+    /// For an attempt with seeded chaos: per operation (`"<integration>/<operation_id>"`),
+    /// how many of its calls were evaluated by the mock and how many of those faulted by
+    /// chaos — derived from the attempt's own evidence under the row lock, so every process
+    /// of a fleet goes on with one sequence (`times` is never exceeded). Empty otherwise.
+    pub chaos: Vec<(String, u64, u64)>,
 }
 
 /// A row lock taken for one call, with the token of its [`super::CallLock`] (so that a late
@@ -310,6 +327,50 @@ impl Postgres {
         self.shared.paused.send_replace(false);
     }
 
+    pub(in crate::store) fn last_sequence(&self, attempt_id: &str) -> Result<u64, StoreError> {
+        let id = attempt_id.to_string();
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            Ok(conn
+                .query_opt(
+                    "SELECT last_seq FROM understudy_calls WHERE attempt_id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(pg_err)?
+                .map_or(0, |r| to_u64(r.get(0))))
+        })
+    }
+
+    /// One chunk of the timeline: one indexed range query (the primary key).
+    pub(in crate::store) fn timeline_chunk(
+        &self,
+        attempt_id: &str,
+        cur: &mut crate::store::TimelineCursor,
+        limit: usize,
+    ) -> Result<Vec<EvidenceEntry>, StoreError> {
+        let id = attempt_id.to_string();
+        let (after, upto) = (cur.after, cur.upto);
+        let out = self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let rows = conn
+                .query(
+                    "SELECT sequence, kind, event FROM understudy_events WHERE attempt_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence LIMIT $4",
+                    &[&id, &to_i64(after), &to_i64(upto), &(limit as i64)],
+                )
+                .await
+                .map_err(pg_err)?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let seq = to_u64(r.get(0));
+                out.push(decode_row(&id, seq, r.get(1), r.get::<_, &str>(2).as_bytes())?);
+            }
+            Ok(out)
+        })?;
+        cur.after = out.last().map_or(upto, EvidenceEntry::sequence);
+        Ok(out)
+    }
+
     /// Calls and agent-side events, in sequence order (dense up to the row's `last_seq`).
     pub(in crate::store) fn timeline(
         &self,
@@ -342,26 +403,7 @@ impl Postgres {
                     break;
                 }
                 last = seq;
-                let (kind, json) = (r.get::<_, &str>(1), r.get::<_, &str>(2).as_bytes());
-                let what = format!("event {id}#{seq}");
-                out.push(match kind {
-                    KIND_TOOL => {
-                        let mut e: ToolEvent = decode_json(json, &what)?;
-                        e.sequence = seq;
-                        EvidenceEntry::Call(e)
-                    }
-                    KIND_AGENT => {
-                        let mut e: AgentEvent = decode_json(json, &what)?;
-                        e.sequence = seq;
-                        EvidenceEntry::Agent(e)
-                    }
-                    other => {
-                        return Err(StoreError::Corrupt {
-                            key: what,
-                            message: format!("unknown event kind {other:?}"),
-                        })
-                    }
-                });
+                out.push(decode_row(&id, seq, r.get(1), r.get::<_, &str>(2).as_bytes())?);
             }
             crate::store::missing_tail(&id, recorded, last)?;
             Ok(out)
@@ -371,6 +413,29 @@ impl Postgres {
     pub(in crate::store) fn flush_count(&self) -> u64 {
         self.shared.commits.load(Ordering::Relaxed)
     }
+}
+
+/// One row of `understudy_events` as an entry of the timeline.
+fn decode_row(id: &str, seq: u64, kind: &str, json: &[u8]) -> Result<EvidenceEntry, StoreError> {
+    let what = format!("event {id}#{seq}");
+    Ok(match kind {
+        KIND_TOOL => {
+            let mut e: ToolEvent = decode_json(json, &what)?;
+            e.sequence = seq;
+            EvidenceEntry::Call(e)
+        }
+        KIND_AGENT => {
+            let mut e: AgentEvent = decode_json(json, &what)?;
+            e.sequence = seq;
+            EvidenceEntry::Agent(e)
+        }
+        other => {
+            return Err(StoreError::Corrupt {
+                key: what,
+                message: format!("unknown event kind {other:?}"),
+            })
+        }
+    })
 }
 
 pub(super) async fn read_state(
@@ -421,10 +486,24 @@ async fn lock_row(
         if seen == Some(last_seq) && writer == s.writer {
             return Ok((last_seq, None));
         }
-        let idem = conn.prepare_cached(S_IDEM).await.map_err(pg_err)?;
-        let (state, rows) = tokio::try_join!(read_state(conn, id), async {
-            conn.query(&idem, &[&id]).await.map_err(pg_err)
-        })?;
+        let (idem, chaos) =
+            tokio::try_join!(conn.prepare_cached(S_IDEM), conn.prepare_cached(S_CHAOS))
+                .map_err(pg_err)?;
+        let (state, rows, chaos) = tokio::try_join!(
+            read_state(conn, id),
+            async { conn.query(&idem, &[&id]).await.map_err(pg_err) },
+            async { conn.query(&chaos, &[&id]).await.map_err(pg_err) },
+        )?;
+        let chaos = chaos
+            .iter()
+            .map(|r| {
+                (
+                    r.get::<_, Option<String>>(0).unwrap_or_default(),
+                    to_u64(r.get(1)),
+                    to_u64(r.get(2)),
+                )
+            })
+            .collect();
         let idempotent = rows
             .iter()
             .map(|r| {
@@ -434,7 +513,14 @@ async fn lock_row(
                 )
             })
             .collect::<Result<Vec<ToolEvent>, _>>()?;
-        Ok((last_seq, Some(Fresh { state, idempotent })))
+        Ok((
+            last_seq,
+            Some(Fresh {
+                state,
+                idempotent,
+                chaos,
+            }),
+        ))
     };
     // On `Err`, `conn` is dropped: closed, never back in the pool mid-transaction.
     let (last_seq, fresh) = run.await?;

@@ -38,7 +38,7 @@ use calls::duplicates;
 pub const REDACTED: &str = "[redacted]";
 
 /// `passed`, `failed` or `inconclusive`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Passed,
@@ -63,7 +63,8 @@ impl std::fmt::Display for Status {
 }
 
 /// One check of one contract.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct CheckResult {
     /// The contract key path, with the tool or field in brackets.
     pub id: String,
@@ -73,7 +74,8 @@ pub struct CheckResult {
 }
 
 /// The result of one contract over one attempt, serialized as in docs/src/reference/contracts.md.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ContractResult {
     pub contract_id: String,
     pub contract_hash: String,

@@ -1,0 +1,205 @@
+use super::*;
+use serde_json::json;
+
+fn call(seq: u64, status: &str) -> ToolEvent {
+    ToolEvent {
+        sequence: seq,
+        execution_attempt_id: format!("e{seq}"),
+        integration: "crm".into(),
+        operation_id: Some("op".into()),
+        revision: Some(1),
+        variant: None,
+        rule: None,
+        is_write: false,
+        arguments: json!({}),
+        result: json!({}),
+        result_status: status.into(),
+        http_status: 200,
+        latency_ms: 0.0,
+        delay_ms: 0,
+        idempotency_key_ref: None,
+        trace_id: None,
+        source: "mock".into(),
+        error: None,
+        timestamp: "2026-01-01T10:05:00Z".into(),
+        fault: None,
+    }
+}
+
+fn harness(seq: u64, code: &str) -> ToolEvent {
+    ToolEvent {
+        error: Some(json!({"code": code, "message": "m"})),
+        ..call(seq, "harness_error")
+    }
+}
+
+fn codes(a: &AttemptRecord, calls: &[ToolEvent]) -> Vec<String> {
+    judge(a, calls, &[], &[])
+        .reasons
+        .into_iter()
+        .map(|r| r.code)
+        .collect()
+}
+
+#[test]
+fn every_attempt_rule_has_its_own_stable_code() {
+    let codes: Vec<String> = Rule::ATTEMPT_RULES.iter().map(Rule::code).collect();
+    assert_eq!(
+        codes,
+        [
+            "harness_error",
+            "store_failure",
+            "lease_expired",
+            "attempt_ended",
+            "duplicate_side_effect",
+            "missing_evidence",
+            "unknown_status",
+            "interrupted",
+            "no_calls",
+            "outside_attempt",
+            "cleanup_not_verified"
+        ]
+    );
+    let c = Rule::Contract {
+        id: "book".into(),
+        check: "tool[crm/book]".into(),
+    };
+    assert_eq!(c.code(), "contract:book:tool[crm/book]");
+    let r = Reason::new(&c, "m");
+    assert!(r.is(&c) && !r.is(&Rule::HarnessError));
+}
+
+#[test]
+fn harness_codes_map_to_their_rules_with_the_sequence() {
+    let a = AttemptRecord::default();
+    assert_eq!(
+        codes(
+            &a,
+            &[
+                harness(1, "no_mock"),
+                harness(2, "lease_expired"),
+                harness(3, "attempt_ended"),
+                harness(4, "store_error"),
+            ]
+        ),
+        [
+            "harness_error",
+            "lease_expired",
+            "attempt_ended",
+            "store_failure"
+        ]
+    );
+    let v = judge(&a, &[call(1, "ok"), harness(2, "attempt_ended")], &[], &[]);
+    assert_eq!(v.reasons[0].sequence, Some(2));
+    assert_eq!(v.word(), "fail");
+}
+
+#[test]
+fn the_records_marks_fail_the_attempt() {
+    let calls = [call(1, "ok")];
+    let base = AttemptRecord::default();
+    assert!(codes(&base, &calls).is_empty());
+    let a = AttemptRecord {
+        store_failures: 1,
+        ..base.clone()
+    };
+    assert_eq!(codes(&a, &calls), ["store_failure"]);
+    let a = AttemptRecord {
+        outside_calls: 2,
+        outside: vec!["GET /x: no token".into()],
+        ..base.clone()
+    };
+    let v = judge(&a, &calls, &[], &[]);
+    assert_eq!(v.reasons[0].code, "outside_attempt");
+    assert!(v.reasons[0].message.contains("GET /x: no token"));
+    let a = AttemptRecord {
+        interrupted: true,
+        ..base.clone()
+    };
+    assert_eq!(codes(&a, &calls), ["interrupted"]);
+    // No call, no event: `no_calls` unless not expected.
+    assert_eq!(codes(&base, &[]), ["no_calls"]);
+    let a = AttemptRecord {
+        expect_calls: false,
+        ..base
+    };
+    assert!(codes(&a, &[]).is_empty());
+}
+
+#[test]
+fn a_call_stamped_after_the_end_fails_whatever_its_status() {
+    let a = AttemptRecord {
+        ended_at: Some("2026-01-01T10:05:00Z".into()),
+        ..AttemptRecord::default()
+    };
+    // At the end instant: inside.
+    assert!(codes(&a, &[call(1, "ok")]).is_empty());
+    let late = ToolEvent {
+        timestamp: "2026-01-01T10:05:00.001Z".into(),
+        ..call(2, "ok")
+    };
+    assert_eq!(codes(&a, &[call(1, "ok"), late]), ["attempt_ended"]);
+}
+
+#[test]
+fn an_agent_event_alone_is_something_that_happened() {
+    let a = AttemptRecord::default();
+    let e = AgentEvent {
+        sequence: 1,
+        name: "said".into(),
+        kind: crate::records::AgentEventKind::AgentMessage,
+        test_run_id: None,
+        text: None,
+        data: None,
+        timestamp: "2026-01-01T10:05:00Z".into(),
+    };
+    assert!(judge(&a, &[], &[e], &[]).passed());
+}
+
+#[test]
+fn the_fold_reports_one_gap_and_repeats() {
+    let a = AttemptRecord::default();
+    assert_eq!(
+        codes(&a, &[call(1, "ok"), call(3, "ok"), call(5, "ok")]),
+        ["missing_evidence"]
+    );
+    assert_eq!(
+        codes(&a, &[call(1, "ok"), call(1, "ok")]),
+        ["missing_evidence"]
+    );
+    assert_eq!(codes(&a, &[call(2, "ok")]), ["missing_evidence"]);
+    assert!(codes(&a, &[call(2, "ok"), call(1, "ok")]).is_empty());
+}
+
+#[test]
+fn a_verdict_is_read_back_from_an_envelope_and_a_missing_one_is_an_error() {
+    let v = Verdict {
+        reasons: vec![Reason::at(&Rule::NoCalls, 3, "m")],
+    };
+    let env = json!({"verdict": v.word(), "verdict_reasons": v.reasons});
+    assert_eq!(Verdict::from_envelope(&env).unwrap(), v);
+    assert!(Verdict::from_envelope(&json!({})).is_err());
+    assert!(Verdict::from_envelope(&json!({"verdict": "maybe"})).is_err());
+    assert!(Verdict::from_envelope(&json!({"verdict": true})).is_err());
+    assert!(Verdict::from_envelope(&json!({"verdict": "pass", "verdict_reasons": ["x"]})).is_err());
+    let old = Verdict::from_envelope(&json!({"verdict": "fail", "verdict_reasons": ["x"]}));
+    assert_eq!(old.unwrap().reasons[0].code, "unknown");
+    assert!(Verdict::from_envelope(&json!({"verdict": "pass"}))
+        .unwrap()
+        .passed());
+}
+
+#[test]
+fn verification_fails_whenever_the_verdict_fails() {
+    let failing = Verdict {
+        reasons: vec![Reason::new(&Rule::HarnessError, "m")],
+    };
+    let (passed, answer) = verification("a1", &[], &failing);
+    assert!(!passed);
+    assert_eq!(answer["passed"], false);
+    assert_eq!(answer["verdict"], "fail");
+    assert_eq!(answer["verdict_reasons"][0]["code"], "harness_error");
+    let (passed, answer) = verification("a1", &[], &Verdict::default());
+    assert!(passed);
+    assert_eq!(answer["verdict"], "pass");
+}
