@@ -198,6 +198,9 @@ pub struct AttemptState {
     /// answered `store_error` withdraws its change only while it is still the latest
     /// (`crate::proxy::pipeline::commit`).
     pub published: u64,
+    /// The calls recorded when this state was rebuilt from evidence (seeds
+    /// [`Attempt::calls`] after a restart).
+    pub calls: u64,
 }
 
 impl AttemptState {
@@ -251,6 +254,7 @@ impl AttemptState {
             idempotency,
             chaos,
             published: 0,
+            calls: events.len() as u64,
         }
     }
 }
@@ -308,6 +312,9 @@ pub struct Attempt {
     pub store_failures: std::sync::atomic::AtomicU64,
     /// The record's `durability` (fixed at creation): what a call's answer waits for.
     pub durability: crate::records::Durability,
+    /// Calls of this attempt committed so far (this process, plus those its evidence held at
+    /// load): the Salesforce profile's `Sforce-Limit-Info: api-usage=N/M` and `/limits`.
+    pub calls: std::sync::atomic::AtomicU64,
 }
 
 impl Attempt {
@@ -316,6 +323,7 @@ impl Attempt {
             id: record.attempt_id.clone(),
             durability: record.durability,
             record: RwLock::new(Held::new(record)),
+            calls: std::sync::atomic::AtomicU64::new(state.calls),
             lock: tokio::sync::Mutex::new(state),
             store_failures: Default::default(),
         })

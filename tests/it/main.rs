@@ -31,6 +31,7 @@ mod no_silent_pass;
 mod record;
 mod regression;
 mod report;
+mod salesforce;
 mod schemas;
 mod secrets;
 mod serve;
