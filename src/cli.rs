@@ -51,6 +51,9 @@ pub enum Command {
     Drift(DriftArgs),
     /// Print the JSON Schema of a file you write (for editors), or write them all with --all.
     Schema(SchemaArgs),
+    /// MCP over stdio: serve an integration's mocks as the command an agent starts, wrap a
+    /// real stdio MCP server, print client configuration (docs/src/guides/mcp-stdio.md).
+    Mcp(McpArgs),
 }
 
 /// `--log-format`.
@@ -437,6 +440,93 @@ pub struct DriftArgs {
     /// Extra CA certificate (PEM) trusted for upstream calls.
     #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
+}
+
+/// `understudy mcp …`.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: McpCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum McpCommand {
+    /// Serve an `mcp` integration over stdio (one JSON-RPC message per line): bridged to a
+    /// running `understudy serve`/`test` of the project, else from the project's store.
+    Stdio(McpStdioArgs),
+    /// Start a real stdio MCP server as a child and relay to it through understudy (record,
+    /// dry-run or record-missing).
+    Wrap(McpWrapArgs),
+    /// Print the configuration snippet that makes an MCP client start `understudy mcp stdio`.
+    Config(McpConfigArgs),
+}
+
+/// `understudy mcp stdio --integration NAME [--config F] [--attempt TOKEN] [--url URL]`.
+#[derive(Debug, Clone, Args)]
+pub struct McpStdioArgs {
+    /// The `mcp` integration served.
+    #[arg(long, value_name = "NAME")]
+    pub integration: String,
+    /// Project file (default: ./understudy.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The attempt's token (else UNDERSTUDY_ATTEMPT, else the running `understudy test`'s
+    /// attempt, else the default attempt).
+    #[arg(long, value_name = "TOKEN")]
+    pub attempt: Option<String>,
+    /// A running understudy server (http://HOST:PORT) to send the calls to, instead of the one
+    /// found through the data dir or the project's own store.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Data directory (overrides the project file's `data_dir`).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// `understudy mcp wrap --integration NAME [--mode M] -- CMD ARGS…`.
+#[derive(Debug, Clone, Args)]
+pub struct McpWrapArgs {
+    /// The `mcp` integration the wrapped server stands for (its operations directory receives
+    /// the drafts of a recording).
+    #[arg(long, value_name = "NAME")]
+    pub integration: String,
+    /// Project file (default: ./understudy.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// record, dry-run or record-missing.
+    #[arg(long, value_enum, default_value_t = crate::config::Mode::Record)]
+    pub mode: crate::config::Mode,
+    /// Where a recording's draft operation files go (default: the integration's operations
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Data directory (overrides the project file's `data_dir`).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The stdio MCP server's command and arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `understudy mcp config --integration NAME --client claude|cursor|vscode|json`.
+#[derive(Debug, Clone, Args)]
+pub struct McpConfigArgs {
+    #[arg(long, value_name = "NAME")]
+    pub integration: String,
+    #[arg(long, value_enum, default_value_t = McpClient::Json)]
+    pub client: McpClient,
+    /// Project file named in the snippet (default: ./understudy.json, made absolute).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `--client` of `understudy mcp config`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum McpClient {
+    Claude,
+    Cursor,
+    Vscode,
+    Json,
 }
 
 /// `understudy ca …`.

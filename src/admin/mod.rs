@@ -128,6 +128,16 @@ impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
+    /// A request body that could not be read as JSON: 400 `too_deep` for a body nested too
+    /// deep (decided by the variant), else 400 `bad_request`; the message starts with `what`.
+    pub fn of_body(e: crate::http::request::BodyError, what: &str) -> ApiError {
+        let code = match e {
+            crate::http::request::BodyError::TooDeep { .. } => "too_deep",
+            crate::http::request::BodyError::NotJson(_)
+            | crate::http::request::BodyError::Form(_) => "bad_request",
+        };
+        ApiError::new(StatusCode::BAD_REQUEST, code, format!("{what}: {e}"))
+    }
     pub fn response(&self) -> HttpResponse {
         let mut r = json_response(
             self.status,
@@ -514,12 +524,7 @@ pub(crate) fn parse_body<T: DeserializeOwned>(req: &Request, what: &str) -> Resu
         Ok(None) => Err(ApiError::bad_request(format!(
             "{what}: expected a JSON object body, got an empty body"
         ))),
-        Err(m) if m.starts_with(crate::util::json::TOO_DEEP) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "too_deep",
-            format!("{what}: {m}"),
-        )),
-        Err(m) => Err(ApiError::bad_request(format!("{what}: {m}"))),
+        Err(e) => Err(ApiError::of_body(e, what)),
     }
 }
 

@@ -25,6 +25,8 @@ pub mod evidence;
 pub mod exec;
 pub mod generate;
 pub mod import;
+pub mod mcp;
+pub mod mcp_wrap;
 pub mod report;
 pub mod schema;
 pub mod serve;
@@ -130,6 +132,7 @@ where
         Command::Import(a) => import::import(a),
         Command::Drift(a) => drift::drift(a),
         Command::Schema(a) => schema::schema_command(a),
+        Command::Mcp(a) => mcp::mcp(a),
     }
 }
 

@@ -178,6 +178,13 @@ pub fn serve(args: &ServeArgs) -> Exit {
             let _ = writeln!(out, "understudy listening on {}://{addr}", transport.scheme());
             let _ = out.flush();
         }
+        // For `understudy mcp stdio` started by an agent: this server's address.
+        let _published = super::mcp::publish(
+            &app.config.data_dir,
+            &format!("{}://{addr}", transport.scheme()),
+            "serve",
+            None,
+        );
         match server::serve_with(listener, app, transport, server::shutdown_signal()).await {
             Ok(()) => Exit::Ok,
             Err(e) => {

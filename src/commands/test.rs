@@ -4,7 +4,9 @@
 //! 1. Starts the server in process on `127.0.0.1:<free port>` (the project's integrations,
 //!    store and mode; `--mode` overrides; the record modes are refused: use `record`).
 //! 2. Creates one attempt through the admin API (`POST /_understudy/api/attempts` with
-//!    `test_run_id`, `variants` and, when given, `contracts`).
+//!    `test_run_id`, `variants` and, when given, `contracts`), with
+//!    `Authorization: Bearer $UNDERSTUDY_ADMIN_TOKEN` when that is set (a project with
+//!    `"trust_loopback": false` needs a token; the `run` scope is enough). CMD inherits it.
 //! 3. Runs CMD in its own process group with stdin/stdout/stderr inherited and this
 //!    environment: `UNDERSTUDY_URL`, `UNDERSTUDY_ATTEMPT` (the token), `UNDERSTUDY_ATTEMPT_ID`,
 //!    `UNDERSTUDY_URL_<INTEGRATION>` (upper-cased, other characters `_`); with
@@ -248,6 +250,14 @@ async fn run(
     };
     let attempt_id = created["attempt_id"].as_str().unwrap_or("").to_string();
     let token = created["token"].as_str().unwrap_or("").to_string();
+    // `understudy mcp stdio` started by CMD's agent gets a cleaned environment (no
+    // UNDERSTUDY_ATTEMPT): it finds this server and the attempt through the data dir.
+    let _published = super::mcp::publish(
+        &app.config.data_dir,
+        &base,
+        "test",
+        Some((&token, &attempt_id)),
+    );
     let mut env: Vec<(String, String)> = vec![
         ("UNDERSTUDY_URL".into(), base.clone()),
         ("UNDERSTUDY_ATTEMPT".into(), token.clone()),
@@ -592,6 +602,12 @@ async fn call(
         .map(|b| serde_json::to_vec(b).unwrap_or_default())
         .unwrap_or_default();
     let mut req = hyper::Request::builder().method(method).uri(url);
+    if let Some(t) = std::env::var("UNDERSTUDY_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
     if body.is_some() {
         req = req.header(hyper::header::CONTENT_TYPE, "application/json");
     }

@@ -18,6 +18,7 @@
 pub mod connect;
 pub mod http;
 pub mod reload;
+pub mod stdio;
 pub mod transport;
 
 use std::future::Future;

@@ -188,6 +188,7 @@ mod frame;
 mod journal;
 mod keys;
 mod postgres;
+pub mod published;
 #[cfg(test)]
 mod tests;
 

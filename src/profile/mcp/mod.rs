@@ -135,6 +135,7 @@ pub mod session;
 mod session_era;
 pub mod sse;
 mod stateless;
+pub mod stdio;
 pub mod tools;
 
 mod reply;

@@ -1,0 +1,418 @@
+//! MCP over stdio (docs/src/guides/mcp-stdio.md): `understudy mcp stdio` driven by the
+//! official SDKs' stdio clients — the MCP Python SDK's `stdio_client` (both eras, standalone
+//! and inside `understudy test`, where the SDK's cleaned environment leaves the stdio server
+//! only the data dir to find the test's attempt), the TypeScript SDK's `StdioClientTransport`
+//! and rmcp's child-process transport — and raw lines for what no SDK sends (malformed and
+//! oversize lines, `RUST_LOG=trace` with stdout parsed line by line).
+//!
+//! The clients must be installed (`.ci/run` installs them: `pip install mcp==2.3.0`, and
+//! `npm ci` of tests/mcp-stdio/ into target/mcp-stdio/); outside CI a missing client skips its
+//! test with a note, in CI (`CI=true`) it fails.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::support::Project;
+
+const BIN: &str = env!("CARGO_BIN_EXE_understudy");
+
+fn in_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+fn python_sdk_available() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import mcp.client.stdio"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            !in_ci(),
+            "CI must install the MCP Python SDK (pip install mcp==2.3.0)"
+        );
+        eprintln!("note: the MCP Python SDK is not installed; skipping");
+    }
+    ok
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// tests/mcp-stdio/ installed with `npm ci` into target/mcp-stdio/ (once).
+#[allow(dead_code)] // used by the TypeScript SDK test
+pub fn node_modules() -> Option<PathBuf> {
+    let dir = root().join("target/mcp-stdio");
+    let marker = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+    if !marker.exists() {
+        let _ = std::fs::create_dir_all(&dir);
+        for f in ["package.json", "package-lock.json"] {
+            let _ = std::fs::copy(root().join("tests/mcp-stdio").join(f), dir.join(f));
+        }
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok || !marker.exists() {
+            assert!(!in_ci(), "npm ci of tests/mcp-stdio/ failed");
+            eprintln!("note: npm ci of tests/mcp-stdio/ failed; skipping");
+            return None;
+        }
+    }
+    Some(dir.join("node_modules"))
+}
+
+fn create_ticket() -> Value {
+    json!({
+        "operation_id": "create_ticket",
+        "description": "Open a support ticket",
+        "input_schema": { "type": "object", "required": ["subject"],
+                          "properties": { "subject": { "type": "string", "minLength": 3 } } },
+        "output_schema": { "type": "object", "required": ["ticket_id"],
+                           "properties": { "ticket_id": { "type": "string" }, "subject": { "type": "string" } } },
+        "mock": {
+            "schema_version": 1,
+            "default_variant": "ok",
+            "variants": { "ok": {
+                "result": { "ticket_id": "T-100", "subject": { "$input": "subject" } },
+                "set_state": { "last_subject": { "$input": "subject" } }
+            } },
+            "examples": [ { "variant": "ok", "input": { "subject": "Printer on fire" },
+                            "expected": { "ticket_id": "T-100", "subject": "Printer on fire" } } ]
+        }
+    })
+}
+
+fn last_ticket() -> Value {
+    json!({
+        "operation_id": "last_ticket",
+        "description": "The subject of the last ticket opened",
+        "annotations": { "readOnlyHint": true },
+        "input_schema": { "type": "object" },
+        "output_schema": { "type": "object", "required": ["last"] },
+        "mock": {
+            "schema_version": 1,
+            "default_variant": "ok",
+            "initial_state": { "last_subject": "none" },
+            "variants": { "ok": { "result": { "last": { "$state": "last_subject" } } } },
+            "examples": [ { "variant": "ok", "input": {}, "expected": { "last": "none" } } ]
+        }
+    })
+}
+
+/// `tools` (mcp): a state-changing tool and a read of that state.
+pub fn project() -> Project {
+    let p = Project::new(&[("tools", "mcp")]);
+    p.op("tools", create_ticket()).op("tools", last_ticket());
+    p
+}
+
+fn stdio_args(p: &Project) -> Vec<String> {
+    vec![
+        "mcp".into(),
+        "stdio".into(),
+        "--integration".into(),
+        "tools".into(),
+        "--config".into(),
+        p.config_path().display().to_string(),
+    ]
+}
+
+fn ticket_calls(subject: &str) -> Value {
+    json!([
+        { "name": "create_ticket", "arguments": { "subject": subject } },
+        { "name": "last_ticket", "arguments": {} }
+    ])
+}
+
+/// Run the Python SDK client with `plan`; (its JSON output, its stderr).
+fn python_client(plan: &Value) -> (Value, String) {
+    let out = Command::new("python3")
+        .arg(root().join("tests/mcp-stdio/python_client.py"))
+        .arg(plan.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "python client failed: {stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("client output is not JSON ({e}): {:?}", out.stdout));
+    (v, stderr)
+}
+
+fn structured(result: &Value) -> &Value {
+    &result["structuredContent"]
+}
+
+/// The tool calls (operation id, arguments) of an attempt's evidence.
+fn calls_of(evidence: &Value) -> Vec<(String, Value)> {
+    evidence["tool_events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("evidence without tool events: {evidence}"))
+        .iter()
+        .map(|c| {
+            (
+                c["operation_id"].as_str().unwrap_or("").to_string(),
+                c["arguments"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn python_sdk_stdio_client_in_both_eras_standalone_with_state_and_evidence() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = project();
+    for (era, version, subject) in [
+        ("legacy", "2025-11-25", "Printer on fire"),
+        ("modern", "2026-07-28", "Coffee machine down"),
+    ] {
+        let plan = json!({ "command": BIN, "args": stdio_args(&p), "era": era,
+                           "calls": ticket_calls(subject) });
+        let (out, stderr) = python_client(&plan);
+        assert_eq!(out["version"], version, "{out}");
+        assert_eq!(out["tools"], json!(["create_ticket", "last_ticket"]));
+        let results = out["results"].as_array().unwrap();
+        assert_eq!(
+            structured(&results[0]),
+            &json!({"ticket_id": "T-100", "subject": subject})
+        );
+        // The state the first call set is what the second reads: one attempt, one session.
+        assert_eq!(
+            structured(&results[1]),
+            &json!({ "last": subject }),
+            "{out}"
+        );
+        // The attempt chosen is named on stderr (never the token), and its evidence holds the
+        // calls exactly as over HTTP.
+        let id = stderr
+            .split("the default attempt ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no attempt named on stderr: {stderr}"));
+        assert!(stderr.contains("from the project's store"), "{stderr}");
+        let ev = Command::new(BIN)
+            .args(["evidence", id, "--config"])
+            .arg(p.config_path())
+            .output()
+            .unwrap();
+        let evidence: Value = serde_json::from_slice(&ev.stdout)
+            .unwrap_or_else(|_| panic!("evidence: {}", String::from_utf8_lossy(&ev.stderr)));
+        let calls = calls_of(&evidence);
+        assert_eq!(
+            calls,
+            vec![
+                ("create_ticket".to_string(), json!({ "subject": subject })),
+                ("last_ticket".to_string(), json!({})),
+            ],
+            "{evidence}"
+        );
+        let first = &evidence["tool_events"][0];
+        assert_eq!(first["integration"], "tools");
+        assert_eq!(first["is_write"], true);
+        assert_eq!(evidence["tool_events"][1]["is_write"], false);
+        assert_eq!(evidence["final_state"]["tools"]["last_subject"], subject);
+    }
+}
+
+#[test]
+fn understudy_test_catches_the_stdio_server_its_agent_starts_with_a_cleaned_environment() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = project();
+    let report = p.path().join("report");
+    // The agent: the Python SDK starting `understudy mcp stdio` with its default (cleaned)
+    // environment — no UNDERSTUDY_ATTEMPT, no UNDERSTUDY_URL reach the stdio server.
+    let plan = json!({ "command": BIN, "args": stdio_args(&p), "era": "legacy",
+                       "calls": ticket_calls("Sink leaking") });
+    let out = Command::new(BIN)
+        .args(["test", "--log-stderr", "--config"])
+        .arg(p.config_path())
+        .arg("--report-dir")
+        .arg(&report)
+        .arg("--")
+        .arg("python3")
+        .arg(root().join("tests/mcp-stdio/python_client.py"))
+        .arg(plan.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("the running understudy test's attempt"),
+        "the stdio server did not find the test's attempt: {stderr}"
+    );
+    let evidence: Value =
+        serde_json::from_slice(&std::fs::read(report.join("evidence.json")).unwrap()).unwrap();
+    assert_eq!(
+        calls_of(&evidence),
+        vec![
+            (
+                "create_ticket".to_string(),
+                json!({ "subject": "Sink leaking" })
+            ),
+            ("last_ticket".to_string(), json!({})),
+        ],
+        "{evidence}"
+    );
+    assert_eq!(evidence["verdict"], "pass", "{evidence}");
+    // The published address is gone with the server.
+    assert!(!p.data_dir().join("server.json").exists());
+}
+
+/// Spawn `understudy mcp stdio` with `RUST_LOG=trace`, write `input`, close stdin; (stdout
+/// lines, stderr, exit code).
+fn raw_session(p: &Project, input: &[u8]) -> (Vec<String>, String, Option<i32>) {
+    let mut child = Command::new(BIN)
+        .args(stdio_args(p))
+        .env("RUST_LOG", "trace")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    writer.join().unwrap();
+    let status = child.wait().unwrap();
+    (
+        out.lines().map(str::to_string).collect(),
+        err.join().unwrap(),
+        status.code(),
+    )
+}
+
+fn line(v: Value) -> Vec<u8> {
+    let mut l = v.to_string().into_bytes();
+    l.push(b'\n');
+    l
+}
+
+#[test]
+fn malformed_and_oversize_lines_are_parse_errors_and_stdout_carries_only_messages() {
+    let p = project();
+    let mut input = Vec::new();
+    input.extend(line(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})));
+    input.extend(line(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ));
+    input.extend(b"this is not json\n");
+    // Over the 10 MiB body limit, in one line.
+    let mut big = b"{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"tools/call\",\"params\":{\"name\":\"create_ticket\",\"arguments\":{\"subject\":\"".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 10 * 1024 * 1024 + 10));
+    big.extend(b"\"}}}\n");
+    input.extend(big);
+    input.extend(b"{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \n");
+    input.extend(line(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "create_ticket", "arguments": {"subject": "After the garbage"}}}),
+    ));
+    input.extend(line(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "last_ticket", "arguments": {}}}),
+    ));
+    let (lines, stderr, code) = raw_session(&p, &input);
+    assert_eq!(code, Some(0), "{stderr}");
+    // Logging was on (trace), and none of it reached stdout: every line is JSON-RPC.
+    assert!(
+        stderr.contains("TRACE") || stderr.contains("DEBUG"),
+        "no log on stderr"
+    );
+    let msgs: Vec<Value> = lines
+        .iter()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"));
+            assert_eq!(v["jsonrpc"], "2.0", "not a JSON-RPC message: {l}");
+            v
+        })
+        .collect();
+    let parse_errors: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["error"]["code"] == -32700)
+        .collect();
+    assert_eq!(parse_errors.len(), 3, "{msgs:?}");
+    assert!(parse_errors.iter().all(|e| e["id"].is_null()));
+    assert!(parse_errors.iter().any(|e| e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("10485760 bytes")));
+    // The oversize call never ran; the session went on.
+    assert!(!msgs.iter().any(|m| m["id"] == 99));
+    let by_id = |id: i64| msgs.iter().find(|m| m["id"] == id).cloned().unwrap();
+    assert_eq!(by_id(1)["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        by_id(3)["result"]["structuredContent"]["subject"],
+        "After the garbage"
+    );
+    assert_eq!(
+        by_id(4)["result"]["structuredContent"]["last"],
+        "After the garbage"
+    );
+}
+
+#[test]
+fn mcp_config_prints_each_clients_snippet() {
+    let p = project();
+    for (client, pointer) in [
+        ("claude", "/mcpServers/tools"),
+        ("cursor", "/mcpServers/tools"),
+        ("vscode", "/servers/tools"),
+        ("json", ""),
+    ] {
+        let out = Command::new(BIN)
+            .args([
+                "mcp",
+                "config",
+                "--integration",
+                "tools",
+                "--client",
+                client,
+                "--config",
+            ])
+            .arg(p.config_path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let server = v
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{client}: {v}"));
+        assert_eq!(server["args"][0], "mcp");
+        assert_eq!(server["args"][5], p.config_path().display().to_string());
+        assert!(Path::new(server["command"].as_str().unwrap()).is_absolute());
+    }
+    // Not an mcp integration, or none: a usage error naming it.
+    let out = Command::new(BIN)
+        .args(["mcp", "config", "--integration", "nope", "--config"])
+        .arg(p.config_path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
