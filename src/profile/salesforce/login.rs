@@ -182,27 +182,26 @@ fn oauth_error(
     a
 }
 
-/// The form fields of a token or revoke request (`application/x-www-form-urlencoded`;
-/// a JSON object is accepted too, as some clients send one), or why they cannot be read.
+/// The form fields of a token or revoke request (`application/x-www-form-urlencoded`, read
+/// once at the edge by `crate::http::form`; a JSON object is accepted too, as some clients
+/// send one), plus the query string's (some clients put them there), or why they cannot be
+/// read. A field sent twice counts by its first value.
 fn form(req: &Request) -> Result<Vec<(String, String)>, String> {
-    let body = std::str::from_utf8(&req.body)
-        .map_err(|_| "the request body is not UTF-8 text".to_string())?;
-    let is_json = req
-        .header("content-type")
-        .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
-    if is_json {
-        let v = req.json().map_err(str::to_string)?;
-        return Ok(v
-            .and_then(Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default());
-    }
-    // Form fields may also come in the query string (some clients put them there).
-    let mut fields = parse_query(body.trim());
+    let body = req.json().map_err(|e| e.to_string())?;
+    let mut fields: Vec<(String, String)> = body
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| {
+                    let v = match v {
+                        Value::Array(a) => a.first()?,
+                        v => v,
+                    };
+                    Some((k.clone(), v.as_str()?.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     fields.extend(req.query.iter().cloned());
     Ok(fields)
 }
