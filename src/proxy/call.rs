@@ -359,6 +359,9 @@ fn builtin_default(
     let rel = &req.segments[consumed + 1..];
     let a = defaults::answer(&b.operation_id, &ctx, req, rel)?;
     info.arguments = a.arguments;
+    if let Some(e) = a.harness {
+        return Some(Decision::harness(e));
+    }
     let status = if a.input_error {
         ResultStatus::InputError
     } else {

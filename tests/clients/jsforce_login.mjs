@@ -103,4 +103,22 @@ async function evidence(a) {
   await evidence(a);
 }
 
+// 4. Over the daily limit: 403 REQUEST_LIMIT_EXCEEDED, an error jsforce raises, with the
+// usage in conn.limitInfo.
+{
+  const a = await attempt({ 'crm/describe_global': 'request_limit_exceeded' });
+  const conn = new jsforce.Connection({ oauth2: { loginUrl: a.base_urls.crm, clientId: 'CK-js', clientSecret: CONSUMER_SECRET }, version: '59.0' });
+  await conn.login('ada@healthplus.example', PASSWORD);
+  let err = null;
+  try {
+    await conn.describeGlobal();
+  } catch (e) {
+    err = e;
+  }
+  check(err && err.errorCode === 'REQUEST_LIMIT_EXCEEDED', `limit error: ${err && err.errorCode} ${err}`);
+  check(conn.limitInfo.apiUsage && conn.limitInfo.apiUsage.used === 2, `limitInfo after the refusal ${JSON.stringify(conn.limitInfo)}`);
+  const ev = await evidence(a);
+  check(ev.tool_events[1].http_status === 403, 'the refusal is recorded');
+}
+
 console.log('jsforce-login: ok');

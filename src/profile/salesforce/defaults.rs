@@ -27,6 +27,10 @@ pub const WITH_DEFAULTS: &[&str] = &[
     "tooling_query",
 ];
 
+/// The variant of every built-in operation with a default answer that answers as an org over
+/// its daily API allowance does: 403 `REQUEST_LIMIT_EXCEEDED`.
+pub const VARIANT_LIMIT_EXCEEDED: &str = "request_limit_exceeded";
+
 /// The newest API version the default answers name.
 pub const LATEST_VERSION: u32 = 66;
 /// `DailyApiRequests.Max` of the default org (`Sforce-Limit-Info: api-usage=N/15000`).
@@ -35,6 +39,27 @@ pub const DAILY_API_REQUESTS: u64 = 15_000;
 /// The default answer of built-in operation `operation_id`, or `None` when it has none.
 /// `rel` is the path after the integration (`services`, `data`, `v59.0`, …).
 pub fn answer(operation_id: &str, ctx: &Ctx<'_>, req: &Request, rel: &[String]) -> Option<Answer> {
+    if !WITH_DEFAULTS.contains(&operation_id) {
+        return None;
+    }
+    if ctx.variant == Some(VARIANT_LIMIT_EXCEEDED) {
+        // Over the org's daily allowance: 403, not 429.
+        return Some(Answer::plain(
+            NativeResponse {
+                status: 403,
+                headers: Vec::new(),
+                body: Some(
+                    json!([{"message": "TotalRequests Limit exceeded.", "errorCode": "REQUEST_LIMIT_EXCEEDED"}]),
+                ),
+            },
+            json!({}),
+        ));
+    }
+    let login = matches!(operation_id, "oauth_token" | "soap_login");
+    if let (Some(v), false) = (ctx.variant, login) {
+        let expected = format!("`{VARIANT_LIMIT_EXCEEDED}`");
+        return Some(Answer::unknown_variant(operation_id, v, &expected));
+    }
     let a = match operation_id {
         "oauth_token" => login::token(ctx, req),
         "oauth_userinfo" => login::userinfo(ctx, req),
@@ -252,6 +277,42 @@ mod tests {
         assert_eq!(
             d["sobjects"][2]["urls"]["describe"],
             "/services/data/v59.0/sobjects/Contact/describe"
+        );
+    }
+
+    #[test]
+    fn the_limit_variant_answers_403_request_limit_exceeded() {
+        let r = Request::new(
+            "GET",
+            "/crm/services/data/v59.0/sobjects",
+            None,
+            Default::default(),
+            Default::default(),
+            "127.0.0.1:1".parse().unwrap(),
+            std::time::Instant::now(),
+        );
+        let mut ctx = Ctx {
+            instance_url: "http://x/crm".into(),
+            secret: "00",
+            variant: Some(VARIANT_LIMIT_EXCEEDED),
+            now_ms: 0,
+            calls: 1,
+        };
+        let a = answer("describe_global", &ctx, &r, &r.segments[1..]).unwrap();
+        assert_eq!(a.response.status, 403);
+        assert_eq!(
+            a.response.body.unwrap()[0]["errorCode"],
+            "REQUEST_LIMIT_EXCEEDED"
+        );
+        ctx.variant = None;
+        let a = answer("describe_global", &ctx, &r, &r.segments[1..]).unwrap();
+        assert_eq!(a.response.status, 200);
+        assert!(answer("query", &ctx, &r, &r.segments[1..]).is_none());
+        ctx.variant = Some("nope");
+        let a = answer("describe_global", &ctx, &r, &r.segments[1..]).unwrap();
+        assert_eq!(
+            a.harness.unwrap().code,
+            crate::error::HarnessCode::UnknownVariant
         );
     }
 

@@ -60,6 +60,9 @@ pub struct Answer {
     pub arguments: Value,
     pub result: Value,
     pub input_error: bool,
+    /// The test setup is broken (a variant this built-in does not have): the call is this
+    /// harness error instead (`response` is unused).
+    pub harness: Option<crate::error::HarnessError>,
 }
 
 impl Answer {
@@ -70,7 +73,22 @@ impl Answer {
             response,
             arguments,
             input_error: false,
+            harness: None,
         }
+    }
+
+    /// The harness error `unknown_variant`: the attempt selected variant `v` of a built-in
+    /// operation that has no such variant.
+    pub fn unknown_variant(operation_id: &str, v: &str, expected: &str) -> Answer {
+        let e = crate::error::HarnessError::new(
+            crate::error::HarnessCode::UnknownVariant,
+            format!(
+                "the built-in operation `{operation_id}` has no variant `{v}`: expected {expected}"
+            ),
+        );
+        let mut a = Answer::plain(crate::profile::harness_response(&e), json!({}));
+        a.harness = Some(e);
+        a
     }
 }
 
@@ -424,7 +442,9 @@ pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
         return oauth_error(400, "invalid_grant", "authentication failure", args, false);
     }
     if let Some(v) = ctx.variant {
-        return unknown_variant(v, args);
+        let mut a = Answer::unknown_variant("oauth_token", v, LOGIN_VARIANTS);
+        a.arguments = args;
+        return a;
     }
     let id = identity(ctx.secret);
     let body = |token: &str, refresh: &str, signature: &str| {
@@ -461,18 +481,12 @@ pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
         arguments: args,
         result,
         input_error: false,
+        harness: None,
     }
 }
 
-fn unknown_variant(v: &str, args: Value) -> Answer {
-    oauth_error(
-        400,
-        "invalid_request",
-        &format!("unknown variant `{v}` of the built-in login: expected `{VARIANT_INVALID_GRANT}`"),
-        args,
-        false,
-    )
-}
+/// The variants of a built-in login operation.
+const LOGIN_VARIANTS: &str = "`invalid_grant` or `request_limit_exceeded`";
 
 /// The claims of a JWT (its payload, base64url JSON); the signature is not verified.
 fn jwt_claims(assertion: &str) -> Result<Map<String, Value>, String> {
@@ -526,10 +540,9 @@ pub fn soap_login(ctx: &Ctx<'_>, req: &Request, version: &str) -> Answer {
         return Answer::plain(xml(500, soap::fault("INVALID_LOGIN", m)), args);
     }
     if let Some(v) = ctx.variant {
-        let m = format!(
-            "unknown variant `{v}` of the built-in login: expected `{VARIANT_INVALID_GRANT}`"
-        );
-        return Answer::plain(xml(500, soap::fault("INVALID_REQUEST", &m)), args);
+        let mut a = Answer::unknown_variant("soap_login", v, LOGIN_VARIANTS);
+        a.arguments = args;
+        return a;
     }
     let id = identity(ctx.secret);
     let version = version.trim_start_matches(['v', 'V']);
@@ -561,6 +574,7 @@ pub fn soap_login(ctx: &Ctx<'_>, req: &Request, version: &str) -> Answer {
         arguments: args,
         result,
         input_error: false,
+        harness: None,
     }
 }
 

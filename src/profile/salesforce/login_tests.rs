@@ -163,7 +163,10 @@ fn the_invalid_grant_variant_fails_the_login_as_salesforce_does() {
         .unwrap()
         .contains("<sf:exceptionCode>INVALID_LOGIN</sf:exceptionCode>"));
     let a = token(&ctx(Some("nope")), &req("POST", "/t", FORM, body));
-    assert_eq!(a.response.status, 400);
+    assert_eq!(
+        a.harness.unwrap().code,
+        crate::error::HarnessCode::UnknownVariant
+    );
 }
 
 #[test]
