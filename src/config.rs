@@ -290,6 +290,9 @@ pub struct Config {
     /// `allowed_hosts`, `allowed_origins`, `trust_loopback`, `admin_tokens`.
     pub control: Control,
     pub integrations: BTreeMap<String, IntegrationConfig>,
+    /// `understudy test --otel-forward URL` (not a project-file key): the OTLP traces route
+    /// also sends each body it takes to this `http://` collector, off the answer's path.
+    pub otel_forward: Option<String>,
 }
 
 /// One integration of the project file.
@@ -546,6 +549,7 @@ impl Config {
             },
             integrations,
             base_dir,
+            otel_forward: None,
         })
     }
 

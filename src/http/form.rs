@@ -1,7 +1,7 @@
 //! Form bodies as input: `application/x-www-form-urlencoded` and `multipart/form-data`
 //! request bodies parsed once, at the edge, into the same JSON value a JSON body gives, so
 //! routing, the input, validation, evidence, recording and scrubbing treat them alike
-//! (docs/src/guides/import.md#form-bodies).
+//! (docs/src/guides/import-drift.md#form-bodies).
 //!
 //! - Every field becomes a member named as sent; a key sent more than once becomes an array
 //!   of its values in order (`MediaUrl=a&MediaUrl=b` → `{"MediaUrl": ["a", "b"]}`).
@@ -232,21 +232,27 @@ impl Fields {
                 short(&name)
             ));
         }
-        match self.map.get_mut(&name) {
-            None => {
-                self.map.insert(name, value);
-            }
-            Some(Value::Array(a)) => a.push(value),
-            Some(prev) => {
-                let first = prev.take();
-                *prev = Value::Array(vec![first, value]);
-            }
-        }
+        insert_field(&mut self.map, name, value);
         Ok(())
     }
 
     fn into_value(self) -> Value {
         Value::Object(self.map)
+    }
+}
+
+/// Add one field to a form's object: a name seen before becomes an array of its values
+/// (the one rule for repeated keys, shared by the HAR and Postman importers).
+pub fn insert_field(map: &mut Map<String, Value>, name: String, value: Value) {
+    match map.get_mut(&name) {
+        None => {
+            map.insert(name, value);
+        }
+        Some(Value::Array(a)) => a.push(value),
+        Some(prev) => {
+            let first = prev.take();
+            *prev = Value::Array(vec![first, value]);
+        }
     }
 }
 

@@ -368,9 +368,13 @@ fn expected_need(method: &str, path: &str) -> Need {
         ("GET", "/ui" | "/ui/attempts/{id}" | "/ui/attempts/{id}/junit.xml") => {
             Need::Scope(Scope::Read)
         }
-        ("POST", "/api/attempts" | "/api/attempts/{id}/events" | "/api/attempts/{id}/verify") => {
-            Need::Scope(Scope::Run)
-        }
+        (
+            "POST",
+            "/api/attempts"
+            | "/api/attempts/{id}/events"
+            | "/api/attempts/{id}/verify"
+            | "/api/otlp/v1/traces",
+        ) => Need::Scope(Scope::Run),
         ("DELETE", "/api/attempts/{id}") => Need::Scope(Scope::Run),
         (
             "POST",
@@ -1003,7 +1007,7 @@ fn understudy_test_works_with_a_run_scoped_token_and_fails_clearly_without_it() 
     let ev: Value =
         serde_json::from_slice(&std::fs::read(reports.join("evidence.json")).unwrap()).unwrap();
     assert_eq!(
-        ev["agent_events"].as_array().map(Vec::len),
+        ev["events"].as_array().map(Vec::len),
         Some(1),
         "the command's event was accepted with the run token: {ev}"
     );
