@@ -254,6 +254,11 @@ struct RawIntegration {
     /// `mcp` only: also serve the legacy HTTP+SSE transport.
     #[serde(default)]
     mcp_sse: bool,
+    /// `salesforce` only: the login hosts (`login.salesforce.com`, `*.my.salesforce.com`…)
+    /// the forward proxy routes to this integration. Default: with one `salesforce`
+    /// integration, `login.salesforce.com`, `test.salesforce.com` and `*.my.salesforce.com`.
+    #[serde(default)]
+    login_hosts: Option<Vec<String>>,
 }
 
 /// A loaded, validated project file with every path resolved.
@@ -301,6 +306,9 @@ pub struct IntegrationConfig {
     pub operations: PathBuf,
     pub unmatched_writes: UnmatchedWrites,
     pub mcp_sse: bool,
+    /// `salesforce` only: the login hosts routed to it in forward-proxy mode (`None`: the
+    /// defaults, when it is the project's only `salesforce` integration).
+    pub login_hosts: Option<Vec<String>>,
 }
 
 /// A project file that cannot be used: the [`Problem`] (file, JSON path such as
@@ -453,6 +461,33 @@ impl Config {
                     ),
                 ));
             }
+            if let Some(hosts) = &ri.login_hosts {
+                if ri.profile != ProfileKind::Salesforce {
+                    return Err(err(
+                        at("/login_hosts"),
+                        format!(
+                            "`login_hosts` applies only to the `salesforce` profile, this integration is `{}`",
+                            ri.profile
+                        ),
+                    ));
+                }
+                for (i, h) in hosts.iter().enumerate() {
+                    let bare = h.strip_prefix("*.").unwrap_or(h);
+                    let ok = !bare.is_empty()
+                        && !bare.starts_with('.')
+                        && !bare.ends_with('.')
+                        && !bare.contains("..")
+                        && bare
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+                    if !ok {
+                        return Err(err(
+                            format!("integrations/{name}/login_hosts/{i}"),
+                            format!("`{h}` is not a host name: expected e.g. `login.salesforce.com` or `*.my.salesforce.com` (no scheme, port or path)"),
+                        ));
+                    }
+                }
+            }
             let operations = match &ri.operations {
                 Some(p) => resolve(p),
                 None => base_dir.join("mocks").join(&name),
@@ -466,6 +501,7 @@ impl Config {
                     operations,
                     unmatched_writes: ri.unmatched_writes,
                     mcp_sse: ri.mcp_sse,
+                    login_hosts: ri.login_hosts,
                 },
             );
         }

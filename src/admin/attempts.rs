@@ -44,7 +44,7 @@ pub(super) fn create_attempt(app: &App, req: &Request) -> ApiResult {
     let unknown: Vec<Value> = body
         .variants
         .keys()
-        .filter(|k| app.operation(k).is_none())
+        .filter(|k| app.operation(k).is_none() && !app.builtin_default(k))
         .map(|k| json!(k))
         .collect();
     if !unknown.is_empty() {

@@ -198,6 +198,9 @@ pub struct AttemptState {
     /// answered `store_error` withdraws its change only while it is still the latest
     /// (`crate::proxy::pipeline::commit`).
     pub published: u64,
+    /// The calls recorded when this state was rebuilt from evidence (seeds
+    /// [`Attempt::calls`] after a restart).
+    pub calls: u64,
 }
 
 impl AttemptState {
@@ -212,6 +215,9 @@ impl AttemptState {
             .into_iter()
             .map(|(op, calls, fired)| (op, crate::operation::fault::ChaosCounter { calls, fired }))
             .collect();
+        // The idempotency rows are not every call: the call counter (`Sforce-Limit-Info`)
+        // counts this process's calls only on a fleet (docs/src/guides/salesforce.md).
+        s.calls = 0;
         s
     }
 
@@ -230,6 +236,7 @@ impl AttemptState {
             idempotency: HashMap::new(),
             chaos: HashMap::new(),
             published: 0,
+            calls: 0,
         };
         events.iter().for_each(|e| s.absorb(e));
         s
@@ -238,6 +245,7 @@ impl AttemptState {
     /// One more call of the evidence, in sequence order (the rules of
     /// [`AttemptState::with_evidence`]): the evidence can be read chunk by chunk.
     pub fn absorb(&mut self, e: &ToolEvent) {
+        self.calls += 1;
         if let Some(op) = &e.operation_id {
             let evaluated = e.result_status == ResultStatus::Ok
                 || (e.result_status == ResultStatus::Blocked && e.fault.is_some());
@@ -326,6 +334,9 @@ pub struct Attempt {
     pub store_failures: std::sync::atomic::AtomicU64,
     /// The record's `durability` (fixed at creation): what a call's answer waits for.
     pub durability: crate::records::Durability,
+    /// Calls of this attempt committed so far (this process, plus those its evidence held at
+    /// load): the Salesforce profile's `Sforce-Limit-Info: api-usage=N/M` and `/limits`.
+    pub calls: std::sync::atomic::AtomicU64,
 }
 
 impl Attempt {
@@ -334,6 +345,7 @@ impl Attempt {
             id: record.attempt_id.clone(),
             durability: record.durability,
             record: RwLock::new(Held::new(record)),
+            calls: std::sync::atomic::AtomicU64::new(state.calls),
             lock: tokio::sync::Mutex::new(state),
             store_failures: Default::default(),
         })

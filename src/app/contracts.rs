@@ -59,7 +59,30 @@ impl SchemaCatalog {
                 tools.insert(op.key(), op.op.input_schema.as_ref().clone());
             }
         }
-        SchemaCatalog { tools }
+        let mut c = SchemaCatalog { tools };
+        for integ in map.values() {
+            c.add_builtin_defaults(integ.name(), integ.config.profile);
+        }
+        c
+    }
+
+    /// The built-in operations of `integration` that answer without a file (the Salesforce
+    /// login and reads), unless a file already named them: a contract may name them (a
+    /// login contract requires `client_credentials` on `crm/oauth_token`). Their arguments
+    /// follow no schema (`{}`: every path is allowed).
+    pub fn add_builtin_defaults(
+        &mut self,
+        integration: &str,
+        profile: crate::contract::ProfileKind,
+    ) {
+        if profile != crate::contract::ProfileKind::Salesforce {
+            return;
+        }
+        for id in crate::profile::salesforce::defaults::WITH_DEFAULTS {
+            self.tools
+                .entry(format!("{integration}/{id}"))
+                .or_insert_with(|| serde_json::json!({}));
+        }
     }
 }
 

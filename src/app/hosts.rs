@@ -1,12 +1,27 @@
 //! The forward proxy's host table (docs/src/reference/https.md): which integration an upstream host:port (and
 //! base path) names. Built once with the integrations ([`super::App::build`]) instead of per
 //! proxied request; `crate::server::connect` selects from it.
+//!
+//! Besides every integration's `upstream`, the Salesforce login hosts reach the project's
+//! Salesforce integration (docs/src/guides/salesforce.md#login): a client logs in at
+//! `login.salesforce.com` or `test.salesforce.com` (or a My Domain host,
+//! `*.my.salesforce.com`) before it calls its instance. With one `salesforce` integration
+//! those hosts are its own; with several, only the hosts an integration names in
+//! `login_hosts` are routed. Every other host stays refused.
 
 use hyper::http::Uri;
 
 use super::generations::IntegrationMap;
 use crate::contract::template::path_segments;
+use crate::contract::ProfileKind;
 use crate::tls;
+
+/// The login hosts of a project with one `salesforce` integration that names none.
+pub const SALESFORCE_LOGIN_HOSTS: &[&str] = &[
+    "login.salesforce.com",
+    "test.salesforce.com",
+    "*.my.salesforce.com",
+];
 
 /// One integration's upstream as the proxy matches it.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +48,25 @@ impl UpstreamHost {
         })
     }
 
+    /// Whether this entry serves `host:port`: the same host, or a host under a `*.` pattern
+    /// (`*.my.salesforce.com` serves `acme.my.salesforce.com`, not `my.salesforce.com`).
+    pub fn serves(&self, host: &str, port: u16) -> bool {
+        if self.port != port {
+            return false;
+        }
+        match self.host.strip_prefix("*.") {
+            Some(suffix) => host
+                .strip_suffix(suffix)
+                .and_then(|h| h.strip_suffix('.'))
+                .is_some_and(|h| !h.is_empty()),
+            None => self.host == host,
+        }
+    }
+
+    fn is_pattern(&self) -> bool {
+        self.host.starts_with("*.")
+    }
+
     pub fn label(&self) -> String {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
@@ -44,14 +78,41 @@ impl UpstreamHost {
     }
 }
 
-/// Every integration with an `upstream`, in name order. An integration's `upstream` comes
-/// from the project file, which a hot reload does not re-read: the table built at start
-/// stays right for every generation.
+/// Every integration with an `upstream`, in name order, then the Salesforce login hosts
+/// (module doc). An integration's `upstream` comes from the project file, which a hot
+/// reload does not re-read: the table built at start stays right for every generation.
 pub fn upstream_hosts(integrations: &IntegrationMap) -> Vec<UpstreamHost> {
-    integrations
+    let mut hosts: Vec<UpstreamHost> = integrations
         .values()
         .filter_map(|i| UpstreamHost::parse(i.name(), i.config.upstream.as_deref()?))
-        .collect()
+        .collect();
+    let salesforce: Vec<_> = integrations
+        .values()
+        .filter(|i| i.config.profile == ProfileKind::Salesforce)
+        .collect();
+    let named = salesforce.iter().any(|i| i.config.login_hosts.is_some());
+    for i in &salesforce {
+        let list: Vec<String> = match &i.config.login_hosts {
+            Some(l) => l.clone(),
+            None if !named && salesforce.len() == 1 => SALESFORCE_LOGIN_HOSTS
+                .iter()
+                .map(|h| h.to_string())
+                .collect(),
+            None => Vec::new(),
+        };
+        for h in list {
+            let h = h.trim().trim_end_matches('.').to_ascii_lowercase();
+            if !hosts.iter().any(|e| e.host == h && e.port == 443) {
+                hosts.push(UpstreamHost {
+                    integration: i.name().to_string(),
+                    host: h,
+                    port: 443,
+                    base: Vec::new(),
+                });
+            }
+        }
+    }
+    hosts
 }
 
 /// The integration serving `host:port` for a request with these (decoded) path segments: the
@@ -63,9 +124,50 @@ pub fn select<'a>(
     port: u16,
     segments: &[String],
 ) -> Option<&'a UpstreamHost> {
-    let on_host = || hosts.iter().filter(|h| h.host == host && h.port == port);
-    on_host()
+    let exact = || {
+        hosts
+            .iter()
+            .filter(|h| !h.is_pattern() && h.serves(host, port))
+    };
+    let pattern = || {
+        hosts
+            .iter()
+            .filter(|h| h.is_pattern() && h.serves(host, port))
+    };
+    exact()
         .filter(|h| segments.starts_with(&h.base))
         .min_by_key(|h| std::cmp::Reverse(h.base.len()))
-        .or_else(|| on_host().next())
+        .or_else(|| exact().next())
+        .or_else(|| pattern().next())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(integration: &str, host: &str) -> UpstreamHost {
+        UpstreamHost {
+            integration: integration.into(),
+            host: host.into(),
+            port: 443,
+            base: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn login_host_patterns_serve_subdomains_and_exact_hosts_win() {
+        let hosts = vec![
+            entry("crm", "healthplus.my.salesforce.com"),
+            entry("crm", "login.salesforce.com"),
+            entry("other", "*.my.salesforce.com"),
+        ];
+        let pick = |h: &str, port| select(&hosts, h, port, &[]).map(|e| e.integration.as_str());
+        assert_eq!(pick("healthplus.my.salesforce.com", 443), Some("crm"));
+        assert_eq!(pick("acme.my.salesforce.com", 443), Some("other"));
+        assert_eq!(pick("login.salesforce.com", 443), Some("crm"));
+        assert_eq!(pick("my.salesforce.com", 443), None);
+        assert_eq!(pick("evil-my.salesforce.com", 443), None);
+        assert_eq!(pick("login.salesforce.com", 8443), None);
+        assert_eq!(pick("example.com", 443), None);
+    }
 }

@@ -429,6 +429,7 @@ impl App {
                 idempotency: HashMap::new(),
                 chaos: HashMap::new(),
                 published: 0,
+                calls: 0,
             },
         );
         Ok(self.attempts.insert(a))
@@ -513,6 +514,21 @@ impl App {
     pub fn operation(&self, key: &str) -> Option<&Arc<Operation>> {
         let (i, o) = key.split_once('/')?;
         self.integrations.get(i)?.operation(o)
+    }
+
+    /// Whether `"<integration>/<operation_id>"` is a built-in operation with a default
+    /// answer that no operation file overrides (the Salesforce login and reads): an attempt
+    /// may select its variants (`invalid_grant`).
+    pub fn builtin_default(&self, key: &str) -> bool {
+        let Some((i, o)) = key.split_once('/') else {
+            return false;
+        };
+        self.integrations.get(i).is_some_and(|integ| {
+            integ.wire.http().and_then(|p| p.kind())
+                == Some(crate::contract::ProfileKind::Salesforce)
+                && integ.builtins.iter().any(|b| b.operation_id == o)
+                && crate::profile::salesforce::defaults::WITH_DEFAULTS.contains(&o)
+        })
     }
 }
 

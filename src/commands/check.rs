@@ -51,6 +51,7 @@ pub fn check(args: &CheckArgs) -> Exit {
                             l.op.input_schema.as_ref().clone(),
                         );
                     }
+                    catalog.add_builtin_defaults(&integ.name, profile);
                 }
                 // The tool-call contracts (docs/src/reference/contracts.md), against the operations just loaded.
                 if let Some(dir) = &cfg.contracts {

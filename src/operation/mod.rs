@@ -504,6 +504,7 @@ mod tests {
             operations: dir.to_path_buf(),
             unmatched_writes: Default::default(),
             mcp_sse: false,
+            login_hosts: None,
         }
     }
 

@@ -280,8 +280,17 @@ pub fn prepare_mock(
         integ,
         profile,
         resolved,
-        ..
+        consumed,
     } = id;
+    if let Ok(Resolved {
+        target: Target::Builtin(b),
+        ..
+    }) = &resolved
+    {
+        if let Some(d) = builtin_default(app, record, integ, &profile, b, req, consumed, info) {
+            return Err(Box::new(d));
+        }
+    }
     let resolved = resolved.map_err(|m| {
         Box::new(Decision::harness(HarnessError::new(
             HarnessCode::UnmatchedRequest,
@@ -313,6 +322,55 @@ pub fn prepare_mock(
         }
     };
     prepare_operation(app, record, integ, op, input, req, info)
+}
+
+/// The default answer of a built-in operation that has one (the Salesforce login and reads
+/// without a file: `crate::profile::salesforce::defaults`), as the call's decided end: the
+/// mock's answer, recorded with the arguments and result the profile chose (never a
+/// credential or a token). `None` for every other built-in (`no_mock`).
+#[allow(clippy::too_many_arguments)]
+fn builtin_default(
+    app: &App,
+    record: &AttemptRecord,
+    integ: &Integration,
+    profile: &Profile,
+    b: &crate::app::BuiltinOp,
+    req: &Request,
+    consumed: usize,
+    info: &mut CallInfo,
+) -> Option<Decision> {
+    use crate::profile::salesforce::{defaults, login};
+    if profile.kind() != Some(crate::contract::ProfileKind::Salesforce) {
+        return None;
+    }
+    let key = format!("{}/{}", integ.name(), b.operation_id);
+    let ctx = login::Ctx {
+        instance_url: login::instance_url(req, consumed, integ.config.upstream.as_deref()),
+        secret: &record.secret,
+        variant: record.variants.get(&key).map(String::as_str),
+        now_ms: app.clock.now().timestamp_millis(),
+        // This call is the next one.
+        calls: app
+            .attempts
+            .loaded(&record.attempt_id)
+            .map_or(0, |a| a.calls.load(std::sync::atomic::Ordering::Relaxed))
+            + 1,
+    };
+    let rel = &req.segments[consumed + 1..];
+    let a = defaults::answer(&b.operation_id, &ctx, req, rel)?;
+    info.arguments = a.arguments;
+    if let Some(e) = a.harness {
+        return Some(Decision::harness(e));
+    }
+    let status = if a.input_error {
+        ResultStatus::InputError
+    } else {
+        ResultStatus::Ok
+    };
+    let mut d = Decision::answered(a.response, status);
+    d.result = a.result;
+    d.variant = ctx.variant.map(str::to_string);
+    Some(d)
 }
 
 /// Input validation and the pin lookup of a resolved operation file, shared by HTTP calls

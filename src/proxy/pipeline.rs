@@ -73,14 +73,29 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
         }) => Some(p.clone()),
         _ => None,
     };
+    let limit_info = app
+        .integration_for(&attempt, &integration)
+        .and_then(|i| i.wire.http().and_then(|p| p.kind()))
+        == Some(crate::contract::ProfileKind::Salesforce);
     // A settled static answer goes out as its prebuilt bytes (`super::answer`).
     let shared = |d: &Decision| d.shared.clone();
-    match call::run_mocked_with_faults(&app, &attempt, info, prepared, true, shared).await {
-        Ok((_, None, Some(answer))) => answer.to_http(),
-        Ok((response, None, None)) => to_http(response),
-        Ok((response, Some(plan), _)) => faulted(&plan, response, profile.as_deref()),
-        Err(f) => to_http(f.response),
+    let mut answer =
+        match call::run_mocked_with_faults(&app, &attempt, info, prepared, true, shared).await {
+            Ok((_, None, Some(answer))) => answer.to_http(),
+            Ok((response, None, None)) => to_http(response),
+            Ok((response, Some(plan), _)) => faulted(&plan, response, profile.as_deref()),
+            Err(f) => to_http(f.response),
+        };
+    if limit_info {
+        // Every Salesforce answer says how much of the daily API allowance the attempt used.
+        let n = attempt.calls.load(std::sync::atomic::Ordering::Relaxed);
+        if let Ok(v) =
+            hyper::http::HeaderValue::from_str(&crate::profile::salesforce::defaults::limit_info(n))
+        {
+            answer.headers_mut().insert("sforce-limit-info", v);
+        }
     }
+    answer
 }
 
 /// Where stages 1–3 left a call: the mock's (prepared, or its decided end), or another plan

@@ -236,7 +236,7 @@ pub async fn connect(
         Err(m) => return refusal(StatusCode::BAD_REQUEST, "bad_connect_target", &m),
     };
     let hosts = &app.hosts;
-    if !hosts.iter().any(|h| h.host == host && h.port == port) {
+    if select(hosts, &host, port, &[]).is_none() {
         tracing::warn!(%peer, %host, port, "CONNECT refused: no integration has this upstream host");
         // Credentials that cannot be read name no attempt: the default one records it.
         let token = tls::proxy_credentials_token(req.headers()).ok().flatten();

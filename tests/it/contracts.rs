@@ -842,7 +842,7 @@ fn check_rejects_an_unknown_tool_and_an_argument_path_the_schema_forbids() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(
         r.stderr
-            .contains("ok (6 operations), 2 tool-call contracts"),
+            .contains("ok (6 operations), 3 tool-call contracts"),
         "{}",
         r.stderr
     );

@@ -37,6 +37,7 @@ mod otel;
 mod record;
 mod regression;
 mod report;
+mod salesforce;
 mod schemas;
 mod secrets;
 mod serve;

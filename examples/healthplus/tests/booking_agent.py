@@ -5,6 +5,7 @@ through Salesforce with simple-salesforce. It knows nothing about understudy; th
 Run alone: python booking_agent.py PHONE DATE  (uses HTTPS_PROXY / REQUESTS_CA_BUNDLE)."""
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -13,7 +14,6 @@ import requests
 from simple_salesforce import Salesforce
 from simple_salesforce.exceptions import SalesforceMalformedRequest
 
-INSTANCE = "https://healthplus.my.salesforce.com"
 
 
 @dataclass
@@ -24,7 +24,16 @@ class Outcome:
 
 
 def connect(session: Optional[requests.Session] = None) -> Salesforce:
-    return Salesforce(instance_url=INSTANCE, session_id="agent-session", session=session)
+    """Log in as every simple-salesforce agent does by default: a SOAP login at
+    login.salesforce.com with user name, password and security token. Under understudy the
+    login is answered by the Salesforce integration (no operation file needed) and sends the
+    client back to healthplus.my.salesforce.com, which the proxy intercepts too."""
+    return Salesforce(
+        username=os.environ.get("SF_USERNAME", "agent@healthplus.example"),
+        password=os.environ.get("SF_PASSWORD", "not-a-real-password"),
+        security_token=os.environ.get("SF_SECURITY_TOKEN", "not-a-real-token"),
+        session=session,
+    )
 
 
 def book_for_caller(sf: Salesforce, phone: str, date: str) -> Outcome:

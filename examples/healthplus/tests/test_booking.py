@@ -21,7 +21,9 @@ def test_books_a_known_caller(understudy_attempt):
     assert out.booked, out.message
     assert out.confirmation == "HP-APT-0742"
     ops = [e["operation_id"] for e in understudy_attempt.evidence()["tool_events"]]
-    assert ops == ["lookup_contact_by_phone", "book_appointment"]
+    assert ops == ["soap_login", "lookup_contact_by_phone", "book_appointment"]
+    login = understudy_attempt.evidence()["tool_events"][0]
+    assert login["arguments"] == {"grant_type": "password", "via": "soap", "username": "agent@healthplus.example"}
 
 
 @pytest.mark.understudy(variants={"crm/book_appointment": "no_slots"})

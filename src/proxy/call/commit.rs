@@ -67,6 +67,11 @@ async fn commit_as(
     if let Some(secrets) = &info.secrets {
         scrub(app, secrets, &mut info.arguments);
     }
+    if !withdrawal {
+        attempt
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     // The result moves into the event (no deep copy per call): nothing below reads it.
     let result = std::mem::take(&mut d.result);
     let (event, latency_ms) = tool_event(app, &mut info, &d, result);

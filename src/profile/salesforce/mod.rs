@@ -4,9 +4,17 @@
 //! `[{"message","errorCode","fields"}]`, the built-in operation templates (sobject
 //! get/create/update/upsert/delete/describe, query, query more, queryAll, composite). This
 //! file embeds it and makes well-formed fake record ids — the only code that does ([`record_id`]).
+//!
+//! The built-in operations that answer without any file — the login ([`login`], [`soap`]),
+//! the versions list, describeGlobal, `/limits`, SOSL and the Tooling query — are
+//! [`defaults`].
+
+pub mod defaults;
+pub mod login;
+pub mod soap;
 
 /// `profiles/salesforce.json`, embedded in the binary.
-pub const PROFILE_JSON: &str = include_str!("../../profiles/salesforce.json");
+pub const PROFILE_JSON: &str = include_str!("../../../profiles/salesforce.json");
 
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 

@@ -1,0 +1,160 @@
+//! Salesforce as agents reach it (docs/src/guides/salesforce.md): the real simple-salesforce
+//! (Python) and jsforce 3 (Node) log in to understudy — SOAP, OAuth password, JWT bearer,
+//! client credentials, a wrong password — and then read, through the forward proxy
+//! (simple-salesforce) and through the attempt's base URL (jsforce, `loginUrl`). One server,
+//! one Python process and one Node process; afterwards no secret the clients sent is
+//! anywhere in the data dir. The clients must be installed (`.ci/run`); outside CI a
+//! missing one skips its half with a note, in CI (`CI=true`) it fails.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const SECRETS: &[&str] = &[
+    "Pa55-word-never-stored",
+    "SecTokNeverStored42",
+    "Consumer-Secret-Never-Stored",
+];
+
+fn available(cmd: &str, args: &[&str], what: &str) -> bool {
+    let ok = Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must install {what}"
+        );
+        eprintln!("note: {what} is not installed; skipping its part of the Salesforce test");
+    }
+    ok
+}
+
+/// jsforce 3 installed under target/ (`.ci/run`: `npm install --prefix target/jsforce`).
+fn jsforce_dir(root: &Path) -> Option<PathBuf> {
+    let dir = root.join("target/jsforce/node_modules/jsforce");
+    if dir.join("package.json").exists() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI must install jsforce under target/jsforce (.ci/run)"
+    );
+    eprintln!("note: jsforce is not installed under target/jsforce; skipping its part");
+    None
+}
+
+struct Served {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path) -> Served {
+    let bin = env!("CARGO_BIN_EXE_understudy");
+    let out = Command::new(bin)
+        .args(["ca", "init"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let mut child = Command::new(bin)
+        .args(["serve", "--forward-proxy", "--listen", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = lines.next().expect("readiness line").unwrap();
+    let addr = ready
+        .strip_prefix("understudy listening on http://")
+        .unwrap_or_else(|| panic!("unexpected readiness line {ready:?}"))
+        .to_string();
+    Served { child, addr }
+}
+
+/// Every file under `dir`, as bytes.
+fn files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files(&p, out);
+        } else if let Ok(b) = std::fs::read(&p) {
+            out.push((p, b));
+        }
+    }
+}
+
+#[test]
+fn real_clients_log_in_and_read_without_leaving_a_secret() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = available(
+        "python3",
+        &[
+            "-c",
+            "import simple_salesforce, pytest_understudy, cryptography, jwt",
+        ],
+        "simple-salesforce, pytest-understudy, cryptography and PyJWT",
+    );
+    let jsforce = jsforce_dir(root);
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::copy_dir(&root.join("examples/healthplus"), dir.path());
+    let served = serve(dir.path());
+    let url = format!("http://{}", served.addr);
+
+    if python {
+        let out = Command::new("python3")
+            .arg(root.join("tests/clients/salesforce_login.py"))
+            .env("UNDERSTUDY_URL", &url)
+            .env("UNDERSTUDY_CA", dir.path().join("certs/understudy-ca.pem"))
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("salesforce-login: ok"),
+            "simple-salesforce failed:\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    if let Some(js) = &jsforce {
+        let out = Command::new("node")
+            .arg(root.join("tests/clients/jsforce_login.mjs"))
+            .env("UNDERSTUDY_URL", &url)
+            .env("JSFORCE_DIR", js)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("jsforce-login: ok"),
+            "jsforce failed:\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    drop(served);
+    // No secret the clients sent reached the data dir (evidence, journal, state).
+    let mut all = Vec::new();
+    files(&dir.path().join(".understudy"), &mut all);
+    assert!(!all.is_empty(), "the data dir holds the evidence");
+    for (path, bytes) in &all {
+        for s in SECRETS {
+            assert!(
+                !bytes.windows(s.len()).any(|w| w == s.as_bytes()),
+                "{s} found in {}",
+                path.display()
+            );
+        }
+    }
+}
