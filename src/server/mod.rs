@@ -19,6 +19,7 @@ pub mod connect;
 pub mod http;
 pub mod reload;
 pub mod stdio;
+pub mod stdio_child;
 pub mod transport;
 
 use std::future::Future;

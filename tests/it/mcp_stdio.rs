@@ -45,7 +45,6 @@ fn root() -> &'static Path {
 }
 
 /// tests/mcp-stdio/ installed with `npm ci` into target/mcp-stdio/ (once).
-#[allow(dead_code)] // used by the TypeScript SDK test
 pub fn node_modules() -> Option<PathBuf> {
     let dir = root().join("target/mcp-stdio");
     let marker = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
@@ -415,4 +414,213 @@ fn mcp_config_prints_each_clients_snippet() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
+
+/// The processes of process group `pgid` still alive (zombies included).
+fn group_members(pgid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp …: comm may hold spaces, so split after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid) {
+            out.push(stat);
+        }
+    }
+    out
+}
+
+fn process_group_of(stderr: &str) -> u32 {
+    stderr
+        .split("(process group ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no process group on stderr: {stderr}"))
+}
+
+#[test]
+fn wrap_dry_run_never_lets_a_write_reach_server_memory_started_through_npx() {
+    if !python_sdk_available() {
+        return;
+    }
+    let Some(modules) = node_modules() else {
+        return;
+    };
+    let p = Project::new(&[("memory", "mcp")]);
+    let memory_file = p.path().join("memory.jsonl");
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "memory", "--mode", "dry-run",
+                 "--config", p.config_path(), "--", "npx", "--no-install", "mcp-server-memory"],
+        "cwd": modules.parent().unwrap(),
+        "env": { "MEMORY_FILE_PATH": memory_file },
+        "era": "legacy",
+        "calls": [
+            { "name": "read_graph", "arguments": {} },
+            { "name": "create_entities", "arguments": { "entities": [
+                { "name": "Ada", "entityType": "person", "observations": ["wrote the first program"] } ] } },
+            { "name": "add_observations", "arguments": { "observations": [
+                { "entityName": "Ada", "contents": ["again"] } ] } },
+            { "name": "read_graph", "arguments": {} }
+        ]
+    });
+    let (out, stderr) = python_client(&plan);
+    let results = out["results"].as_array().unwrap();
+    assert!(out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "create_entities"));
+    // The read reached the real server (its empty graph), the writes did not.
+    assert_eq!(results[0]["isError"], false, "{out}");
+    assert_eq!(
+        results[0]["structuredContent"]["entities"],
+        json!([]),
+        "{out}"
+    );
+    for w in [&results[1], &results[2]] {
+        assert_eq!(w["isError"], true, "{out}");
+        assert!(
+            w["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("blocked"),
+            "{w}"
+        );
+    }
+    assert_eq!(
+        results[3]["structuredContent"]["entities"],
+        json!([]),
+        "{out}"
+    );
+    assert!(
+        !memory_file.exists(),
+        "the wrapped server wrote its memory file: {:?}",
+        std::fs::read_to_string(&memory_file)
+    );
+    // npx and the node server it started (a grandchild) are gone with the session.
+    let pgid = process_group_of(&stderr);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !group_members(pgid).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(group_members(pgid), Vec::<String>::new());
+    // The control: the same write with writes allowed (record) does reach the file, so the
+    // dry-run's absent file is the policy, not a path the server ignores.
+    let mut plan = plan;
+    plan["args"] = json!([
+        "mcp",
+        "wrap",
+        "--integration",
+        "memory",
+        "--mode",
+        "record",
+        "--allow-writes",
+        "--out",
+        p.path().join("drafts"),
+        "--config",
+        p.config_path(),
+        "--",
+        "npx",
+        "--no-install",
+        "mcp-server-memory"
+    ]);
+    plan["calls"] = json!([plan["calls"][1].clone()]);
+    let (out, _) = python_client(&plan);
+    assert_eq!(out["results"][0]["isError"], false, "{out}");
+    assert!(std::fs::read_to_string(&memory_file)
+        .unwrap()
+        .contains("Ada"));
+}
+
+#[test]
+fn wrap_records_server_everything_through_sh_and_the_drafts_replay_through_mcp_stdio() {
+    if !python_sdk_available() {
+        return;
+    }
+    let Some(modules) = node_modules() else {
+        return;
+    };
+    let p = Project::new(&[("everything", "mcp")]);
+    let out_dir = p.path().join("drafts");
+    let server = modules.join(".bin/mcp-server-everything");
+    let calls = json!([
+        { "name": "echo", "arguments": { "message": "hello over stdio" } },
+        { "name": "get-sum", "arguments": { "a": 2, "b": 40 } }
+    ]);
+    // `sh -c` without exec: the server is a grandchild of understudy.
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "everything", "--mode", "record",
+                 "--out", out_dir, "--config", p.config_path(), "--",
+                 "sh", "-c", format!("{} stdio", server.display())],
+        "era": "legacy",
+        "calls": calls
+    });
+    let (recorded, stderr) = python_client(&plan);
+    let pgid = process_group_of(&stderr);
+    let rec = recorded["results"].as_array().unwrap();
+    assert!(
+        rec[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello over stdio"),
+        "{recorded}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !group_members(pgid).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(group_members(pgid), Vec::<String>::new());
+    // The drafts: one per tool called, and they pass `check`.
+    let drafts = out_dir.join("everything");
+    let mut names: Vec<String> = std::fs::read_dir(&drafts)
+        .unwrap_or_else(|e| panic!("no drafts in {}: {e} ({stderr})", drafts.display()))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    assert!(
+        names.contains(&"echo.json".to_string()) && names.contains(&"get-sum.json".to_string()),
+        "{names:?}"
+    );
+    let replay = p.path().join("replay.json");
+    std::fs::write(
+        &replay,
+        json!({ "data_dir": "replay-data", "integrations": {
+            "everything": { "profile": "mcp", "operations": drafts } } })
+        .to_string(),
+    )
+    .unwrap();
+    let check = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&replay)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "check: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // Replayed through `mcp stdio`: the same answers, no child anywhere.
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "stdio", "--integration", "everything", "--config", replay],
+        "era": "legacy",
+        "calls": calls
+    });
+    let (replayed, _) = python_client(&plan);
+    let rep = replayed["results"].as_array().unwrap();
+    for (r, p) in rec.iter().zip(rep) {
+        assert_eq!(r["content"], p["content"], "recorded {r} replayed {p}");
+        assert_eq!(r.get("isError"), p.get("isError"));
+    }
 }
