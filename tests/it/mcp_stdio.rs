@@ -267,9 +267,15 @@ fn understudy_test_catches_the_stdio_server_its_agent_starts_with_a_cleaned_envi
     assert!(!p.data_dir().join("server.json").exists());
 }
 
-/// Spawn `understudy mcp stdio` with `RUST_LOG=trace`, write `input`, close stdin; (stdout
-/// lines, stderr, exit code).
-fn raw_session(p: &Project, input: &[u8]) -> (Vec<String>, String, Option<i32>) {
+/// Spawn `understudy mcp stdio` with `RUST_LOG=trace`, write `first`, read stdout until the
+/// answer with id `wait_for`, write `then`, close stdin; (stdout lines, stderr, exit code).
+fn raw_session(
+    p: &Project,
+    first: &[u8],
+    wait_for: i64,
+    then: &[u8],
+) -> (Vec<String>, String, Option<i32>) {
+    use std::io::BufRead;
     let mut child = Command::new(BIN)
         .args(stdio_args(p))
         .env("RUST_LOG", "trace")
@@ -279,9 +285,13 @@ fn raw_session(p: &Project, input: &[u8]) -> (Vec<String>, String, Option<i32>) 
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
+    let (first, then) = (first.to_vec(), then.to_vec());
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
+        let _ = stdin.write_all(&first);
+        let _ = stdin.flush();
+        let _ = go_rx.recv();
+        let _ = stdin.write_all(&then);
     });
     let mut stderr = child.stderr.take().unwrap();
     let err = std::thread::spawn(move || {
@@ -289,20 +299,19 @@ fn raw_session(p: &Project, input: &[u8]) -> (Vec<String>, String, Option<i32>) 
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let mut lines = Vec::new();
+    let mut go = Some(go_tx);
+    for l in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let l = l.unwrap();
+        if serde_json::from_str::<Value>(&l).is_ok_and(|v| v["id"] == wait_for) {
+            go.take();
+        }
+        lines.push(l);
+    }
+    drop(go);
     writer.join().unwrap();
     let status = child.wait().unwrap();
-    (
-        out.lines().map(str::to_string).collect(),
-        err.join().unwrap(),
-        status.code(),
-    )
+    (lines, err.join().unwrap(), status.code())
 }
 
 fn line(v: Value) -> Vec<u8> {
@@ -331,11 +340,10 @@ fn malformed_and_oversize_lines_are_parse_errors_and_stdout_carries_only_message
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "create_ticket", "arguments": {"subject": "After the garbage"}}}),
     ));
-    input.extend(line(
-        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-        "params": {"name": "last_ticket", "arguments": {}}}),
-    ));
-    let (lines, stderr, code) = raw_session(&p, &input);
+    // Requests run concurrently: the read of the state waits for the write's answer.
+    let then = line(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "last_ticket", "arguments": {}}}));
+    let (lines, stderr, code) = raw_session(&p, &input, 3, &then);
     assert_eq!(code, Some(0), "{stderr}");
     // Logging was on (trace), and none of it reached stdout: every line is JSON-RPC.
     assert!(
@@ -622,5 +630,96 @@ fn wrap_records_server_everything_through_sh_and_the_drafts_replay_through_mcp_s
     for (r, p) in rec.iter().zip(rep) {
         assert_eq!(r["content"], p["content"], "recorded {r} replayed {p}");
         assert_eq!(r.get("isError"), p.get("isError"));
+    }
+}
+
+#[test]
+fn typescript_sdk_stdio_client_transport() {
+    let Some(modules) = node_modules() else {
+        return;
+    };
+    let dir = modules.parent().unwrap();
+    std::fs::copy(
+        root().join("tests/mcp-stdio/ts_client.mjs"),
+        dir.join("ts_client.mjs"),
+    )
+    .unwrap();
+    let p = project();
+    let plan =
+        json!({ "command": BIN, "args": stdio_args(&p), "calls": ticket_calls("Fax jammed") });
+    let out = Command::new("node")
+        .arg(dir.join("ts_client.mjs"))
+        .arg(plan.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tools"], json!(["create_ticket", "last_ticket"]));
+    assert_eq!(v["server"]["name"], "understudy-tools", "{v}");
+    assert_eq!(
+        v["results"][0]["structuredContent"],
+        json!({"ticket_id": "T-100", "subject": "Fax jammed"})
+    );
+    assert_eq!(
+        v["results"][1]["structuredContent"],
+        json!({"last": "Fax jammed"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_child_process_transport_in_both_eras() {
+    use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::ServiceExt;
+
+    let p = project();
+    for modern in [false, true] {
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.args(stdio_args(&p));
+        let transport = TokioChildProcess::new(cmd).unwrap();
+        let client = if modern {
+            ().serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .expect("discover over stdio")
+        } else {
+            ().serve(transport).await.expect("initialize over stdio")
+        };
+        let tools = client.list_all_tools().await.unwrap();
+        let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        assert_eq!(names, ["create_ticket", "last_ticket"]);
+        let subject = if modern { "Modern era" } else { "Session era" };
+        let args = json!({ "subject": subject });
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("create_ticket")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["structuredContent"]["subject"],
+            subject
+        );
+        let r = client
+            .call_tool(CallToolRequestParams::new("last_ticket"))
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["structuredContent"]["last"],
+            subject,
+            "modern={modern}"
+        );
+        client.cancel().await.unwrap();
     }
 }
