@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Time to first answer: a fresh clone with an empty target directory, the README's first
-# command (`cargo run --release -- serve --config examples/healthplus/understudy.json`), until
+# command (`cargo run --locked -- serve --config examples/healthplus/understudy.json`), until
 # the first HTTP answer on the listener. Prints CPU seconds (user+sys of cargo, rustc and the
 # server, the figure that does not depend on what else the machine is doing), wall seconds and
 # the load average before and after.
@@ -8,6 +8,7 @@
 #   bash bench/ttfa.sh [REPO [REV]]      # default: this repository, HEAD
 #   TTFA_DIR=/tmp/ttfa bash bench/ttfa.sh /path/to/repo main
 #   TTFA_PORT=17777 …   # listen there instead of the README's 7777 (two runs side by side)
+#   TTFA_PROFILE=release …  # `cargo run --locked --release -- serve …` (the optimized build)
 #
 # Needs: git, cargo, curl, GNU time (/usr/bin/time). The crates are taken from the local cargo
 # registry cache when present (what a user who built anything before has); the figure is the
@@ -39,10 +40,13 @@ elif curl -s -o /dev/null --max-time 1 "http://$addr/"; then
     extra=(--listen "$addr")
 fi
 
+profile=()
+[ "${TTFA_PROFILE:-dev}" = release ] && profile=(--release)
+
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date +%s.%N)
 /usr/bin/time -v -o "$dir/ttfa.time" \
-    cargo run --release -- serve --config examples/healthplus/understudy.json "${extra[@]}" \
+    cargo run --locked "${profile[@]}" -- serve --config examples/healthplus/understudy.json "${extra[@]}" \
     >"$dir/ttfa.log" 2>&1 &
 timer=$!
 
@@ -70,6 +74,7 @@ sys=$(awk -F': ' '/System time/ {print $2}' "$dir/ttfa.time")
 wall=$(echo "$end - $start" | bc)
 cpu=$(echo "$user + $sys" | bc)
 printf 'rev          %s\n' "$rev"
+printf 'profile      %s\n' "${TTFA_PROFILE:-dev}"
 printf 'first answer HTTP %s on %s\n' "$code" "$addr"
 printf 'cpu_seconds  %s (user %s + sys %s)\n' "$cpu" "$user" "$sys"
 printf 'wall_seconds %.1f\n' "$wall"

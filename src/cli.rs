@@ -294,6 +294,10 @@ pub struct TestArgs {
     /// A run with no tool call and no agent-side event may pass (else it fails `no_calls`).
     #[arg(long)]
     pub allow_no_calls: bool,
+    /// Also pass the agent's OpenTelemetry spans on to this OTLP/HTTP collector
+    /// (`http://host:4318`; `/v1/traces` is appended unless the URL ends with it).
+    #[arg(long, value_name = "URL")]
+    pub otel_forward: Option<String>,
     /// The command and its arguments (after `--`).
     #[arg(value_name = "CMD", required = true, last = true, num_args = 1..)]
     pub command: Vec<String>,

@@ -97,6 +97,14 @@ pub struct Scrub {
     pub fields: Vec<String>,
 }
 
+impl Scrub {
+    /// The project's secret names, one set for headers, fields and parameters alike (the
+    /// loaded `fields` include the `redact` list).
+    pub fn names(&self) -> Vec<String> {
+        self.fields.iter().chain(&self.headers).cloned().collect()
+    }
+}
+
 /// The project file `understudy.json` as written (its JSON Schema is `understudy schema project`).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -277,6 +285,9 @@ pub struct Config {
     /// `allowed_hosts`, `allowed_origins`, `trust_loopback`, `admin_tokens`.
     pub control: Control,
     pub integrations: BTreeMap<String, IntegrationConfig>,
+    /// `understudy test --otel-forward URL` (not a project-file key): the OTLP traces route
+    /// also sends each body it takes to this `http://` collector, off the answer's path.
+    pub otel_forward: Option<String>,
 }
 
 /// One integration of the project file.
@@ -477,7 +488,17 @@ impl Config {
             mode: raw.mode.unwrap_or_default(),
             ca_dir: resolve(raw.ca_dir.as_deref().unwrap_or(Path::new("certs"))),
             upstream_ca: raw.upstream_ca.as_deref().map(resolve),
-            scrub: raw.scrub,
+            // A `redact` name is a secret name everywhere, record mode's drafts included.
+            scrub: Scrub {
+                fields: raw
+                    .scrub
+                    .fields
+                    .iter()
+                    .chain(raw.redact.iter().filter(|r| !raw.scrub.fields.contains(r)))
+                    .cloned()
+                    .collect(),
+                headers: raw.scrub.headers,
+            },
             redact: raw.redact,
             contracts: match &raw.contracts {
                 Some(p) => Some(resolve(p)),
@@ -492,6 +513,7 @@ impl Config {
             },
             integrations,
             base_dir,
+            otel_forward: None,
         })
     }
 

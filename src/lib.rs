@@ -8,7 +8,7 @@
 //!
 //! Floors, top down; an import runs only down a floor (or within a room):
 //! commands → server → {admin, proxy} → app → {author, evidence} → {operation, upstream} →
-//! {profile, store} → {config, http, records, tls} → {contract, mock} → {error, util}.
+//! {profile, store} → {config, http, records, telemetry, tls} → {contract, mock} → {error, util}.
 //!
 //! | module | owns |
 //! |---|---|
@@ -26,6 +26,7 @@
 //! | [`store`] | the only module that touches the data dir or PostgreSQL: the facade, sled, the journal and its group commit, `store/postgres/` |
 //! | [`config`] | `understudy.json`: serde model, validation, merge with CLI flags; store URLs |
 //! | [`http`] | the buffered request every stage takes (body parsed once), a profile's answer ([`http::NativeResponse`]) as HTTP, what a fault puts on the wire, connection limits |
+//! | [`telemetry`] | OpenTelemetry: OTLP trace bodies decoded with bounds and the agent's spans read as agent-side events (pure; imports records and util) |
 //! | [`records`] | the serde types the store keeps: revisions, pins, attempts, tool events, agent-side events, seeded chaos |
 //! | [`tls`] | the local test CA, leaf certificates, rustls configs, forward-proxy parsing |
 //! | [`contract`] | the operation-file model and [`contract::ProfileKind`], match templates, URI templates, the contract hash (imports no mock) |
@@ -55,6 +56,7 @@ pub mod proxy;
 pub mod records;
 pub mod server;
 pub mod store;
+pub mod telemetry;
 pub mod tls;
 pub mod upstream;
 pub mod util;

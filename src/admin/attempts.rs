@@ -33,7 +33,7 @@ pub(super) fn create_attempt(app: &App, req: &Request) -> ApiResult {
     let body: CreateAttempt = match req.json_body() {
         Ok(None) => CreateAttempt::default(),
         Ok(Some(v)) => from_value(&v, "attempt creation body")?,
-        Err(m) => return Err(ApiError::bad_request(m)),
+        Err(e) => return Err(ApiError::of_body(e, "attempt creation body")),
     };
     let ttl = body.ttl_s.unwrap_or(DEFAULT_TTL_S);
     if ttl == 0 || ttl > MAX_TTL_S {

@@ -14,8 +14,9 @@
 //!    refused). Defeats a page the developer happens to visit, on any other origin —
 //!    including another port of localhost.
 //! 3. **`content_type`** — a POST, PUT, PATCH or DELETE with a non-empty body whose
-//!    `Content-Type` is not `application/json`: the "simple request" (`text/plain`,
-//!    form-encoded, multipart) a browser sends cross-site without a preflight.
+//!    `Content-Type` is not `application/json` (or, on the OTLP traces route only,
+//!    `application/x-protobuf`): the "simple request" (`text/plain`, form-encoded,
+//!    multipart) a browser sends cross-site without a preflight.
 //!
 //! Then the caller is authenticated ([`authenticate`]): a bearer token (`--admin-token` /
 //! `UNDERSTUDY_ADMIN_TOKEN`: every scope; an `admin_tokens` entry: its scopes, compared by
@@ -218,7 +219,10 @@ pub fn check(app: &App, req: &Request) -> Result<(), Refusal> {
     if changes && !req.body.is_empty() {
         let ct = req.header("content-type").unwrap_or("");
         let media = ct.split(';').next().unwrap_or("").trim();
-        if !media.eq_ignore_ascii_case("application/json") {
+        // OTLP/HTTP's protobuf is not a type a page can send without a preflight either.
+        let otlp =
+            req.path == super::otlp::PATH && media.eq_ignore_ascii_case("application/x-protobuf");
+        if !media.eq_ignore_ascii_case("application/json") && !otlp {
             return Err(Refusal::new(
                 "content_type",
                 format!(

@@ -17,6 +17,7 @@
 //! | `GET /attempts/{id}/evidence` | read | the evidence envelope of docs/src/reference/evidence-envelope.md with `events` (agent-side), `contract_results` (the pinned contracts, evaluated now), `verdict_reasons` and `verdict` (the project's `redact` list applied; `store_failures: n`, a reason and verdict `fail` when calls of this run were answered `store_error`) | `attempts.rs` |
 //! | `POST /attempts/{id}/events` | run | record an agent-side event (docs/src/reference/events.md): `{"name","kind":"agent_message"\|"caller_message"\|"checkpoint"\|"final_state","test_run_id"?,"text"?,"data"?}` → 201 `{"sequence"}` once durable; 409 `attempt_ended`; 422 `invalid_event` naming the member | [`verify`] |
 //! | `POST /attempts/{id}/verify` | run | evaluate tool-call contracts now: `{"contracts"?:[ids of the loaded set]}` (none: the pinned ones) → `{"attempt_id","contract_results","passed"}`; 422 `unknown_contract` | [`verify`] |
+//! | `POST /otlp/v1/traces` | run | the agent's own spans, OTLP/HTTP (`application/x-protobuf` or `application/json`; docs/src/guides/traces.md): joined to an attempt by the resource attribute `understudy.attempt_id` or the trace id its calls carried, its tool calls, model turns and final message recorded as agent-side events → 200 `ExportTraceServiceResponse` (`partialSuccess` counts the spans no open attempt took); 400 for a body that does not decode, 415 `unsupported_media_type` | [`otlp`] |
 //! | `GET /attempts/{id}/state` | read | debugging: `{"attempt_id","status","pins","variants","state":{integration:{…}}}` (not redacted: the admin API is trusted) | [`execute`] |
 //! | `DELETE /attempts/{id}` | run | end the attempt: the state as it stood is kept in the record as `final_state`, then the live state is dropped, evidence kept; `{"attempt_id","ended_at","cleanup":{"status":"verified","remaining_state_keys":0}}` | `attempts.rs` |
 //!
@@ -57,6 +58,7 @@ pub mod execute_request;
 pub mod execute_upstream;
 pub mod gate;
 pub mod metrics;
+pub mod otlp;
 pub mod testing;
 pub mod ui;
 pub mod verify;
@@ -128,6 +130,16 @@ impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
+    /// A request body that could not be read as JSON: 400 `too_deep` for a body nested too
+    /// deep (decided by the variant), else 400 `bad_request`; the message starts with `what`.
+    pub fn of_body(e: crate::http::request::BodyError, what: &str) -> ApiError {
+        let code = match e {
+            crate::http::request::BodyError::TooDeep { .. } => "too_deep",
+            crate::http::request::BodyError::NotJson(_)
+            | crate::http::request::BodyError::Form(_) => "bad_request",
+        };
+        ApiError::new(StatusCode::BAD_REQUEST, code, format!("{what}: {e}"))
+    }
     pub fn response(&self) -> HttpResponse {
         let mut r = json_response(
             self.status,
@@ -196,6 +208,7 @@ pub enum RouteId {
     EndAttempt,
     Events,
     Verify,
+    OtlpTraces,
     Ui,
 }
 
@@ -311,6 +324,7 @@ pub const ROUTES: &[Route] = &[
         RUN,
         RouteId::Verify,
     ),
+    r("POST", otlp::PATH, RUN, RouteId::OtlpTraces),
     r("GET", "/_understudy/ui", READ, RouteId::Ui),
     r("GET", "/_understudy/ui/attempts/{id}", READ, RouteId::Ui),
     r(
@@ -441,6 +455,7 @@ async fn dispatch(app: &Arc<App>, req: &Request, id: RouteId) -> Routed {
         RouteId::EndAttempt => json(end_attempt(app, at(1)).await),
         RouteId::Events => json(verify::post_event(app, at(1), req).await),
         RouteId::Verify => json(verify::verify(app, at(1), req).await),
+        RouteId::OtlpTraces => otlp::traces(app, req).await,
         RouteId::Ui => ui::handle(app, req).await,
     }
 }
@@ -514,12 +529,7 @@ pub(crate) fn parse_body<T: DeserializeOwned>(req: &Request, what: &str) -> Resu
         Ok(None) => Err(ApiError::bad_request(format!(
             "{what}: expected a JSON object body, got an empty body"
         ))),
-        Err(m) if m.starts_with(crate::util::json::TOO_DEEP) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "too_deep",
-            format!("{what}: {m}"),
-        )),
-        Err(m) => Err(ApiError::bad_request(format!("{what}: {m}"))),
+        Err(e) => Err(ApiError::of_body(e, what)),
     }
 }
 

@@ -218,7 +218,7 @@ pub(crate) async fn post_testing(app: &App, name: &str, req: &Request) -> ApiRes
     let body = match req.json_body() {
         Ok(Some(v)) => v,
         Ok(None) => Value::Null,
-        Err(m) => return Err(ApiError::bad_request(m)),
+        Err(e) => return Err(ApiError::of_body(e, "testing body")),
     };
     let integ = integration(app, name)?;
     let what = format!("POST {PREFIX}/tools/{name}/testing body");
@@ -451,7 +451,7 @@ pub(crate) fn inline(app: &App, req: &Request) -> ApiResult {
     let body = match req.json_body() {
         Ok(Some(v)) => v,
         Ok(None) => Value::Null,
-        Err(m) => return Err(ApiError::bad_request(m)),
+        Err(e) => return Err(ApiError::of_body(e, "testing body")),
     };
     let act = action(&body, &["check", "generate"])?;
     let b: InlineBody = from_value(&body, &format!("POST {PREFIX}/tools/testing body"))?;

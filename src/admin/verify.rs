@@ -128,7 +128,7 @@ pub(crate) async fn post_event(app: &App, id: &str, req: &Request) -> ApiResult 
                 "expected a JSON object body, got an empty body",
             ))
         }
-        Err(m) => return Err(ApiError::bad_request(format!("event body: {m}"))),
+        Err(e) => return Err(ApiError::of_body(e, "event body")),
     };
     let mut ev = parse_event(&body)?;
     let seq = {
@@ -167,7 +167,7 @@ pub(crate) async fn verify(app: &App, id: &str, req: &Request) -> ApiResult {
     let body: Body = match req.json_body() {
         Ok(None) => Body::default(),
         Ok(Some(v)) => super::from_value(&v, "verify body")?,
-        Err(m) => return Err(ApiError::bad_request(m)),
+        Err(e) => return Err(ApiError::of_body(e, "verify body")),
     };
     let chosen = if body.contracts.is_empty() {
         None

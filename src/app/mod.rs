@@ -81,7 +81,21 @@ pub enum StartError {
 /// (`crate::util::scrub`): the `redact` list and `scrub` names, the admin token, and every
 /// `UNDERSTUDY_UPSTREAM_AUTH_*` value of the environment.
 pub fn configure_scrubber(store: &Store, config: &Config, admin_token: Option<&str>) {
-    let s = store.scrubber();
+    configure(store.scrubber(), config, admin_token);
+}
+
+/// The scrubber of a command that opens no store (`drift`): the data dir's key when it has
+/// one (so its marks equal the evidence's), configured as [`configure_scrubber`].
+pub fn command_scrubber(config: &Config) -> crate::util::scrub::Scrubber {
+    let key =
+        crate::util::scrub::read_key(&config.data_dir).unwrap_or_else(crate::util::scrub::new_key);
+    let s = crate::util::scrub::Scrubber::new(key);
+    let token = std::env::var("UNDERSTUDY_ADMIN_TOKEN").ok();
+    configure(&s, config, token.as_deref());
+    s
+}
+
+fn configure(s: &crate::util::scrub::Scrubber, config: &Config, admin_token: Option<&str>) {
     s.add_names(
         config
             .redact

@@ -226,7 +226,19 @@ fn scrub_drafts(
         let Ok(mut v) = serde_json::to_value(&d.op) else {
             continue;
         };
-        if scrubber.json(&mut v) {
+        // The schemas describe members, they hold no call's values: a member named like a
+        // secret (`password`) keeps its schema (marking it would break the contract); the
+        // strings inside are scrubbed like any other (after the values are learned).
+        let schemas: Vec<(&str, Value)> = ["input_schema", "output_schema"]
+            .into_iter()
+            .filter_map(|k| Some((k, v.as_object_mut()?.remove(k)?)))
+            .collect();
+        let mut changed = scrubber.json(&mut v);
+        for (k, mut s) in schemas {
+            changed |= scrub_schema(scrubber, &mut s, 0);
+            v[k] = s;
+        }
+        if changed {
             if let Ok(op) = serde_json::from_value(v) {
                 d.op = op;
                 crate::author::import::rehash(&mut d.op, profile);
@@ -237,6 +249,30 @@ fn scrub_drafts(
         if let Some(t) = scrubber.text(n) {
             *n = t;
         }
+    }
+}
+
+/// Scrub the strings of a JSON Schema without marking a subschema by its member name
+/// (`properties.password` stays a schema); bounded like every JSON walk.
+fn scrub_schema(scrubber: &crate::util::scrub::Scrubber, v: &mut Value, depth: usize) -> bool {
+    if depth > crate::util::json::MAX_STORED_DEPTH {
+        return false;
+    }
+    match v {
+        Value::Object(m) => m
+            .values_mut()
+            .fold(false, |c, x| scrub_schema(scrubber, x, depth + 1) | c),
+        Value::Array(a) => a
+            .iter_mut()
+            .fold(false, |c, x| scrub_schema(scrubber, x, depth + 1) | c),
+        Value::String(s) => match scrubber.text(s) {
+            Some(t) => {
+                *s = t;
+                true
+            }
+            None => false,
+        },
+        _ => false,
     }
 }
 

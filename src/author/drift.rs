@@ -21,6 +21,14 @@
 //!
 //! # The diff ([`crate::upstream::diff::diff`])
 //! Both sides are the native envelope (`{"status","data"}`); the rules are the one diff's.
+//!
+//! # Secrets
+//! The report is made here and only here, so the one scrubber ([`crate::util::scrub`]) is
+//! applied here, to each example as it is added ([`ExampleReport::scrub`]): the request line
+//! (a query's `access_token=…`), the real answer and the rendered mock, each difference's
+//! values (a value under a secret name goes whole: the diff shows it without its name), the
+//! schema errors and messages; the upstream's base URL loses its user information. Neither
+//! the text nor the JSON output can show a secret of a real request or answer.
 
 use crate::contract::template::{parse_query, path_segments};
 use crate::contract::RequestView;
@@ -33,6 +41,7 @@ use crate::upstream::answer::envelope;
 use crate::upstream::diff::{diff, Difference};
 use crate::upstream::request::{self, build, capture_text, Limits, PlannedRequest};
 use crate::upstream::Upstream;
+use crate::util::scrub::{url_without_userinfo, Scrubber};
 use serde_json::{json, Value};
 
 /// Whether the proxy would treat `req` to `op` as a write: the operation's `write`, else the
@@ -107,6 +116,39 @@ pub struct ExampleReport {
 }
 
 impl ExampleReport {
+    /// Scrub everything the example shows (module doc, "Secrets"). The real answer first:
+    /// the secrets it holds under secret names are then cut wherever else they appear.
+    pub fn scrub(&mut self, s: &Scrubber) {
+        for v in [&mut self.real, &mut self.expected].into_iter().flatten() {
+            s.json(v);
+        }
+        if let Some(r) = &mut self.request {
+            if let Some(t) = s.text(r) {
+                *r = t;
+            }
+        }
+        if let Some(m) = &mut self.message {
+            if let Some(t) = s.text(m) {
+                *m = t;
+            }
+        }
+        for e in &mut self.schema_errors {
+            if let Some(t) = s.text(e) {
+                *e = t;
+            }
+        }
+        for d in &mut self.differences {
+            let names: Vec<String> = d
+                .pointer
+                .split('/')
+                .map(|p| p.replace("~1", "/").replace("~0", "~"))
+                .collect();
+            for v in [&mut d.mock, &mut d.real].into_iter().flatten() {
+                s.json_at(names.iter().map(String::as_str), v);
+            }
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "example": self.index,
@@ -200,7 +242,8 @@ pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
 /// Send every example of every read operation of `ops` with a mock to `base` (the
 /// integration's upstream) and compare (module doc). A write — the operation's `write`, else
-/// the profile's rule on the built request — is never sent.
+/// the profile's rule on the built request — is never sent. Every example passes `scrubber`
+/// before it joins the report (module doc, "Secrets").
 pub async fn run(
     integration: &str,
     ops: &[Operation],
@@ -208,10 +251,12 @@ pub async fn run(
     upstream: &Upstream,
     base: &str,
     values: bool,
+    scrubber: &Scrubber,
 ) -> Report {
+    let shown_base = url_without_userinfo(base);
     let mut report = Report {
         integration: integration.to_string(),
-        upstream: base.to_string(),
+        upstream: scrubber.text(&shown_base).unwrap_or(shown_base),
         operations: Vec::new(),
     };
     for op in ops {
@@ -255,7 +300,7 @@ pub async fn run(
                 Ok(p) => p,
                 Err(m) => {
                     e.message = Some(m);
-                    r.examples.push(e);
+                    push(&mut r, e, scrubber);
                     continue;
                 }
             };
@@ -263,14 +308,14 @@ pub async fn run(
             if is_write(op, profile, &planned) {
                 e.outcome = "write";
                 e.message = Some("this request is a write: never sent".into());
-                r.examples.push(e);
+                push(&mut r, e, scrubber);
                 continue;
             }
             let rendered = execute(op, &ex.input, Some(&ex.variant), ex.state.as_ref());
             let Some(expected) = rendered.result else {
                 e.outcome = "mock_error";
                 e.message = rendered.error.map(|c| c.to_string());
-                r.examples.push(e);
+                push(&mut r, e, scrubber);
                 continue;
             };
             match send(upstream, base, &planned).await {
@@ -296,11 +341,17 @@ pub async fn run(
                 }
             }
             e.expected = Some(expected);
-            r.examples.push(e);
+            push(&mut r, e, scrubber);
         }
         report.operations.push(r);
     }
     report
+}
+
+/// Add an example to its operation, scrubbed.
+fn push(r: &mut OperationReport, mut e: ExampleReport, s: &Scrubber) {
+    e.scrub(s);
+    r.examples.push(e);
 }
 
 /// Send one planned read and make its answer the envelope the mock's result is compared

@@ -9,8 +9,14 @@
 //! valid literal for the formats `date`, `date-time`, `time`, `email`, `uuid`, `uri`,
 //! `hostname`, `ipv4`, `ipv6`.
 //!
-//! When a schema needs more (`pattern`, `oneOf`/`anyOf`/`allOf`/`not`/`if`, `$ref`,
-//! `patternProperties`, …) and no `const`/`default`/`examples`/`enum` settles the value, the
+//! `pattern` gives a string made by [`crate::author::sample`] (seeded by the JSON path, so
+//! the same schema always gives the same value); `allOf` is merged, `anyOf`/`oneOf` take
+//! their first branch that is not only `null`; a local `$ref` (a recursive schema's
+//! `$defs`) is followed, bounded. A format the validator does not assert is any text.
+//! When the schema's own `default`/`examples` fail the schema, the draft is generated again
+//! without them and `replaced` says which failed where.
+//! When a schema needs more (`not`/`if`, `patternProperties`, …) and no
+//! `const`/`default`/`examples`/`enum` settles the value, the
 //! answer is `supported: false` with a reason per place, never a draft that would fail.
 //! Every draft is run through [`check_operation`] before it is called supported.
 
@@ -27,6 +33,9 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerateResult {
     pub supported: bool,
+    /// Values the schemas offered (`examples`, `default`) that their own schema refuses:
+    /// `json/path: why`, each replaced by a generated value.
+    pub replaced: Vec<String>,
     /// Why not (empty when supported): `json/path: what the generator cannot do`.
     pub reasons: Vec<String>,
     /// The draft definition (the `mock` member, `contract_hash` included) when supported.
@@ -36,12 +45,13 @@ pub struct GenerateResult {
 impl GenerateResult {
     /// `{"supported","reasons","definition"}`.
     pub fn to_json(&self) -> Value {
-        json!({ "supported": self.supported, "reasons": self.reasons, "definition": self.definition })
+        json!({ "supported": self.supported, "reasons": self.reasons, "replaced": self.replaced, "definition": self.definition })
     }
 
     fn unsupported(reasons: Vec<String>) -> GenerateResult {
         GenerateResult {
             supported: false,
+            replaced: Vec::new(),
             reasons,
             definition: None,
         }
@@ -50,12 +60,29 @@ impl GenerateResult {
 
 /// Build a checked draft definition for `op` under `profile` (see the module doc).
 pub fn generate(op: &OperationFile, profile: ProfileKind) -> GenerateResult {
+    let first = generate_with(op, profile, true);
+    if first.supported {
+        return first;
+    }
+    // A value the schema offered (`examples`, `default`) failed its own schema: generate
+    // without them, and say which ones were replaced.
+    let mut second = generate_with(op, profile, false);
+    if second.supported {
+        second.replaced = first.reasons;
+    }
+    second
+}
+
+fn generate_with(op: &OperationFile, profile: ProfileKind, trust: bool) -> GenerateResult {
     let kind = profile;
     let mut g = Gen {
         reasons: Vec::new(),
         wrapped_body: false,
+        trust,
+        root: op.input_schema.as_ref().clone(),
     };
     let input = g.value(&op.input_schema, "input_schema", 0);
+    g.root = op.output_schema.as_ref().clone();
     let result = match kind {
         ProfileKind::Rest | ProfileKind::Salesforce => g.envelope(op, kind),
         ProfileKind::Mcp => match op.result_form.unwrap_or(ResultForm::Structured) {
@@ -113,6 +140,7 @@ pub fn generate(op: &OperationFile, profile: ProfileKind) -> GenerateResult {
     }
     GenerateResult {
         supported: true,
+        replaced: Vec::new(),
         reasons: Vec::new(),
         definition: Some(definition),
     }
@@ -141,26 +169,19 @@ fn is_annotation(k: &str) -> bool {
 }
 
 const BEYOND: &[&str] = &[
-    "$ref",
     "$dynamicRef",
     "$recursiveRef",
-    "oneOf",
-    "anyOf",
-    "allOf",
     "not",
     "if",
     "then",
     "else",
-    "pattern",
     "patternProperties",
     "dependentSchemas",
     "dependentRequired",
     "dependencies",
-    "propertyNames",
     "unevaluatedProperties",
     "unevaluatedItems",
     "contains",
-    "prefixItems",
 ];
 
 const FORMATS: &[(&str, &str)] = &[
@@ -177,12 +198,21 @@ const FORMATS: &[(&str, &str)] = &[
     ("idn-hostname", "example.com"),
     ("ipv4", "192.0.2.1"),
     ("ipv6", "2001:db8::1"),
+    ("byte", "ZXhhbXBsZQ=="),
+    ("duration", "P1D"),
+    ("uri-template", "https://example.com/{id}"),
+    ("json-pointer", "/a/b"),
+    ("regex", "^a+$"),
 ];
 
 struct Gen {
     reasons: Vec<String>,
     /// An HTTP output schema that does not describe the envelope was wrapped as `data`.
     wrapped_body: bool,
+    /// Use the schema's own `default` and `examples` (else only `const` and `enum`).
+    trust: bool,
+    /// The schema being generated from, for local `$ref`s (`#/$defs/…`).
+    root: Value,
 }
 
 impl Gen {
@@ -256,7 +286,7 @@ impl Gen {
     }
 
     fn status(&mut self, schema: &Value, default: u64) -> Value {
-        if let Some(v) = fixed(schema) {
+        if let Some(v) = fixed(schema, true) {
             return v.clone();
         }
         let lo = schema.get("minimum").and_then(Value::as_u64).unwrap_or(100);
@@ -276,8 +306,39 @@ impl Gen {
             Value::Object(m) => m,
             _ => return self.beyond(at, "a schema that is not an object".into()),
         };
-        if let Some(v) = fixed(schema) {
+        if let Some(v) = fixed(schema, self.trust) {
             return v.clone();
+        }
+        // A local reference (a recursive schema kept as `$defs`): followed, bounded by depth.
+        if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+            let target = r
+                .strip_prefix('#')
+                .and_then(|p| self.root.pointer(p))
+                .cloned();
+            return match target {
+                Some(t) => self.value(&t, at, depth + 4),
+                None => self.beyond(at, format!("`$ref` `{r}` (not a local reference)")),
+            };
+        }
+        // `allOf` merged; `anyOf`/`oneOf`: the first branch that is not only `null`, merged
+        // with the schema's other keywords.
+        if m.contains_key("allOf") || m.contains_key("anyOf") || m.contains_key("oneOf") {
+            let mut merged = m.clone();
+            let all = merged.remove("allOf");
+            let any = merged.remove("anyOf").or_else(|| merged.remove("oneOf"));
+            for b in all.as_ref().and_then(Value::as_array).into_iter().flatten() {
+                merge_into(&mut merged, b, &self.root);
+            }
+            if let Some(branches) = any.as_ref().and_then(Value::as_array) {
+                let pick = branches
+                    .iter()
+                    .find(|b| b.get("type") != Some(&json!("null")))
+                    .or_else(|| branches.first());
+                if let Some(b) = pick {
+                    merge_into(&mut merged, b, &self.root);
+                }
+            }
+            return self.value(&Value::Object(merged), at, depth + 1);
         }
         if let Some(k) = BEYOND.iter().find(|k| m.contains_key(**k)) {
             return self.beyond(at, format!("`{k}`"));
@@ -333,7 +394,18 @@ impl Gen {
         let mut out = Map::new();
         let empty = json!({});
         let props = m.get("properties").and_then(Value::as_object);
+        let required: Vec<&str> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         for (k, s) in props.into_iter().flatten() {
+            // Recursion bounded: an optional member that is a reference (a recursive
+            // schema) stops after a few levels, any optional member deeper down.
+            let optional = !required.contains(&k.as_str());
+            if optional && (depth > 12 || (depth > 3 && s.get("$ref").is_some())) {
+                continue;
+            }
             let v = self.value(
                 s,
                 &pointer_push(&pointer_push(at, "properties"), k),
@@ -387,6 +459,16 @@ impl Gen {
             .get("maxItems")
             .and_then(Value::as_u64)
             .unwrap_or(u64::MAX);
+        if let Some(Value::Array(prefix)) = m.get("prefixItems") {
+            let prefix = prefix.clone();
+            return Value::Array(
+                prefix
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| self.value(p, &format!("{at}/prefixItems/{i}"), depth + 1))
+                    .collect(),
+            );
+        }
         let items = match m.get("items") {
             None => {
                 return if min == 0 {
@@ -409,21 +491,33 @@ impl Gen {
     }
 
     fn string(&mut self, m: &Map<String, Value>, at: &str) -> Value {
-        let mut s = match m.get("format").and_then(Value::as_str) {
-            None => "example".to_string(),
-            Some(f) => match FORMATS.iter().find(|(name, _)| *name == f) {
-                Some((_, lit)) => lit.to_string(),
-                None => return self.beyond(&format!("{at}/format"), format!("the format `{f}`")),
-            },
-        };
+        let known = m
+            .get("format")
+            .and_then(Value::as_str)
+            .and_then(|f| FORMATS.iter().find(|(name, _)| *name == f));
         let min = m.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
         let max = m
             .get("maxLength")
             .and_then(Value::as_u64)
             .map(|n| n as usize);
-        if m.contains_key("format")
-            && (s.chars().count() < min || max.is_some_and(|x| s.chars().count() > x))
-        {
+        if let Some(p) = m.get("pattern").and_then(Value::as_str) {
+            if let Some((_, lit)) = known {
+                if regex::Regex::new(p).is_ok_and(|re| re.is_match(lit)) {
+                    return json!(lit);
+                }
+            }
+            return match crate::author::sample::string_for_pattern(p, at, min, max) {
+                Ok(s) => Value::String(s),
+                Err(e) => self.beyond(&format!("{at}/pattern"), e),
+            };
+        }
+        // A format the validator does not know is an annotation: any text.
+        let mut s = match known {
+            None => "example".to_string(),
+            Some((_, lit)) => lit.to_string(),
+        };
+        let known_format = known.is_some();
+        if known_format && (s.chars().count() < min || max.is_some_and(|x| s.chars().count() > x)) {
             return self.beyond(at, "`minLength`/`maxLength` together with `format`".into());
         }
         while s.chars().count() < min {
@@ -480,15 +574,62 @@ impl Gen {
     }
 }
 
+/// Merge an `allOf` / chosen `anyOf` branch into a schema: `properties` and `required`
+/// united, `type` narrowed to the branch's when both say one, other keywords kept where the
+/// schema already has them. A branch `$ref` is followed first (bounded).
+fn merge_into(into: &mut Map<String, Value>, branch: &Value, root: &Value) {
+    let mut b = branch.clone();
+    for _ in 0..8 {
+        match b.get("$ref").and_then(Value::as_str) {
+            Some(r) => match r.strip_prefix('#').and_then(|p| root.pointer(p)) {
+                Some(t) => b = t.clone(),
+                None => break,
+            },
+            None => break,
+        }
+    }
+    let Value::Object(bm) = b else { return };
+    for (k, v) in bm {
+        match (k.as_str(), into.get_mut(&k)) {
+            ("properties", Some(Value::Object(p))) => {
+                if let Value::Object(q) = v {
+                    for (n, s) in q {
+                        p.entry(n).or_insert(s);
+                    }
+                }
+            }
+            ("required", Some(Value::Array(r))) => {
+                for x in v.as_array().into_iter().flatten() {
+                    if !r.contains(x) {
+                        r.push(x.clone());
+                    }
+                }
+            }
+            ("type", Some(t)) => {
+                if let (Value::Array(ts), Value::String(one)) = (&*t, &v) {
+                    if ts.iter().any(|x| x == one.as_str()) {
+                        *t = v;
+                    }
+                }
+            }
+            (_, Some(_)) => {}
+            (_, None) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
 /// A value the schema itself settles: `const`, `default`, the first of `examples`, the first
 /// of `enum`.
-fn fixed(schema: &Value) -> Option<&Value> {
+fn fixed(schema: &Value, trust: bool) -> Option<&Value> {
     schema
         .get("const")
-        .or_else(|| schema.get("default"))
+        .or_else(|| schema.get("default").filter(|_| trust))
         .or_else(|| {
             schema
                 .get("examples")
+                .filter(|_| trust)
                 .and_then(Value::as_array)
                 .and_then(|a| a.first())
         })
@@ -501,171 +642,4 @@ fn fixed(schema: &Value) -> Option<&Value> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn op(v: Value) -> OperationFile {
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn salesforce_create_gets_201_and_a_checked_draft() {
-        let o = op(json!({
-            "operation_id": "create_contact",
-            "match": {"method": "POST", "path": "/services/data/*/sobjects/Contact"},
-            "input_schema": {"type": "object", "required": ["LastName", "Email"], "properties": {
-                "LastName": {"type": "string", "minLength": 2},
-                "Email": {"type": "string", "format": "email"},
-                "BirthDate": {"type": "string", "format": "date"},
-                "Tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
-                "Age": {"type": "integer", "minimum": 18, "maximum": 120},
-                "Kind": {"enum": ["patient", "carer"]}
-            }},
-            "output_schema": {"type": "object", "required": ["status", "data"], "properties": {
-                "status": {"type": "integer"},
-                "data": {"type": "object", "required": ["id", "success", "errors"], "properties": {
-                    "id": {"type": "string", "minLength": 15, "maxLength": 18},
-                    "success": {"const": true},
-                    "errors": {"type": "array", "maxItems": 0}
-                }}
-            }}
-        }));
-        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
-        assert!(r.supported, "{:?}", r.reasons);
-        let d = r.definition.unwrap();
-        assert_eq!(
-            d["contract_hash"],
-            json!(o.contract_hash(crate::contract::ProfileKind::Salesforce))
-        );
-        let ex = &d["examples"][0];
-        assert_eq!(ex["input"]["Email"], "jane.doe@example.com");
-        assert_eq!(ex["input"]["Tags"].as_array().unwrap().len(), 2);
-        assert_eq!(ex["input"]["Age"], 18);
-        assert_eq!(ex["input"]["Kind"], "patient");
-        assert_eq!(ex["expected"]["status"], 201);
-        assert_eq!(ex["expected"]["data"]["success"], true);
-        assert_eq!(ex["expected"]["data"]["errors"], json!([]));
-        assert_eq!(ex["expected"], d["variants"]["default"]["result"]);
-    }
-
-    #[test]
-    fn bare_body_output_schemas_are_explained() {
-        let o = op(json!({
-            "operation_id": "get_contact",
-            "match": {"method": "GET", "path": "/sobjects/Contact/{id}"},
-            "output_schema": {"type": "object", "required": ["Id"], "properties": {"Id": {"type": "string"}}}
-        }));
-        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
-        assert!(!r.supported);
-        assert!(
-            r.reasons[0].contains("describes a bare response body"),
-            "{:?}",
-            r.reasons
-        );
-        // A broad output schema is wrapped in the envelope.
-        let o =
-            op(json!({"operation_id": "get_contact", "match": {"method": "GET", "path": "/x"}}));
-        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
-        assert_eq!(
-            r.definition.unwrap()["variants"]["default"]["result"],
-            json!({"status": 200, "data": {}})
-        );
-        let o = op(json!({"operation_id": "upd", "match": {"method": "PATCH", "path": "/x"}}));
-        let r = generate(&o, crate::contract::ProfileKind::Salesforce);
-        assert_eq!(
-            r.definition.unwrap()["variants"]["default"]["result"],
-            json!({"status": 204})
-        );
-    }
-
-    #[test]
-    fn envelope_schemas_are_generated_as_they_are() {
-        let o = op(json!({
-            "operation_id": "ping",
-            "match": {"method": "GET", "path": "/ping"},
-            "output_schema": {"type": "object", "required": ["status", "data"], "properties": {
-                "status": {"type": "integer", "minimum": 200, "maximum": 299},
-                "data": {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
-            }}
-        }));
-        let r = generate(&o, crate::contract::ProfileKind::Rest);
-        assert!(r.supported, "{:?}", r.reasons);
-        assert_eq!(
-            r.definition.unwrap()["variants"]["default"]["result"],
-            json!({"status": 200, "data": {"ok": true}})
-        );
-    }
-
-    #[test]
-    fn beyond_the_generator_says_why() {
-        let o = op(json!({
-            "operation_id": "lookup",
-            "match": {"method": "GET", "path": "/x"},
-            "input_schema": {"type": "object", "required": ["phone"], "properties": {"phone": {"type": "string", "pattern": "^\\+[0-9]+$"}}},
-            "output_schema": {"oneOf": [{"type": "object"}, {"type": "array"}]}
-        }));
-        let r = generate(&o, crate::contract::ProfileKind::Rest);
-        assert!(!r.supported);
-        assert!(r.definition.is_none());
-        assert!(
-            r.reasons
-                .iter()
-                .any(|x| x.starts_with("input_schema/properties/phone: `pattern`")),
-            "{:?}",
-            r.reasons
-        );
-        assert!(
-            r.reasons
-                .iter()
-                .any(|x| x.starts_with("output_schema: `oneOf`")),
-            "{:?}",
-            r.reasons
-        );
-        // A default settles a pattern.
-        let o = op(json!({
-            "operation_id": "lookup",
-            "match": {"method": "GET", "path": "/x"},
-            "input_schema": {"type": "object", "properties": {"phone": {"type": "string", "pattern": "^\\+[0-9]+$", "default": "+15550100"}}}
-        }));
-        assert!(generate(&o, crate::contract::ProfileKind::Rest).supported);
-        // A default that violates the schema is caught by check.
-        let o = op(json!({
-            "operation_id": "lookup",
-            "match": {"method": "GET", "path": "/x"},
-            "input_schema": {"type": "object", "properties": {"phone": {"type": "string", "pattern": "^\\+[0-9]+$", "default": "nope"}}}
-        }));
-        let r = generate(&o, crate::contract::ProfileKind::Rest);
-        assert!(!r.supported);
-        assert!(
-            r.reasons[0].starts_with("mock/examples/0/input"),
-            "{:?}",
-            r.reasons
-        );
-    }
-
-    #[test]
-    fn mcp_results() {
-        let o = op(json!({
-            "operation_id": "get_weather",
-            "input_schema": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}},
-            "output_schema": {"type": "object", "required": ["temp"], "properties": {"temp": {"type": "number", "exclusiveMinimum": -100}}}
-        }));
-        let r = generate(&o, crate::contract::ProfileKind::Mcp);
-        assert!(r.supported, "{:?}", r.reasons);
-        assert_eq!(
-            r.definition.unwrap()["variants"]["default"]["result"],
-            json!({"temp": 1})
-        );
-        let o = op(json!({"operation_id": "echo", "result_form": "call_tool_result"}));
-        let r = generate(&o, crate::contract::ProfileKind::Mcp);
-        assert!(r.supported, "{:?}", r.reasons);
-        assert_eq!(
-            r.definition.unwrap()["variants"]["default"]["result"]["content"][0]["type"],
-            "text"
-        );
-        let o = op(json!({"operation_id": "echo", "match": {"method": "GET", "path": "/x"}}));
-        let r = generate(&o, crate::contract::ProfileKind::Mcp);
-        assert!(!r.supported);
-        assert!(r.reasons[0].starts_with("match: "), "{:?}", r.reasons);
-    }
-}
+mod tests;

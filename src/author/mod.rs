@@ -7,6 +7,7 @@
 //! | [`import`] | `understudy import`: HAR, Postman, WireMock, OpenAPI → operation files, with a report of what could not be mapped |
 //! | [`discover`] | a live MCP server's tools/list → operation files |
 //! | [`generate`] | schema-derived draft mocks (`understudy generate`) |
+//! | [`sample`] | strings that satisfy a `pattern` (seeded, deterministic), for `generate` |
 //! | [`drift`] | `understudy drift`: each read example sent to the real system (through `crate::upstream`) and its answer diffed against the mock's |
 
 pub mod discover;
@@ -14,3 +15,4 @@ pub mod drift;
 pub mod generate;
 pub mod import;
 pub mod record;
+pub mod sample;

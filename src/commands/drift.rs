@@ -119,6 +119,7 @@ pub fn drift(args: &DriftArgs) -> Exit {
         &upstream,
         &base,
         args.values,
+        &crate::app::command_scrubber(&config),
     ));
     print(args.format, &report);
     if report.failed() {

@@ -119,6 +119,30 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     };
+    // `default` names the default attempt (the calls without a token), as with `--url`: the
+    // one the last server start opened.
+    let resolved;
+    let attempt_id = if attempt_id == "default" {
+        match latest_default(&store) {
+            Ok(Some(id)) => {
+                resolved = id;
+                resolved.as_str()
+            }
+            Ok(None) => {
+                eprintln!(
+                    "understudy evidence: no default attempt in data dir {} (no server has run on it)",
+                    data_dir.display()
+                );
+                return Exit::Usage;
+            }
+            Err(e) => {
+                eprintln!("understudy evidence: {e}");
+                return Exit::Usage;
+            }
+        }
+    } else {
+        attempt_id
+    };
     let found = match store.attempt_evidence(attempt_id) {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -134,6 +158,17 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
         }
     };
     print_envelope(&envelope_of(&crate::evidence::Inputs::of(&found, redact)))
+}
+
+/// The id of the default attempt the last server start opened (the latest `started_at`; RFC
+/// 3339 times of one clock compare as text).
+pub(crate) fn latest_default(store: &Store) -> Result<Option<String>, StoreError> {
+    Ok(store
+        .attempts()?
+        .into_iter()
+        .filter(|a| a.is_default)
+        .max_by(|a, b| a.started_at.cmp(&b.started_at))
+        .map(|a| a.attempt_id))
 }
 
 /// Prints the envelope as pretty JSON on stdout and its `verdict_reasons` on stderr; the exit

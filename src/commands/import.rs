@@ -3,6 +3,14 @@
 //! report — per operation what was written, and per source item what could not be mapped
 //! (file + JSON path + why). Exit 0 when every draft passes `check` and nothing was left
 //! unmapped, 1 when the report lists something, 2 for usage errors.
+//!
+//! Paths are confined (docs/src/operations/security.md): `--out` must lie inside the project
+//! (the directory of the project file, else the current directory), reached without a
+//! symbolic link and without a `..` that climbs out; a source directory (WireMock) may not
+//! hold a symbolic link that leads outside it, and a `bodyFileName` is read only from inside
+//! it. HAR, Postman and OpenAPI sources are read as named and refer to no other file
+//! (`externalValue`, remote `$ref`s and Postman `file` bodies are not fetched). Each refusal
+//! is a usage error naming the path.
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +56,26 @@ pub fn import(args: &ImportArgs) -> Exit {
             args.integration
         );
         return Exit::Usage;
+    }
+    let root = match &args.config {
+        Some(f) => f
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    if let Err(e) = crate::util::fs::confined_dir(&root, &args.out, "--out") {
+        eprintln!("understudy import: {e}");
+        return Exit::Usage;
+    }
+    for f in &args.files {
+        if f.is_dir() {
+            if let Err(e) = crate::util::fs::links_stay_inside(f) {
+                eprintln!("understudy import: {e}");
+                return Exit::Usage;
+            }
+        }
     }
     let scrub = config.as_ref().map(|c| c.scrub.clone()).unwrap_or_default();
     let upstream = integ.and_then(|i| i.upstream.clone());

@@ -168,7 +168,14 @@ pub fn serve(args: &ServeArgs) -> Exit {
             }
         };
         release_start_up_memory();
-        tracing::info!(%addr, mode = %app.mode, "serving");
+        // Calls without a token land in the default attempt: its id is what a user needs to
+        // read them (`understudy evidence default` names it too).
+        let default_attempt = app
+            .attempts
+            .default_attempt()
+            .map(|a| a.id.clone())
+            .unwrap_or_default();
+        tracing::info!(%addr, mode = %app.mode, %default_attempt, "serving (calls without an attempt token go to the default attempt; read them with `understudy evidence default`)");
         if transport.forward_proxy.is_some() {
             server::connect::log_forward_proxy(&app, transport.scheme(), addr, &ca_dir);
         }

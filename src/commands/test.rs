@@ -4,10 +4,14 @@
 //! 1. Starts the server in process on `127.0.0.1:<free port>` (the project's integrations,
 //!    store and mode; `--mode` overrides; the record modes are refused: use `record`).
 //! 2. Creates one attempt through the admin API (`POST /_understudy/api/attempts` with
-//!    `test_run_id`, `variants` and, when given, `contracts`).
+//!    `test_run_id`, `variants` and, when given, `contracts`), with
+//!    `Authorization: Bearer $UNDERSTUDY_ADMIN_TOKEN` when that is set (a project with
+//!    `"trust_loopback": false` needs a token; the `run` scope is enough). CMD inherits it.
 //! 3. Runs CMD in its own process group with stdin/stdout/stderr inherited and this
 //!    environment: `UNDERSTUDY_URL`, `UNDERSTUDY_ATTEMPT` (the token), `UNDERSTUDY_ATTEMPT_ID`,
-//!    `UNDERSTUDY_URL_<INTEGRATION>` (upper-cased, other characters `_`); with
+//!    `UNDERSTUDY_URL_<INTEGRATION>` (upper-cased, other characters `_`), the OpenTelemetry
+//!    variables of [`otel_env`] (the agent's spans come to the attempt; `--otel-forward URL`
+//!    also passes them on to the user's collector); with
 //!    `--forward-proxy` also `HTTPS_PROXY`/`HTTP_PROXY` (and lower-case) as
 //!    `http://<token>:x@127.0.0.1:<port>` (the password is ignored by understudy, but Python
 //!    requests drops proxy credentials that have none), `NO_PROXY=127.0.0.1,localhost,::1` (so nothing
@@ -95,6 +99,15 @@ pub fn test(args: &TestArgs) -> Exit {
     {
         eprintln!("understudy test: {e}");
         return Exit::Usage;
+    }
+    if let Some(url) = &args.otel_forward {
+        match crate::telemetry::forward_url(url) {
+            Ok(u) => config.otel_forward = Some(u),
+            Err(e) => {
+                eprintln!("understudy test: --otel-forward: {e}");
+                return Exit::Usage;
+            }
+        }
     }
     if matches!(config.mode, Mode::Record | Mode::RecordMissing) {
         eprintln!(
@@ -289,6 +302,9 @@ async fn run(
             env.push((k.into(), cert.display().to_string()));
         }
     }
+    otel_env(&mut env, &base, &attempt_id, |k| {
+        std::env::var(k).ok().filter(|v| !v.is_empty())
+    });
     tracing::info!(attempt = %attempt_id, command = ?args.command, "running the command");
 
     let started = Instant::now();
@@ -354,17 +370,21 @@ async fn run(
         .map(|r| format!("{}: {}", r.code, r.message))
         .collect();
     let calls = envelope["tool_events"].as_array().map_or(0, Vec::len);
+    // One reason a line, in the verdict's order (a forgotten token first, with its fix).
     eprintln!(
-        "understudy test: {}; verdict {}{} ({calls} tool calls); exit {}",
+        "understudy test: {}; verdict {} ({calls} tool calls); exit {}{}",
         run.reason.as_deref().unwrap_or(""),
         verdict.word(),
+        exit.code(),
         if reasons.is_empty() {
             String::new()
         } else {
-            format!(": {}", reasons.join("; "))
-        },
-        exit.code()
+            format!("; {} reason(s):", reasons.len())
+        }
     );
+    for r in &reasons {
+        eprintln!("  - {r}");
+    }
     match written {
         Ok(()) => eprintln!(
             "understudy test: reports in {} ({}, {}, {})",
@@ -572,6 +592,56 @@ fn signal_group(pgid: u32, sig: i32) {
 #[cfg(not(unix))]
 fn signal_group(_pgid: u32, _sig: i32) {}
 
+/// The OpenTelemetry variables for CMD (docs/src/guides/traces.md): an instrumented agent
+/// reports its spans to the attempt's OTLP traces endpoint with no configuration.
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` (the SDKs append `/v1/traces`) and
+/// `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf` unless the user set an endpoint (either
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or a protocol, and
+/// with `UNDERSTUDY_ADMIN_TOKEN` set, `OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20…`
+/// unless the user set headers;
+/// `OTEL_RESOURCE_ATTRIBUTES` gains `understudy.attempt_id=<id>` unless it names one already
+/// (the user's own attributes are kept).
+pub fn otel_env(
+    env: &mut Vec<(String, String)>,
+    base: &str,
+    attempt_id: &str,
+    user: impl Fn(&str) -> Option<String>,
+) {
+    if user("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+        && user("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+    {
+        env.push((
+            "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+            format!("{base}/_understudy/api/otlp"),
+        ));
+        if user("OTEL_EXPORTER_OTLP_PROTOCOL").is_none()
+            && user("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").is_none()
+        {
+            env.push(("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "http/protobuf".into()));
+        }
+        // A project that needs a token for the admin API needs it for the traces route
+        // too; CMD inherits the token already, the exporter gets it as its header.
+        if let Some(t) = user("UNDERSTUDY_ADMIN_TOKEN") {
+            if user("OTEL_EXPORTER_OTLP_HEADERS").is_none()
+                && user("OTEL_EXPORTER_OTLP_TRACES_HEADERS").is_none()
+            {
+                env.push((
+                    "OTEL_EXPORTER_OTLP_HEADERS".into(),
+                    format!("Authorization=Bearer%20{t}"),
+                ));
+            }
+        }
+    }
+    let attr = format!("understudy.attempt_id={attempt_id}");
+    match user("OTEL_RESOURCE_ATTRIBUTES") {
+        None => env.push(("OTEL_RESOURCE_ATTRIBUTES".into(), attr)),
+        Some(v)
+            if v.split(',')
+                .any(|kv| kv.trim().starts_with("understudy.attempt_id=")) => {}
+        Some(v) => env.push(("OTEL_RESOURCE_ATTRIBUTES".into(), format!("{v},{attr}"))),
+    }
+}
+
 /// `UNDERSTUDY_URL_<NAME>`: upper-cased, every character other than `A-Z0-9` as `_`.
 pub fn env_name(integration: &str) -> String {
     integration
@@ -600,6 +670,12 @@ async fn call(
         .map(|b| serde_json::to_vec(b).unwrap_or_default())
         .unwrap_or_default();
     let mut req = hyper::Request::builder().method(method).uri(url);
+    if let Some(t) = std::env::var("UNDERSTUDY_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
     if body.is_some() {
         req = req.header(hyper::header::CONTENT_TYPE, "application/json");
     }
@@ -639,6 +715,50 @@ fn init_logging(file: Option<std::fs::File>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn otel_variables_point_at_the_attempt_unless_the_user_set_them() {
+        let get = |env: &[(String, String)], k: &str| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        let mut env = Vec::new();
+        otel_env(&mut env, "http://127.0.0.1:9", "a1", |_| None);
+        assert_eq!(
+            get(&env, "OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(),
+            Some("http://127.0.0.1:9/_understudy/api/otlp")
+        );
+        assert_eq!(
+            get(&env, "OTEL_RESOURCE_ATTRIBUTES").as_deref(),
+            Some("understudy.attempt_id=a1")
+        );
+        assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_HEADERS"), None);
+        let mut env = Vec::new();
+        otel_env(&mut env, "http://127.0.0.1:9", "a1", |k| {
+            (k == "UNDERSTUDY_ADMIN_TOKEN").then(|| "tok".into())
+        });
+        assert_eq!(
+            get(&env, "OTEL_EXPORTER_OTLP_HEADERS").as_deref(),
+            Some("Authorization=Bearer%20tok")
+        );
+        let mut env = Vec::new();
+        otel_env(&mut env, "http://127.0.0.1:9", "a1", |k| match k {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => Some("http://collector:4318/v1/traces".into()),
+            "OTEL_RESOURCE_ATTRIBUTES" => Some("service.version=3".into()),
+            _ => None,
+        });
+        assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_ENDPOINT"), None);
+        assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_HEADERS"), None);
+        assert_eq!(get(&env, "OTEL_EXPORTER_OTLP_PROTOCOL"), None);
+        assert_eq!(
+            get(&env, "OTEL_RESOURCE_ATTRIBUTES").as_deref(),
+            Some("service.version=3,understudy.attempt_id=a1")
+        );
+        let mut env = Vec::new();
+        otel_env(&mut env, "http://x", "a1", |k| {
+            (k == "OTEL_RESOURCE_ATTRIBUTES").then(|| "understudy.attempt_id=mine".into())
+        });
+        assert_eq!(get(&env, "OTEL_RESOURCE_ATTRIBUTES"), None);
+    }
 
     #[test]
     fn env_names() {

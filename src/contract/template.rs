@@ -3,7 +3,9 @@
 //! A [`MatchSpec`] is compiled once into a [`CompiledMatch`]:
 //! - `method`, compared case-insensitively;
 //! - `path`: `/`-separated segments, each a literal, `{name}` (captures the whole segment into
-//!   the input) or `*` (any one segment). Empty segments are ignored on both sides, so a
+//!   the input), literal text around captures inside one segment (`{Sid}.json`, `v{version}`,
+//!   `{name}:archive`: the segment must have that text, each capture takes a non-empty
+//!   rest, as query value templates do below) or `*` (any one segment). Empty segments are ignored on both sides, so a
 //!   trailing slash (`…/sobjects/Contact/`, as simple-salesforce and jsforce send) never
 //!   matters;
 //! - `query`: parameter → value template. A template is literal text with `{name}` captures
@@ -17,7 +19,8 @@
 //!   which is never stored).
 //!
 //! No regular expressions are involved. [`CompiledMatch::specificity`] orders candidates
-//! (more literal segments first, then more query/header constraints), and
+//! (more literal segments first, then more segments with literal text around a capture — so
+//! `/Accounts/{Sid}.json` wins over `/Accounts/{Sid}` —, then more query/header constraints), and
 //! [`CompiledMatch::ties_with`] tells `check` when two operations could answer the same request
 //! with equal specificity.
 
@@ -61,6 +64,8 @@ impl std::fmt::Display for Mismatch {
 enum Segment {
     Literal(String),
     Capture(String),
+    /// Literal text around one or more captures inside one segment.
+    Mixed(ValueTemplate),
     Any,
 }
 
@@ -306,11 +311,22 @@ impl CompiledMatch {
                 }
                 add_name(name, "path")?;
                 segments.push(Segment::Capture(name.to_string()));
-            } else if seg.contains(['{', '}', '*']) {
+            } else if seg.contains('*') {
                 return Err(format!(
-                    "path: segment {} `{seg}`: a capture `{{name}}` or `*` must be a whole segment",
+                    "path: segment {} `{seg}`: `*` must be a whole segment",
                     i + 1
                 ));
+            } else if seg.contains(['{', '}']) {
+                let t = ValueTemplate::parse(seg)
+                    .map_err(|e| format!("path: segment {} `{seg}`: {e}", i + 1))?;
+                if t.is_literal() {
+                    segments.push(Segment::Literal(t.literal_text().unwrap_or_default()));
+                    continue;
+                }
+                for n in t.capture_names() {
+                    add_name(n, "path")?;
+                }
+                segments.push(Segment::Mixed(t));
             } else {
                 segments.push(Segment::Literal(seg.to_string()));
             }
@@ -361,9 +377,12 @@ impl CompiledMatch {
         let mut out: Vec<&str> = self
             .segments
             .iter()
-            .filter_map(|s| match s {
-                Segment::Capture(n) => Some(n.as_str()),
-                _ => None,
+            .flat_map(|s| -> Vec<&str> {
+                match s {
+                    Segment::Capture(n) => vec![n.as_str()],
+                    Segment::Mixed(t) => t.capture_names().collect(),
+                    _ => Vec::new(),
+                }
             })
             .collect();
         for (_, t) in &self.query {
@@ -372,14 +391,15 @@ impl CompiledMatch {
         out
     }
 
-    /// `(literal path segments, query + header constraints)`; compare tuples, higher wins.
-    pub fn specificity(&self) -> (usize, usize) {
-        let literals = self
-            .segments
-            .iter()
-            .filter(|s| matches!(s, Segment::Literal(_)))
-            .count();
-        (literals, self.query.len() + self.headers.len())
+    /// `(literal path segments, segments with literal text around a capture, query + header
+    /// constraints)`; compare tuples, higher wins.
+    pub fn specificity(&self) -> (usize, usize, usize) {
+        let count = |f: fn(&Segment) -> bool| self.segments.iter().filter(|s| f(s)).count();
+        (
+            count(|s| matches!(s, Segment::Literal(_))),
+            count(|s| matches!(s, Segment::Mixed(_))),
+            self.query.len() + self.headers.len(),
+        )
     }
 
     /// Match a request; on success the captures (path, then query) as JSON strings.
@@ -408,6 +428,27 @@ impl CompiledMatch {
                 Segment::Capture(n) => {
                     caps.insert(n.clone(), Value::String(got.clone()));
                 }
+                Segment::Mixed(t) => match t
+                    .matches(got)
+                    .filter(|c| c.iter().all(|(_, v)| !v.is_empty()))
+                {
+                    Some(found) => {
+                        for (n, v) in found {
+                            caps.insert(n, Value::String(v));
+                        }
+                    }
+                    None => {
+                        return Err(Mismatch {
+                            what: format!(
+                                "path segment {}: expected `{}`, got `{got}` (template `{}`)",
+                                i + 1,
+                                t.source(),
+                                self.path
+                            ),
+                            score,
+                        });
+                    }
+                },
                 _ => {}
             }
             score += 1;
@@ -487,6 +528,9 @@ impl CompiledMatch {
             .zip(&other.segments)
             .all(|(a, b)| match (a, b) {
                 (Segment::Literal(x), Segment::Literal(y)) => x == y,
+                (Segment::Literal(x), Segment::Mixed(t))
+                | (Segment::Mixed(t), Segment::Literal(x)) => t.matches(x).is_some(),
+                (Segment::Mixed(s), Segment::Mixed(t)) => s.may_overlap(t),
                 _ => true,
             });
         if !segs_ok {
@@ -524,7 +568,7 @@ impl CompiledMatch {
 /// its most selective literal position.
 pub fn find_ties<'a>(matches: &[&'a CompiledMatch]) -> Vec<(usize, usize)> {
     use std::collections::HashMap;
-    type Key<'a> = (&'a str, usize, (usize, usize));
+    type Key<'a> = (&'a str, usize, (usize, usize, usize));
     // Per bucket: per position, literal → indices, and the indices with no literal there.
     struct Bucket<'a> {
         members: Vec<usize>,

@@ -392,6 +392,24 @@ impl<'a> Judge<'a> {
     /// blocking contract that did not pass.
     pub fn finish(mut self, contracts: &[ContractResult]) -> Verdict {
         let a = self.attempt;
+        // First: a forgotten token explains every contract reason after it (the tools look
+        // "never called" because their calls went elsewhere), so the fix is said once, here.
+        if a.outside_calls > 0 {
+            let seen = a
+                .outside
+                .iter()
+                .map(|o| o.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            self.reasons.push(Reason::new(
+                &Rule::OutsideAttempt,
+                format!(
+                    "outside attempt: {} call(s) reached the default attempt during the run instead of this one: they carried no token of this attempt (no `Understudy-Attempt` header, a base URL without `/~<token>`, or proxy credentials dropped). Fix: call the attempt's base URL `$UNDERSTUDY_URL_<INTEGRATION>` (it carries the token), or send the header `Understudy-Attempt: $UNDERSTUDY_ATTEMPT` with every call to `$UNDERSTUDY_URL/<integration>`, or keep the credentials of `HTTPS_PROXY`; the other reasons below may only be this{}",
+                    a.outside_calls,
+                    if seen.is_empty() { String::new() } else { format!(". Calls: {seen}") }
+                ),
+            ));
+        }
         if a.store_failures > 0 {
             self.reasons.push(Reason::new(
                 &Rule::StoreFailure,
@@ -405,22 +423,6 @@ impl<'a> Judge<'a> {
             self.reasons.push(Reason::new(
                 &Rule::Interrupted,
                 "interrupted: the process serving this attempt died (or could not record a store failure) before its evidence was made durable; calls answered after the last flush may be missing, so the attempt cannot pass",
-            ));
-        }
-        if a.outside_calls > 0 {
-            let seen = a
-                .outside
-                .iter()
-                .map(|o| o.as_str())
-                .collect::<Vec<_>>()
-                .join("; ");
-            self.reasons.push(Reason::new(
-                &Rule::OutsideAttempt,
-                format!(
-                    "outside attempt: {} call(s) reached the server during the run without this attempt's token (the agent bypassed or dropped it){}",
-                    a.outside_calls,
-                    if seen.is_empty() { String::new() } else { format!(": {seen}") }
-                ),
             ));
         }
         if let Some(cleanup) = &a.cleanup {

@@ -1,10 +1,11 @@
 //! What admin and proxy share of HTTP: the buffered [`Request`] every stage takes
-//! ([`request`]), the response body and response types of every handler, the conversion of
+//! ([`request`]; a form body parsed by [`form`]), the response body and response types of every handler, the conversion of
 //! a profile's answer ([`NativeResponse`]) into HTTP, understudy's own JSON responses, the
 //! connection and body [`Limits`] (enforced by `crate::server`, read by handlers too), and
 //! what a fault puts on the wire instead of an answer ([`fault`]).
 
 pub mod fault;
+pub mod form;
 pub mod request;
 
 pub use request::Request;

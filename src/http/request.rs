@@ -2,7 +2,9 @@
 //! edge — method, raw and percent-decoded path segments, decoded query pairs, headers, body
 //! bytes, peer address and arrival time. The body's JSON is parsed at most once per request
 //! ([`Request::json`], cached): routing, the input, write classification, the evidence's
-//! description and the secret set of a forwarded call all read that one parse.
+//! description and the secret set of a forwarded call all read that one parse. A form body
+//! (`application/x-www-form-urlencoded`, `multipart/form-data`) is parsed there too, into
+//! the same kind of value (`super::form`), so every stage treats it like JSON.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -13,7 +15,7 @@ use hyper::http::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::contract::template::{parse_query, path_segments};
-use crate::util::json::{json_depth, MAX_BODY_DEPTH};
+use crate::util::json::MAX_BODY_DEPTH;
 
 /// One buffered request.
 #[derive(Debug, Clone)]
@@ -38,7 +40,32 @@ pub struct Request {
     /// like `/<integration>/…`. `path` stays the upstream path as sent.
     pub via_proxy: Option<ViaProxy>,
     /// The body's JSON, parsed on first use ([`Request::json`]).
-    json: OnceLock<Result<Option<Value>, String>>,
+    json: OnceLock<Result<Option<Value>, BodyError>>,
+}
+
+/// Why a request body could not be read as JSON. A caller decides by the variant, never by
+/// the message: [`BodyError::TooDeep`] is the input error `too_deep` on every listener.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// The body nests more than `limit` arrays/objects (found on the bytes, before a parse).
+    #[error("the request body is nested more than {limit} levels deep")]
+    TooDeep { limit: usize },
+    /// The body is not JSON (the parser's message).
+    #[error("the request body is not valid JSON: {0}")]
+    NotJson(String),
+    /// A form body (form-encoded or multipart) that cannot be read (its parser's message).
+    #[error("{0}")]
+    Form(String),
+}
+
+impl BodyError {
+    /// The evidence's and the API's error code: `too_deep` or `input_error`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BodyError::TooDeep { .. } => "too_deep",
+            BodyError::NotJson(_) | BodyError::Form(_) => "input_error",
+        }
+    }
 }
 
 impl Request {
@@ -77,18 +104,30 @@ impl Request {
         self.headers.get_all(name).iter().count()
     }
 
-    /// The body as JSON: `Ok(None)` for an empty body, `Err(message)` when it is not JSON or
-    /// is nested deeper than [`MAX_BODY_DEPTH`]. Parsed on the first call, then borrowed.
-    pub fn json(&self) -> Result<Option<&Value>, &str> {
-        match self.json.get_or_init(|| parse_json(&self.body)) {
+    /// The body as JSON: `Ok(None)` for an empty body, an error when it is not JSON or is
+    /// nested deeper than [`MAX_BODY_DEPTH`]; a form body ([`Request::form_body`]) as the
+    /// object of its fields (`super::form`). Parsed on the first call, then borrowed.
+    pub fn json(&self) -> Result<Option<&Value>, &BodyError> {
+        match self.json.get_or_init(|| match self.form_body() {
+            Some(kind) => super::form::parse(&kind, &self.body).map_err(BodyError::Form),
+            None => parse_json(&self.body),
+        }) {
             Ok(v) => Ok(v.as_ref()),
             Err(e) => Err(e),
         }
     }
 
+    /// The form kind of the body when its `Content-Type` is form-encoded or multipart.
+    pub fn form_body(&self) -> Option<super::form::BodyKind> {
+        match super::form::body_kind(self.header("content-type")) {
+            super::form::BodyKind::Json => None,
+            k => Some(k),
+        }
+    }
+
     /// [`Request::json`], owned (a copy of the one parse).
-    pub fn json_body(&self) -> Result<Option<Value>, String> {
-        self.json().map(|v| v.cloned()).map_err(str::to_string)
+    pub fn json_body(&self) -> Result<Option<Value>, BodyError> {
+        self.json().map(|v| v.cloned()).map_err(Clone::clone)
     }
 
     /// `GET /path?query`, for messages.
@@ -131,25 +170,20 @@ pub fn hide_token(path: &str) -> std::borrow::Cow<'_, str> {
     format!("/~[token]{}", &rest[end..]).into()
 }
 
-/// The body of [`Request::json`].
-fn parse_json(body: &[u8]) -> Result<Option<Value>, String> {
+/// The body of [`Request::json`]. The depth is measured on the bytes before the parse
+/// (brackets inside strings do not count), so a parsed value is never deeper than the limit.
+fn parse_json(body: &[u8]) -> Result<Option<Value>, BodyError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
     if crate::util::json::text_deeper_than(body, MAX_BODY_DEPTH) {
-        return Err(format!(
-            "{} {MAX_BODY_DEPTH} levels deep",
-            crate::util::json::TOO_DEEP
-        ));
+        return Err(BodyError::TooDeep {
+            limit: MAX_BODY_DEPTH,
+        });
     }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("the request body is not valid JSON: {e}"))?;
-    if json_depth(&v) > MAX_BODY_DEPTH {
-        return Err(format!(
-            "the request body is nested more than {MAX_BODY_DEPTH} levels deep"
-        ));
-    }
-    Ok(Some(v))
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| BodyError::NotJson(e.to_string()))
 }
 
 /// How a request came through the forward proxy (kept on [`Request::via_proxy`]; set by `crate::server::connect`).
@@ -212,13 +246,24 @@ mod tests {
             req("/", None, "{\"a\":1}").json_body(),
             Ok(Some(json!({"a": 1})))
         );
-        assert!(req("/", None, "{nope").json_body().is_err());
+        assert!(matches!(
+            req("/", None, "{nope").json_body(),
+            Err(BodyError::NotJson(_))
+        ));
+        // Brackets inside strings do not count.
+        let quoted = format!("{{\"a\":\"{}\"}}", "[".repeat(200));
+        assert!(req("/", None, &quoted).json_body().is_ok());
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
         assert!(req("/", None, &deep(MAX_BODY_DEPTH)).json_body().is_ok());
         let e = req("/", None, &deep(MAX_BODY_DEPTH + 1))
             .json_body()
             .unwrap_err();
-        assert!(e.contains("nested more than 64 levels"), "{e}");
-        assert!(req("/", None, &deep(100_000)).json_body().is_err());
+        assert_eq!(e, BodyError::TooDeep { limit: 64 });
+        assert_eq!(e.code(), "too_deep");
+        assert!(e.to_string().contains("nested more than 64 levels"), "{e}");
+        assert_eq!(
+            req("/", None, &deep(100_000)).json_body(),
+            Err(BodyError::TooDeep { limit: 64 })
+        );
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! | stage | function | |
 //! |---|---|---|
-//! | identify | [`identify`] | the lease ([`check_lease`]), the integration, the operation, the input ([`build_input`]: path captures, query captures, then the JSON body — an object's members merged in, later sources overriding earlier ones; any other body under `body`; a body that is not JSON is an input error), the write flag |
+//! | identify | [`identify`] | the lease ([`check_lease`]), the integration, the operation, the input ([`build_input`]: path captures, query captures, then the JSON body — an object's members merged in, later sources overriding earlier ones; any other body under `body`; a body that is not JSON is an input error; a form body's fields are members too, typed by the input schema, `crate::http::form`), the write flag |
 //! | plan | [`plan`] | the mode rule ([`super::decision::plan_for`]) for the identified call |
 //! | prepare | [`prepare_mock`], [`prepare_operation`] | the operation file (`no_mock` for a built-in template), input validation (compiled once per contract), the pinned revision (`no_mock`, `stale_contract`), its engine, the idempotency key |
 //! | evaluate | [`evaluate`] ([`evaluate`](mod@evaluate)) | idempotency — replay or 422 —, the pinned engine against the pre-call state, the output check and the wire's rendering, once per static result |
@@ -206,7 +206,13 @@ pub fn identify<'a>(
         }
         // Stage 2: the input.
         let include_query = matches!(matched.target, Target::Builtin(_));
-        let body = body.map(|b| b.cloned()).map_err(str::to_string);
+        let mut body = body.map(|b| b.cloned()).map_err(Clone::clone);
+        // A form body's fields are text: typed by the operation's input schema.
+        if let (Ok(Some(b)), Some(_), Target::File(op)) =
+            (&mut body, req.form_body(), &matched.target)
+        {
+            crate::http::form::type_by_schema(b, &op.op.input_schema);
+        }
         let input = build_input(&matched, &query, include_query, body);
         if let Ok(input) = &input {
             info.arguments = input.clone();
@@ -389,7 +395,7 @@ pub fn build_input(
     matched: &Matched,
     query: &[(String, String)],
     include_query: bool,
-    body: Result<Option<Value>, String>,
+    body: Result<Option<Value>, crate::http::request::BodyError>,
 ) -> Result<Value, InputError> {
     let mut input = matched.captures.clone();
     if include_query {
@@ -400,9 +406,9 @@ pub fn build_input(
         }
     }
     match body {
-        Err(m) => {
-            let too_deep = m.starts_with(crate::util::json::TOO_DEEP);
-            return Err(InputError::of_body(m, too_deep));
+        Err(e) => {
+            let too_deep = matches!(e, crate::http::request::BodyError::TooDeep { .. });
+            return Err(InputError::of_body(e.to_string(), too_deep));
         }
         Ok(None) => {}
         Ok(Some(Value::Object(o))) => {
@@ -584,7 +590,13 @@ mod tests {
         assert_eq!(v, json!({"id": "001", "body": [1, 2]}));
         let v = build_input(&m, &q, false, Ok(Some(json!({"id": "body wins"})))).unwrap();
         assert_eq!(v, json!({"id": "body wins"}));
-        let e = build_input(&m, &q, false, Err("not JSON".into())).unwrap_err();
+        let e = build_input(
+            &m,
+            &q,
+            false,
+            Err(crate::http::request::BodyError::NotJson("x".into())),
+        )
+        .unwrap_err();
         assert_eq!(e.status, 400);
     }
 

@@ -166,7 +166,7 @@ pub fn operation_with(
     view: &RequestView<'_>,
     req: &Request,
 ) -> Result<Matched, String> {
-    let mut best: Option<((usize, usize), Matched)> = None;
+    let mut best: Option<((usize, usize, usize), Matched)> = None;
     let candidates: Box<dyn Iterator<Item = &Arc<Operation>>> = match index {
         Some(ix) => Box::new(
             ix.candidates(view)

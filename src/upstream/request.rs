@@ -160,6 +160,9 @@ pub fn build(
         if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
             path.push_str(&encode(&capture_text(input, name)?));
             used.push(name.to_string());
+        } else if seg.contains('{') {
+            // Text around captures inside one segment (`{Sid}.json`).
+            path.push_str(&encode(&render_value(seg, input, &mut used)?));
         } else {
             path.push_str(seg);
         }

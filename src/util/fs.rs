@@ -2,9 +2,14 @@
 //! with its final mode from the start), written, fsynced, then renamed over the target, so a
 //! reader sees the old file or the new one, never half of one. Used for draft operation files
 //! (`record`), discovered operation files (`discover`) and the CA's key and certificate.
+//!
+//! And path confinement ([`confined_dir`], [`links_stay_inside`]): a directory a command
+//! writes into must lie inside the project, reached without a symbolic link and without a
+//! `..` that climbs out; a directory a command reads must not hold a symbolic link that
+//! leads outside it. Each refusal names the path.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 /// Writes `bytes` to `path` atomically (see the module doc), with the default mode (0666
 /// less the umask, as `File::create`).
@@ -43,9 +48,162 @@ pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Resul
     result
 }
 
+/// `p` made absolute against the current directory, with `.` dropped and `..` applied
+/// lexically (no file system access: a symbolic link is not followed).
+pub fn lexical_absolute(p: &Path) -> std::io::Result<PathBuf> {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+/// `dir` (a directory to write into) as an absolute path, when it lies inside `root` (the
+/// project's directory): after `.` and `..` are applied it must start with `root`, and no
+/// part of it below `root` that exists may be a symbolic link (a linked directory would send
+/// the writes elsewhere). `what` names the option (`--out`) in the error.
+pub fn confined_dir(root: &Path, dir: &Path, what: &str) -> Result<PathBuf, String> {
+    let io = |e: std::io::Error| format!("{what} {}: {e}", dir.display());
+    let root_abs = lexical_absolute(root).map_err(io)?;
+    let abs = lexical_absolute(dir).map_err(io)?;
+    let Ok(rel) = abs.strip_prefix(&root_abs) else {
+        return Err(format!(
+            "{what} {}: is outside the project directory {}: files are written only inside the project (name a directory in it)",
+            dir.display(),
+            root_abs.display()
+        ));
+    };
+    let mut at = root_abs.clone();
+    for c in rel.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "{what} {}: {} is a symbolic link: files are written only through real directories of the project",
+                    dir.display(),
+                    at.display()
+                ))
+            }
+            Ok(_) => {}
+            // The rest does not exist yet: it is created as real directories.
+            Err(_) => break,
+        }
+    }
+    Ok(abs)
+}
+
+/// At most this many entries are looked at by [`links_stay_inside`].
+const MAX_WALK: usize = 100_000;
+
+/// Whether every symbolic link under `dir` (at any depth) resolves to a place inside `dir`:
+/// the first one that leads out (or resolves nowhere) is the error, naming the link and where
+/// it leads.
+pub fn links_stay_inside(dir: &Path) -> Result<(), String> {
+    let root = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut todo = vec![dir.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(d) = todo.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        for e in entries {
+            let e = e.map_err(|e| format!("{}: {e}", d.display()))?;
+            seen += 1;
+            if seen > MAX_WALK {
+                return Err(format!(
+                    "{}: more than {MAX_WALK} entries: not an import source",
+                    dir.display()
+                ));
+            }
+            let p = e.path();
+            let ft = e.file_type().map_err(|e| format!("{}: {e}", p.display()))?;
+            if ft.is_symlink() {
+                match p.canonicalize() {
+                    Ok(real) if real.starts_with(&root) => {}
+                    Ok(real) => {
+                        return Err(format!(
+                            "{}: is a symbolic link to {}, outside {}: files are read only from inside the input's directory",
+                            p.display(),
+                            real.display(),
+                            dir.display()
+                        ))
+                    }
+                    Err(e) => {
+                        return Err(format!(
+                            "{}: is a symbolic link that resolves nowhere ({e})",
+                            p.display()
+                        ))
+                    }
+                }
+            } else if ft.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_to_write_must_be_inside_the_project_without_links() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("mocks/crm")).unwrap();
+        assert_eq!(
+            confined_dir(r, &r.join("mocks/crm"), "--out").unwrap(),
+            r.join("mocks/crm")
+        );
+        // Not yet there: created later, fine.
+        assert!(confined_dir(r, &r.join("mocks/new/deeper"), "--out").is_ok());
+        // `..` that stays inside is applied; one that climbs out is refused.
+        assert!(confined_dir(r, &r.join("mocks/../mocks/crm"), "--out").is_ok());
+        let e = confined_dir(r, &r.join("mocks/../../x"), "--out").unwrap_err();
+        assert!(e.contains("outside the project directory"), "{e}");
+        assert!(e.contains("--out") && e.contains("../../x"), "{e}");
+        let e = confined_dir(r, outside.path(), "--out").unwrap_err();
+        assert!(e.contains("outside the project directory"), "{e}");
+        // A link inside the project that leads out.
+        std::os::unix::fs::symlink(outside.path(), r.join("mocks/link")).unwrap();
+        let e = confined_dir(r, &r.join("mocks/link/crm"), "--out").unwrap_err();
+        assert!(e.contains("mocks/link is a symbolic link"), "{e}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_to_read_may_not_hold_a_link_that_leads_out() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("mappings")).unwrap();
+        std::fs::write(r.join("mappings/a.json"), "{}").unwrap();
+        std::fs::write(outside.path().join("secret.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(r.join("mappings/a.json"), r.join("mappings/b.json")).unwrap();
+        assert!(links_stay_inside(r).is_ok());
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.json"),
+            r.join("mappings/c.json"),
+        )
+        .unwrap();
+        let e = links_stay_inside(r).unwrap_err();
+        assert!(e.contains("mappings/c.json: is a symbolic link to"), "{e}");
+        assert!(e.contains("outside"), "{e}");
+    }
 
     #[test]
     fn replaces_the_file_and_leaves_no_temporary_behind() {

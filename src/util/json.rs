@@ -63,10 +63,6 @@ pub const MAX_BODY_DEPTH: usize = 64;
 /// values, so an acknowledged call can never make an attempt's evidence unreadable.
 pub const MAX_STORED_DEPTH: usize = 100;
 
-/// The start of the message of a body nested deeper than [`MAX_BODY_DEPTH`]: an input error
-/// with the code `too_deep` wherever it is reported.
-pub const TOO_DEEP: &str = "the request body is nested more than";
-
 /// Whether JSON text nests more than `limit` arrays/objects, read from the bytes before any
 /// parse (brackets inside strings do not count), so a body that is too deep is refused as
 /// such rather than as a parser's recursion error.

@@ -78,6 +78,13 @@ pub fn normalize(name: &str) -> String {
         .collect()
 }
 
+/// Whether a field, parameter or element name is one of [`SECRET_NAMES`] (the built-in rules
+/// alone; [`Scrubber::is_secret_name`] adds the project's names).
+pub fn is_secret_name(name: &str) -> bool {
+    let n = normalize(name);
+    !n.is_empty() && SECRET_NAMES.contains(&n.as_str())
+}
+
 /// Whether a header carries a secret by the built-in rules alone (the names of
 /// [`SECRET_NAMES`] and the header patterns of the module doc).
 pub fn is_secret_header(name: &str) -> bool {
@@ -251,6 +258,19 @@ impl Scrubber {
         self.walk(v)
     }
 
+    /// Scrub a value found at `path` (names of the members above it, outermost first): the
+    /// whole value is a secret when one of them is a secret name (a diff's `$.data.token`
+    /// shows the value alone), else as [`Scrubber::json`].
+    pub fn json_at<'a>(&self, path: impl IntoIterator<Item = &'a str>, v: &mut Value) -> bool {
+        if path.into_iter().any(|n| self.is_secret_name(n)) {
+            if let Value::String(s) = v {
+                self.learn(strip_scheme(s), true);
+            }
+            return self.mark_value(v);
+        }
+        self.json(v)
+    }
+
     /// Scrub a string; `None` when it holds nothing to scrub.
     pub fn text(&self, s: &str) -> Option<String> {
         if is_mark(s) || s.is_empty() {
@@ -369,6 +389,7 @@ impl Scrubber {
         attempt_tokens(b, &mut found);
         pem_keys(s, &mut found);
         self.name_value_pairs(s, &mut found);
+        self.multipart_parts(s, &mut found);
         self.quoted_pairs(s, &mut found);
         self.xml_elements(s, &mut found);
         // Earliest first, the longest at one start; drop overlaps.
@@ -414,6 +435,42 @@ impl Scrubber {
                     self.learn(&secret, true);
                     found.push((eq + 1, end, secret));
                 }
+            }
+        }
+    }
+
+    /// A multipart/form-data part (`Content-Disposition: form-data; name="password"`, a blank
+    /// line, the value up to the next boundary line) whose name is secret: the value.
+    fn multipart_parts(&self, s: &str, found: &mut Vec<(usize, usize, String)>) {
+        let lower = s.to_ascii_lowercase();
+        for (i, _) in lower.match_indices("form-data;") {
+            let line_end = s[i..].find('\n').map_or(s.len(), |e| i + e);
+            let Some(n) = lower[i..line_end].find("name=\"").map(|x| i + x + 6) else {
+                continue;
+            };
+            let Some(ne) = s[n..line_end].find('"').map(|x| n + x) else {
+                continue;
+            };
+            if !self.is_secret_name(&s[n..ne]) {
+                continue;
+            }
+            // The part's headers end at the first blank line.
+            let Some((vs, _)) = ["\r\n\r\n", "\n\n"]
+                .iter()
+                .filter_map(|sep| s[ne..].find(sep).map(|x| (ne + x + sep.len(), x)))
+                .min_by_key(|(_, x)| *x)
+            else {
+                continue;
+            };
+            let ve = ["\r\n--", "\n--"]
+                .iter()
+                .filter_map(|sep| s[vs..].find(sep))
+                .min()
+                .map_or(s.len(), |x| vs + x);
+            if ve > vs && !is_mark(&s[vs..ve]) {
+                let secret = s[vs..ve].to_string();
+                self.learn(&secret, true);
+                found.push((vs, ve, secret));
             }
         }
     }
@@ -501,6 +558,35 @@ impl Scrubber {
                 }
             }
         }
+    }
+}
+
+/// The key a data dir keeps in `scrub.key` (64 hex), when it has one: read, never made here
+/// (a command that opens no store uses it so its marks equal the evidence's).
+pub fn read_key(data_dir: &std::path::Path) -> Option<[u8; 32]> {
+    let h = std::fs::read_to_string(data_dir.join("scrub.key")).ok()?;
+    let h = h.trim();
+    if h.len() != 64 || !h.is_ascii() {
+        return None;
+    }
+    let mut k = [0u8; 32];
+    for (i, out) in k.iter_mut().enumerate() {
+        *out = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(k)
+}
+
+/// A URL with its user information (`https://user:pass@host/…`) spelled `[redacted]@`.
+pub fn url_without_userinfo(url: &str) -> String {
+    let Some(at) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let end = url[at..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |e| at + e);
+    match url[at..end].rfind('@') {
+        Some(i) => format!("{}[redacted]@{}", &url[..at], &url[at + i + 1..]),
+        None => url.to_string(),
     }
 }
 
@@ -638,134 +724,9 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `Bearer <token>` and `Basic <credentials>` (the token: 8+ characters with a digit or a
-/// symbol, so prose such as "Bearer authentication" is left alone).
-fn schemes(s: &str, found: &mut Vec<(usize, usize, String)>) {
-    let lower = s.to_ascii_lowercase();
-    let b = s.as_bytes();
-    for word in ["bearer ", "basic "] {
-        for (i, _) in lower.match_indices(word) {
-            if i > 0 && b[i - 1].is_ascii_alphanumeric() {
-                continue;
-            }
-            let st = i + word.len();
-            let mut e = st;
-            while e < b.len() && is_token_byte(b[e]) {
-                e += 1;
-            }
-            let tok = &s[st..e];
-            let tokenish = tok.len() >= MIN_CUT
-                && tok.bytes().any(|c| !c.is_ascii_alphabetic())
-                && !is_mark(tok);
-            if tokenish {
-                found.push((st, e, tok.to_string()));
-            }
-        }
-    }
-}
-
-/// `eyJ…` `.` `…` `.` `…` (base64url; the third part may be empty).
-fn jwts(b: &[u8], found: &mut Vec<(usize, usize, String)>) {
-    let mut i = 0;
-    while i + 3 <= b.len() {
-        if &b[i..i + 3] == b"eyJ" && (i == 0 || !is_b64url(b[i - 1])) {
-            let mut e = i;
-            let mut parts = [0usize; 3];
-            let mut ok = true;
-            for (n, part) in parts.iter_mut().enumerate() {
-                let st = e;
-                while e < b.len() && is_b64url(b[e]) {
-                    e += 1;
-                }
-                *part = e - st;
-                if n < 2 {
-                    if e < b.len() && b[e] == b'.' {
-                        e += 1;
-                    } else {
-                        ok = false;
-                        break;
-                    }
-                }
-            }
-            if ok && parts[0] >= 4 && parts[1] >= 4 {
-                let v = String::from_utf8_lossy(&b[i..e]).into_owned();
-                found.push((i, e, v));
-                i = e;
-                continue;
-            }
-        }
-        i += 1;
-    }
-}
-
-/// `00D` + 12 (or 15: the 18-character org id) alphanumerics + `!` + 8 or more of
-/// `[A-Za-z0-9._]`.
-fn salesforce_sessions(b: &[u8], found: &mut Vec<(usize, usize, String)>) {
-    let mut i = 0;
-    while i + 16 < b.len() {
-        let bang = [15usize, 18].into_iter().find(|&n| {
-            i + n < b.len()
-                && b[i + 3..i + n].iter().all(u8::is_ascii_alphanumeric)
-                && b[i + n] == b'!'
-        });
-        if let Some(n) =
-            bang.filter(|_| &b[i..i + 3] == b"00D" && (i == 0 || !b[i - 1].is_ascii_alphanumeric()))
-        {
-            let mut e = i + n + 1;
-            while e < b.len() && (b[e].is_ascii_alphanumeric() || b[e] == b'.' || b[e] == b'_') {
-                e += 1;
-            }
-            if e - (i + n + 1) >= 8 {
-                found.push((i, e, String::from_utf8_lossy(&b[i..e]).into_owned()));
-                i = e;
-                continue;
-            }
-        }
-        i += 1;
-    }
-}
-
-/// `ust_` + 64 hex: an attempt token.
-fn attempt_tokens(b: &[u8], found: &mut Vec<(usize, usize, String)>) {
-    let mut i = 0;
-    while i + 68 <= b.len() {
-        if &b[i..i + 4] == b"ust_" && b[i + 4..i + 68].iter().all(u8::is_ascii_hexdigit) {
-            found.push((
-                i,
-                i + 68,
-                String::from_utf8_lossy(&b[i..i + 68]).into_owned(),
-            ));
-            i += 68;
-            continue;
-        }
-        i += 1;
-    }
-}
-
-/// `-----BEGIN … PRIVATE KEY-----` … `-----END … PRIVATE KEY-----` (an unterminated block:
-/// to the end of the string).
-fn pem_keys(s: &str, found: &mut Vec<(usize, usize, String)>) {
-    let mut from = 0;
-    while let Some(i) = s[from..].find("-----BEGIN ") {
-        let st = from + i;
-        let Some(hdr_end) = s[st + 11..].find("-----").map(|x| st + 11 + x + 5) else {
-            break;
-        };
-        if !s[st..hdr_end].contains("PRIVATE KEY") {
-            from = hdr_end;
-            continue;
-        }
-        let end = match s[hdr_end..].find("-----END ") {
-            Some(x) => {
-                let e = hdr_end + x + 9;
-                s[e..].find("-----").map(|y| e + y + 5).unwrap_or(s.len())
-            }
-            None => s.len(),
-        };
-        found.push((st, end, s[st..end].to_string()));
-        from = end;
-    }
-}
+#[path = "scrub_shapes.rs"]
+mod shapes;
+use shapes::{attempt_tokens, jwts, pem_keys, salesforce_sessions, schemes};
 
 #[cfg(test)]
 #[path = "scrub_tests.rs"]

@@ -113,3 +113,51 @@ fn json_text_and_headers() {
     s.add_names([&"ssn".to_string()]);
     assert!(s.is_secret_name("SSN"));
 }
+
+#[test]
+fn multipart_parts_by_name() {
+    let s = sc();
+    let body = "--XyZ\r\nContent-Disposition: form-data; name=\"user\"\r\n\r\nada\r\n--XyZ\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nMultiPass-1\r\n--XyZ\r\nContent-Disposition: form-data; name=\"api_key\"; filename=\"k.txt\"\r\nContent-Type: text/plain\r\n\r\nkey-file-body\n--XyZ--\r\n";
+    let t = s.text(body).unwrap();
+    assert!(
+        !t.contains("MultiPass-1") && !t.contains("key-file-body"),
+        "{t}"
+    );
+    assert!(t.contains(&s.mark("MultiPass-1")), "{t}");
+    assert!(t.contains("\r\n\r\nada\r\n--XyZ"), "{t}");
+    assert!(t.ends_with("--XyZ--\r\n"), "{t}");
+    // A part with an innocent name is kept.
+    assert_eq!(
+        s.text("Content-Disposition: form-data; name=\"note\"\r\n\r\nhello\r\n--b--"),
+        None
+    );
+}
+
+#[test]
+fn a_value_at_a_secret_path_goes_whole() {
+    let s = sc();
+    let mut v = json!("short1");
+    assert!(s.json_at(["", "data", "token"], &mut v));
+    assert_eq!(v, json!(s.mark("short1")));
+    let mut v = json!({"n": 5});
+    assert!(s.json_at(["data", "Password", "x"], &mut v));
+    assert!(is_mark(v.as_str().unwrap()));
+    let mut v = json!("short1");
+    assert!(!s.json_at(["data", "name"], &mut v));
+    assert_eq!(v, json!("short1"));
+}
+
+#[test]
+fn userinfo_and_the_key_file() {
+    assert_eq!(
+        url_without_userinfo("https://ada:pw@api.test:8443/v1?x=1"),
+        "https://[redacted]@api.test:8443/v1?x=1"
+    );
+    assert_eq!(url_without_userinfo("http://h/a@b"), "http://h/a@b");
+    let d = tempfile::tempdir().unwrap();
+    assert_eq!(read_key(d.path()), None);
+    std::fs::write(d.path().join("scrub.key"), format!("{}\n", "0a".repeat(32))).unwrap();
+    assert_eq!(read_key(d.path()), Some([10u8; 32]));
+    std::fs::write(d.path().join("scrub.key"), "zz").unwrap();
+    assert_eq!(read_key(d.path()), None);
+}

@@ -6,6 +6,8 @@
 //! Chromium page on another loopback origin cannot drive it; a WireMock import cannot read
 //! outside its directory and never keeps a credential.
 
+use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -366,9 +368,13 @@ fn expected_need(method: &str, path: &str) -> Need {
         ("GET", "/ui" | "/ui/attempts/{id}" | "/ui/attempts/{id}/junit.xml") => {
             Need::Scope(Scope::Read)
         }
-        ("POST", "/api/attempts" | "/api/attempts/{id}/events" | "/api/attempts/{id}/verify") => {
-            Need::Scope(Scope::Run)
-        }
+        (
+            "POST",
+            "/api/attempts"
+            | "/api/attempts/{id}/events"
+            | "/api/attempts/{id}/verify"
+            | "/api/otlp/v1/traces",
+        ) => Need::Scope(Scope::Run),
         ("DELETE", "/api/attempts/{id}") => Need::Scope(Scope::Run),
         (
             "POST",
@@ -627,6 +633,92 @@ fn a_wiremock_body_file_outside_the_input_is_refused_naming_file_and_path() {
     assert!(ok.is_ok(), "{:?}", ok.err());
 }
 
+/// `understudy import` writes only inside the project: an `--out` outside it, one that climbs
+/// out with `..`, and one through a symbolic link that leads out are refused (exit 2) naming
+/// the path, and nothing is written there; a WireMock directory holding a mapping that links
+/// outside it is refused naming the link. The same import into the project's own directory
+/// works (the refusals are the paths, not the import).
+#[cfg(unix)]
+#[test]
+fn import_paths_are_confined_to_the_project_and_the_input() {
+    let p = Project::new(&[("crm", "rest")]);
+    p.write_config(json!({ "integrations": { "crm": {
+        "profile": "rest", "upstream": "http://127.0.0.1:9", "operations": "mocks/crm" } } }));
+    let src = tempfile::tempdir().unwrap();
+    let maps = src.path().join("mappings");
+    std::fs::create_dir_all(&maps).unwrap();
+    std::fs::write(
+        maps.join("get.json"),
+        json!({"request": {"method": "GET", "url": "/items/1"},
+               "response": {"status": 200, "jsonBody": {"id": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), p.path().join("linked")).unwrap();
+    let run = |out: &Path, input: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_understudy"))
+            .args([
+                "import",
+                "--from",
+                "wiremock",
+                "--integration",
+                "crm",
+                "--config",
+            ])
+            .arg(p.config_path())
+            .arg("--out")
+            .arg(out)
+            .arg(input)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let climbing = p.path().join("mocks/../../escaped");
+    for (out, says) in [
+        (
+            outside.path().to_path_buf(),
+            "outside the project directory",
+        ),
+        (climbing.clone(), "outside the project directory"),
+        (p.path().join("linked/crm"), "is a symbolic link"),
+    ] {
+        let (code, err) = run(&out, src.path());
+        assert_eq!(code, 2, "{}: {err}", out.display());
+        assert!(
+            err.contains("--out") && err.contains(says),
+            "{}: {err}",
+            out.display()
+        );
+        assert!(
+            err.contains(&out.display().to_string()),
+            "names the path: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(!p.path().parent().unwrap().join("escaped").exists());
+    // Into the project: written.
+    let (code, err) = run(&p.ops_dir("crm"), src.path());
+    assert!(code == 0 || code == 1, "{err}");
+    assert!(
+        std::fs::read_dir(p.ops_dir("crm")).unwrap().count() > 0,
+        "{err}"
+    );
+    // A mapping that links out of the input's directory.
+    let secret = outside.path().join("stolen.json");
+    std::fs::write(&secret, "{}").unwrap();
+    std::os::unix::fs::symlink(&secret, maps.join("z.json")).unwrap();
+    let (code, err) = run(&p.ops_dir("crm"), src.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("z.json: is a symbolic link to") && err.contains("outside"),
+        "{err}"
+    );
+}
+
 #[test]
 fn an_imported_authorization_matcher_becomes_a_presence_match() {
     let dir = tempfile::tempdir().unwrap();
@@ -831,13 +923,102 @@ async fn a_body_nested_too_deep_is_the_input_error_too_deep() {
         .cloned()
         .unwrap();
     assert_eq!(last["error"]["code"], "too_deep", "{last}");
-    // The admin API too.
-    let r = post(&s, &body, &[("content-type", "application/json")]).await;
-    assert_eq!(
-        (r.status, code(&r).as_str()),
-        (400, "too_deep"),
-        "{}",
-        r.text
-    );
+    // Not JSON is another input error, told apart by its kind, not by its message.
+    let r = s
+        .call_raw(
+            "POST",
+            "/crm/book",
+            "{nope",
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let ev = s.evidence(&s.default_attempt()).await;
+    let last = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap();
+    assert_eq!(last["error"]["code"], "input_error", "{last}");
+    // The admin API too, on every route that reads a body.
+    let json = [("content-type", "application/json")];
+    let a = s.default_attempt();
+    for path in [
+        EXECUTE.to_string(),
+        "/_understudy/api/attempts".to_string(),
+        format!("/_understudy/api/attempts/{a}/events"),
+        format!("/_understudy/api/attempts/{a}/verify"),
+        "/_understudy/api/tools/testing".to_string(),
+        "/_understudy/api/tools/crm/testing".to_string(),
+    ] {
+        let r = s.call_raw("POST", &path, &body, &json).await;
+        assert_eq!(
+            (r.status, code(&r).as_str()),
+            (400, "too_deep"),
+            "{path}: {}",
+            r.text
+        );
+        let r = s.call_raw("POST", &path, "{nope", &json).await;
+        assert_eq!(
+            (r.status, code(&r).as_str()),
+            (400, "bad_request"),
+            "{path}: {}",
+            r.text
+        );
+    }
     s.stop().await.unwrap();
+}
+
+/// `understudy test` against a project that trusts no loopback peer (`trust_loopback: false`)
+/// and has scoped tokens: with a token of the `run` scope only, the attempt is created and the
+/// command posts an agent event with it (exit 0); with a `read` token the run fails clearly
+/// (the 403 naming the scope `run`), and without a token it is refused (401).
+#[test]
+fn understudy_test_works_with_a_run_scoped_token_and_fails_clearly_without_it() {
+    let (runner, reader) = ("run-only-token-6f1e2d", "read-only-token-0a9b8c");
+    let p = project(
+        "http://127.0.0.1:9",
+        json!({"trust_loopback": false, "admin_tokens": [
+            {"name": "ci", "sha256": understudy::app::attempt::token_hash(runner), "scopes": ["run"]},
+            {"name": "viewer", "sha256": understudy::app::attempt::token_hash(reader), "scopes": ["read"]}]}),
+    );
+    let reports = p.path().join("reports");
+    let agent = r#"curl -sS -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $UNDERSTUDY_ADMIN_TOKEN" -H 'Content-Type: application/json' -d '{"name":"said","kind":"agent_message","text":"hi"}' "$UNDERSTUDY_URL/_understudy/api/attempts/$UNDERSTUDY_ATTEMPT_ID/events" | grep -qx 201"#;
+    let run = |token: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_understudy"));
+        c.args(["test", "--allow-no-calls", "--config"])
+            .arg(p.config_path())
+            .arg("--report-dir")
+            .arg(&reports)
+            .args(["--", "sh", "-c", agent])
+            .env_remove("UNDERSTUDY_ADMIN_TOKEN");
+        if let Some(t) = token {
+            c.env("UNDERSTUDY_ADMIN_TOKEN", t);
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(Some(runner));
+    assert_eq!(code, 0, "{err}");
+    let ev: Value =
+        serde_json::from_slice(&std::fs::read(reports.join("evidence.json")).unwrap()).unwrap();
+    assert_eq!(
+        ev["events"].as_array().map(Vec::len),
+        Some(1),
+        "the command's event was accepted with the run token: {ev}"
+    );
+    let (code, err) = run(Some(reader));
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("forbidden_scope") || err.contains("`run`") || err.contains("run"),
+        "{err}"
+    );
+    assert!(err.contains("403"), "{err}");
+    let (code, err) = run(None);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("401"), "{err}");
 }

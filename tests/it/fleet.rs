@@ -482,7 +482,19 @@ fn the_fleet_recipe_serves_the_quick_start_through_nginx() {
             let auth = ("authorization", "Bearer fleet-test-admin-token-1");
             let r = send(&format!("{base}/_understudy/api/attempts/default/evidence"), "GET", None, &[]).await;
             assert_eq!(r.status, 401, "{}", r.text);
-            let ev = send(&format!("{base}/_understudy/api/attempts/default/evidence"), "GET", None, &[auth]).await;
+            // A wrong token is refused too, and so are a hostile Host (DNS rebinding through
+            // the front) and a foreign Origin, even with the right token: the gate stands
+            // behind the reverse proxy as it does in front of it.
+            let evidence = format!("{base}/_understudy/api/attempts/default/evidence");
+            let r = send(&evidence, "GET", None, &[("authorization", "Bearer not-the-token")]).await;
+            assert_eq!(r.status, 401, "{}", r.text);
+            let r = send(&evidence, "GET", None, &[auth, ("host", "evil.test")]).await;
+            assert_eq!(r.status, 403, "{}", r.text);
+            assert!(r.text.contains("forbidden_host"), "{}", r.text);
+            let r = send(&evidence, "GET", None, &[auth, ("origin", "http://evil.test")]).await;
+            assert_eq!(r.status, 403, "{}", r.text);
+            assert!(r.text.contains("forbidden_origin"), "{}", r.text);
+            let ev = send(&evidence, "GET", None, &[auth]).await;
             assert_eq!(ev.status, 200, "{}", ev.text);
             let ev = ev.json();
             let events = ev["tool_events"].as_array().unwrap();

@@ -4,6 +4,7 @@
 mod pg;
 mod support;
 
+mod agents_fixes;
 mod cli;
 mod clients;
 mod conformance;
@@ -22,6 +23,8 @@ mod hostile;
 mod hostile_h2;
 mod https;
 mod import;
+mod import_forms;
+mod import_real;
 mod isolation;
 mod mcp;
 mod mcp_ask;
@@ -29,6 +32,7 @@ mod mcp_era;
 mod mcp_record;
 mod mcp_stdio;
 mod no_silent_pass;
+mod otel;
 mod record;
 mod regression;
 mod report;

@@ -418,6 +418,8 @@ async fn unknown_tool_is_a_harness_error_through_the_attempt_header() {
     assert_eq!(first["arguments"], json!({ "x": 1 }));
     assert_eq!(first["result_status"], "harness_error");
     assert_eq!(first["result"]["code"], -32602);
+    // An unknown tool reached nothing: it is not a write (no_upstream_writes would list it).
+    assert_eq!(first["is_write"], false, "{first:#}");
     assert_eq!(ev["verdict"], "fail");
     // The default attempt saw nothing: the header routed every call.
     let default = s.evidence(&s.default_attempt()).await;

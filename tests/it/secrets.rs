@@ -5,6 +5,11 @@
 //! evidence, every file of the data dir, the reports (json, junit, html), the drafts and the
 //! logs are searched for the raw values: zero hits. A secret the agent traced from a result
 //! into a later argument still passes argument provenance (and a different one fails it).
+//! Also in the matrix: a multipart/form-data body, an MCP elicitation answer (a real rmcp
+//! client answers `elicitation/create`), and a name the project adds once (`redact`) sent as a
+//! JSON field, a header and a form field and answered by the upstream — values short enough
+//! that only the name can catch them. `drift`'s output (text and JSON) holds no secret of a
+//! real request or answer either.
 
 use std::path::Path;
 use std::process::Command;
@@ -30,7 +35,25 @@ const EVENT_DATA: &str = "EventDataSecret-b0c4";
 const UP_TOKEN: &str = "UpstreamAccessTok-f00d";
 const UP_SID: &str = "00D5g000004UPST!AQ0AQUpstreamSession.9z";
 
-const ALL: [&str; 14] = [
+const MULTI_PASS: &str = "MultipartPass-3e8d";
+const MULTI_KEY: &str = "MultipartKeyFile-71aa";
+const ELICIT_PASS: &str = "ElicitPassword-c4d1";
+const ELICIT_BEARER: &str = "ElicitBearer-5b9e02";
+/// Under the project's own name `tax_ref` (7 characters: only the name can catch them).
+const TAX_ARG: &str = "TaxA-7q";
+const TAX_HDR: &str = "TaxH-2k";
+const TAX_FORM: &str = "TaxF-9m";
+const TAX_UP: &str = "TaxU-3w";
+
+const ALL: [&str; 22] = [
+    MULTI_PASS,
+    MULTI_KEY,
+    ELICIT_PASS,
+    ELICIT_BEARER,
+    TAX_ARG,
+    TAX_HDR,
+    TAX_FORM,
+    TAX_UP,
     FORM_PASS,
     FORM_CS,
     QUERY_TOK,
@@ -49,7 +72,7 @@ const ALL: [&str; 14] = [
 
 fn project(upstream: &str, mode: &str) -> Project {
     let p = Project::new(&[("crm", "rest"), ("tools", "mcp")]);
-    p.write_config(json!({ "integrations": {
+    p.write_config(json!({ "redact": ["tax_ref"], "integrations": {
         "crm": { "profile": "rest", "operations": "mocks/crm", "upstream": upstream },
         "tools": { "profile": "mcp", "operations": "mocks/tools" }
     }}));
@@ -83,6 +106,25 @@ fn project(upstream: &str, mode: &str) -> Project {
             "input_schema": { "type": "object" },
             "output_schema": { "type": "object" },
             "mock": support::mock(json!({"found": true}), json!({}))
+        }),
+    );
+    let schema = json!({"type": "object", "properties": {
+        "password": {"type": "string"}, "note": {"type": "string"}}});
+    p.op(
+        "tools",
+        json!({
+            "operation_id": "sign_in",
+            "description": "Asks the user for a password",
+            "annotations": { "readOnlyHint": true },
+            "input_schema": { "type": "object" },
+            "output_schema": { "type": "object" },
+            "mock": {"schema_version": 1, "default_variant": "ok", "variants": {"ok": {
+                "ask_client": {"method": "elicitation/create",
+                               "params": {"message": "Your password?", "requestedSchema": schema}},
+                "result": {"action": {"$response": "action"}, "echo": {"$response": "content.note"}}}},
+                "examples": [{"variant": "ok",
+                              "input": {"$response": {"action": "accept", "content": {"note": "n"}}},
+                              "expected": {"action": "accept", "echo": "n"}}]}
         }),
     );
     let contracts = p.path().join("contracts");
@@ -153,7 +195,8 @@ async fn send(
 /// One mode of the matrix; returns what leaked (empty: nothing).
 async fn run_mode(mode: &str) -> Vec<String> {
     let up = counting_upstream(json!({
-        "access_token": UP_TOKEN, "sid": UP_SID, "note": format!("issued {UP_TOKEN}")
+        "access_token": UP_TOKEN, "sid": UP_SID, "note": format!("issued {UP_TOKEN}"),
+        "tax_ref": TAX_UP
     }))
     .await;
     let p = project(&up.url, mode);
@@ -209,7 +252,7 @@ async fn run_mode(mode: &str) -> Vec<String> {
         &c,
         "POST",
         &format!("{crm}/services/oauth2/token"),
-        &format!("grant_type=password&username=ada&password={FORM_PASS}&client_secret={FORM_CS}"),
+        &format!("grant_type=password&username=ada&password={FORM_PASS}&client_secret={FORM_CS}&tax_ref={TAX_FORM}"),
         &[("content-type", "application/x-www-form-urlencoded")],
     )
     .await;
@@ -228,11 +271,23 @@ async fn run_mode(mode: &str) -> Vec<String> {
         &c,
         "POST",
         &format!("{crm}/records"),
-        &json!({"a": {"b": {"c": {"password": DEEP_PASS}}}, "note": format!("jwt {JWT}"), "org": [SF_SID]}).to_string(),
+        &json!({"a": {"b": {"c": {"password": DEEP_PASS}}}, "note": format!("jwt {JWT}"), "org": [SF_SID], "tax_ref": TAX_ARG}).to_string(),
         &[json_ct, ("x-api-key", HEADER_KEY), ("authorization", &bearer)],
     )
     .await;
     assert!(r.status < 500, "{mode}: {}", r.text);
+    // A multipart/form-data body (nobody mocked the upload).
+    let multipart = format!(
+        "--b0und\r\nContent-Disposition: form-data; name=\"user\"\r\n\r\nada\r\n--b0und\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\n{MULTI_PASS}\r\n--b0und\r\nContent-Disposition: form-data; name=\"api_key\"; filename=\"key.txt\"\r\nContent-Type: text/plain\r\n\r\n{MULTI_KEY}\r\n--b0und--\r\n"
+    );
+    send(
+        &c,
+        "POST",
+        &format!("{crm}/uploads"),
+        &multipart,
+        &[("content-type", "multipart/form-data; boundary=b0und")],
+    )
+    .await;
     // An XML/SOAP body.
     send(
         &c,
@@ -269,9 +324,18 @@ async fn run_mode(mode: &str) -> Vec<String> {
     )
     .await;
     assert_eq!(r.status, 200, "{mode}: {}", r.text);
+    // An elicitation answer (a real MCP client answers the server's elicitation/create).
+    elicit(&tools, mode).await;
     // An upstream result (dry-run and record forward this read), then the session it
     // returned passed on: argument provenance over a secret.
-    let r = send(&c, "GET", &format!("{crm}/session"), "", &[]).await;
+    let r = send(
+        &c,
+        "GET",
+        &format!("{crm}/session"),
+        "",
+        &[("tax-ref", TAX_HDR)],
+    )
+    .await;
     assert_eq!(r.status, 200, "{mode}: {}", r.text);
     let traced = if mode == "replay" { "mock-sid" } else { UP_SID };
     if mode != "replay" {
@@ -432,6 +496,55 @@ async fn run_mode(mode: &str) -> Vec<String> {
     leaks.into_iter().map(|l| format!("{mode}: {l}")).collect()
 }
 
+/// A client that answers every elicitation with a password and a bearer credential.
+#[derive(Clone)]
+struct Answers;
+
+impl rmcp::ClientHandler for Answers {
+    async fn create_elicitation(
+        &self,
+        _: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(
+                json!({"password": ELICIT_PASS, "note": format!("Bearer {ELICIT_BEARER}")}),
+            ),
+        )
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut c = rmcp::model::ClientConfig::default();
+        c.capabilities = rmcp::model::ClientCapabilities::builder()
+            .enable_elicitation()
+            .build();
+        c
+    }
+}
+
+async fn elicit(url: &str, mode: &str) {
+    use rmcp::ServiceExt;
+    let c = Answers
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.to_string(),
+        ))
+        .await
+        .expect("initialize");
+    let r = c
+        .call_tool(rmcp::model::CallToolRequestParams::new("sign_in"))
+        .await
+        .expect("tools/call");
+    // The agent gets its answer (the echo holds the credential: the live answer is not
+    // what is scrubbed, what is kept is).
+    let got = r.structured_content.unwrap_or_default();
+    assert_eq!(got["action"], "accept", "{mode}: {got}");
+    assert!(
+        got["echo"].as_str().unwrap_or("").contains(ELICIT_BEARER),
+        "{mode}: {got}"
+    );
+    c.cancel().await.unwrap();
+}
+
 fn hits_any_file(dir: &Path) -> bool {
     std::fs::read_dir(dir)
         .map(|d| d.count() > 0)
@@ -445,4 +558,68 @@ async fn no_secret_of_the_matrix_reaches_disk_reports_drafts_or_logs_in_any_mode
         leaks.extend(run_mode(mode).await);
     }
     assert!(leaks.is_empty(), "raw secrets found:\n{}", leaks.join("\n"));
+}
+
+/// `drift` against a loopback upstream whose real answers carry secrets (a token, a session
+/// id, a JWT under an innocent name, the project's `tax_ref`) and whose request carries one
+/// in its query: neither the text nor the JSON output shows any of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_output_holds_no_secret_of_a_real_request_or_answer() {
+    const Q_TOKEN: &str = "DriftQueryToken-aa31";
+    const D_TOKEN: &str = "DriftAnswerTok-0c55";
+    const D_TAX: &str = "TaxD-8p";
+    let up = counting_upstream(json!({
+        "id": "p1", "access_token": D_TOKEN, "sid": SF_SID, "note": format!("signed {JWT}"),
+        "tax_ref": D_TAX, "extra": {"password": DEEP_PASS}
+    }))
+    .await;
+    let p = Project::new(&[("crm", "rest")]);
+    p.write_config(json!({ "redact": ["tax_ref"], "integrations": {
+        "crm": { "profile": "rest", "operations": "mocks/crm", "upstream": up.url }
+    }}));
+    let result = json!({"status": 200, "data": {"id": "p1", "access_token": "mock-token", "tax_ref": "m", "note": "n"}});
+    let mut op = rest_op(
+        "profile",
+        "GET",
+        "/profile",
+        Some(json!({"schema_version": 1, "default_variant": "ok",
+            "variants": {"ok": {"result": result.clone()}},
+            "examples": [{"variant": "ok", "input": {"access_token": Q_TOKEN}, "expected": result}]})),
+    );
+    op["match"]["query"] = json!({"access_token": "{access_token}"});
+    p.op("crm", op);
+    let secrets = [Q_TOKEN, D_TOKEN, D_TAX, SF_SID, JWT, DEEP_PASS];
+    let mut leaks = Vec::new();
+    for format in ["text", "json"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
+            .args([
+                "drift",
+                "--integration",
+                "crm",
+                "--values",
+                "--format",
+                format,
+                "--config",
+            ])
+            .arg(p.config_path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The example was sent and compared (the check can see the answer).
+        assert!(
+            stdout.contains("access_token") && stdout.contains("[redacted:"),
+            "{format}: {stdout}\n{stderr}"
+        );
+        for s in secrets {
+            if stdout.contains(s) || stderr.contains(s) {
+                leaks.push(format!("{format}: {s}"));
+            }
+        }
+    }
+    assert!(
+        up.count.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the upstream was asked"
+    );
+    assert!(leaks.is_empty(), "raw secrets in drift output: {leaks:?}\n");
 }

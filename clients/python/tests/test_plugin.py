@@ -86,6 +86,37 @@ def test_connects_to_a_running_server_from_UNDERSTUDY_URL(pytester: pytest.Pytes
         server.close()
 
 
+def test_scoped_tokens_when_no_loopback_peer_is_trusted(pytester: pytest.Pytester, bin_path: str, project: Path) -> None:
+    """`trust_loopback: false` and scoped tokens: a token of the `run` scope alone creates,
+    ends and judges the attempt (a failing verdict still fails its test); a `read` token is
+    refused with the 403 naming `run`, and no token with the 401 — each a clear failure."""
+    import hashlib
+    import json
+    runner, reader = "plugin-run-only-7c1d", "plugin-read-only-2e9f"
+    cfg = json.loads(project.read_text())
+    cfg["trust_loopback"] = False
+    cfg["admin_tokens"] = [
+        {"name": "ci", "sha256": hashlib.sha256(runner.encode()).hexdigest(), "scopes": ["run"]},
+        {"name": "viewer", "sha256": hashlib.sha256(reader.encode()).hexdigest(), "scopes": ["read"]}]
+    project.write_text(json.dumps(cfg))
+    server = Server.start(bin_path, config=str(project))
+    try:
+        r = run(pytester, "/nonexistent/understudy", "-k", "passes or verdict_fails",
+                UNDERSTUDY_URL=server.url, UNDERSTUDY_ADMIN_TOKEN=runner)
+        r.assert_outcomes(passed=1, failed=1)
+        r.stdout.fnmatch_lines(["*understudy verdict fail for attempt*"])
+        r = run(pytester, "/nonexistent/understudy", "-k", "passes",
+                UNDERSTUDY_URL=server.url, UNDERSTUDY_ADMIN_TOKEN=reader)
+        r.assert_outcomes(errors=1)
+        r.stdout.fnmatch_lines(["*attempt creation answered 403*needs the `run` scope*"])
+        r = run(pytester, "/nonexistent/understudy", "-k", "passes",
+                UNDERSTUDY_URL=server.url, UNDERSTUDY_ADMIN_TOKEN="")
+        r.assert_outcomes(errors=1)
+        r.stdout.fnmatch_lines(["*attempt creation answered 401*"])
+    finally:
+        server.close()
+
+
 def test_a_missing_binary_is_a_clear_error(pytester: pytest.Pytester, project: Path) -> None:
     pytester.makepyfile(test_suite=SUITE)
     r = pytester.runpytest_subprocess("--understudy-bin=/nonexistent/understudy", "--understudy-config", str(project), "-k", "passes")

@@ -4,7 +4,9 @@
 //! # What maps
 //! - Each `log.entries[i]` becomes one exchange, in file order (HAR writers list entries in
 //!   the order they started): `request.method`, the path and query of `request.url`,
-//!   `request.headers`, `request.postData.text`; `response.status`, `response.headers`,
+//!   `request.headers`, `request.postData` (JSON `text`; a form-encoded or multipart body —
+//!   its `params`, else its `text` — becomes the object of its fields, repeated names an
+//!   array, as record mode sees a form body); `response.status`, `response.headers`,
 //!   `response.content.text` (`encoding: "base64"` decoded).
 //! - The draft builder then does what record mode does: id-like path segments become `{id}`,
 //!   varying query values become templates, one variant per outcome, one example per distinct
@@ -77,8 +79,51 @@ struct NameValue {
 
 #[derive(Debug, Deserialize)]
 struct PostData {
+    #[serde(default, rename = "mimeType")]
+    mime_type: Option<String>,
     #[serde(default)]
     text: Option<String>,
+    #[serde(default)]
+    params: Vec<Param>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Param {
+    name: String,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default, rename = "fileName")]
+    file_name: Option<String>,
+}
+
+/// A request's `postData` as the proxy would see its body: a form (`params`, else its
+/// `text` parsed by `crate::http::form`) becomes the object of its fields, like a form body
+/// in record mode; anything else is `text` as JSON (else text). `Err` says why a form body
+/// could not be read.
+fn post_body(p: &PostData) -> Result<Option<serde_json::Value>, String> {
+    use crate::http::form::{body_kind, parse, BodyKind};
+    let kind = body_kind(p.mime_type.as_deref());
+    if kind == BodyKind::Json {
+        return Ok(p.text.as_deref().and_then(|t| parse_body(t.as_bytes())));
+    }
+    if !p.params.is_empty() {
+        let mut m = serde_json::Map::new();
+        for q in &p.params {
+            let v = match (&q.value, &q.file_name) {
+                (Some(v), _) => serde_json::Value::String(v.clone()),
+                (None, Some(f)) => {
+                    return Err(format!(
+                        "file field `{}` ({f}) has no saved content",
+                        q.name
+                    ))
+                }
+                (None, None) => serde_json::Value::String(String::new()),
+            };
+            crate::http::form::insert_field(&mut m, q.name.clone(), v);
+        }
+        return Ok(Some(serde_json::Value::Object(m)));
+    }
+    parse(&kind, p.text.as_deref().unwrap_or("").as_bytes())
 }
 
 #[derive(Debug, Deserialize)]
@@ -243,12 +288,18 @@ pub fn import(
             ));
             continue;
         }
-        let request_body = e
-            .request
-            .post_data
-            .as_ref()
-            .and_then(|p| p.text.as_deref())
-            .and_then(|t| parse_body(t.as_bytes()));
+        let request_body = match e.request.post_data.as_ref().map(post_body) {
+            None => None,
+            Some(Ok(b)) => b,
+            Some(Err(why)) => {
+                notes.push(Note::new(
+                    file,
+                    format!("{at}/request/postData"),
+                    format!("the form body cannot be read ({why}): entry skipped"),
+                ));
+                continue;
+            }
+        };
         exchanges.push(Exchange {
             integration: integration.to_string(),
             profile,

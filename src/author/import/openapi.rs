@@ -7,12 +7,14 @@
 //!   `listPets` → `list_pets`), else derived from method and path (`get_pets_pet_id`); its
 //!   description the `summary` (else `description`).
 //! - `match`: the method, and the path with each `{param}` a capture (named as the
-//!   parameter, non-identifier characters as `_`). A **required** query parameter becomes a
+//!   parameter, non-identifier characters as `_`), also inside a segment with text around it
+//!   (`{Sid}.json`). A **required** query parameter becomes a
 //!   `match.query` capture `{name}`.
 //! - Input schema: the path and required query parameters (captures are text, so an
 //!   `integer`/`number`/`boolean` parameter becomes a string with a pattern spelling that
 //!   type; its other constraints are listed as not mapped), plus the `application/json`
-//!   request body — an object body's properties are merged in (as the proxy merges an
+//!   (else form-encoded, else multipart: its fields are members, typed by this schema when a
+//!   call arrives) request body — an object body's properties are merged in (as the proxy merges an
 //!   object body into the input), any other body is the input's `body`. Path-level and
 //!   operation-level parameters are merged (the operation's win).
 //! - Output schema: the first 2xx response (lowest code; `2XX` counts as 200) wrapped in the
@@ -30,7 +32,8 @@
 //!
 //! # What does not (each listed in the report with its JSON path)
 //! - header and cookie parameters, optional query parameters (a `match.query` template
-//!   requires its parameter), request or 2xx bodies that are not JSON, remote `$ref`s,
+//!   requires its parameter), request bodies that are neither JSON nor a form, 2xx bodies
+//!   that are not JSON, remote `$ref`s,
 //!   example values given by `externalValue`, an operation without a 2xx response.
 //! - Listed as notes, by design: the other responses (only the first 2xx is mocked),
 //!   `callbacks`, `webhooks`, `security`, `servers` (the integration's `upstream` is the
@@ -247,10 +250,42 @@ impl Cx<'_> {
                         segs.push(format!("{{{cap}}}"));
                     }
                 }
+            } else if seg.contains('{') && !seg.contains('*') {
+                // Text around parameters inside one segment (`{Sid}.json`, `v{version}`).
+                let mut out = String::new();
+                let mut rest = seg;
+                while let Some(i) = rest.find('{') {
+                    out.push_str(&rest[..i]);
+                    let Some(j) = rest[i..].find('}') else {
+                        break;
+                    };
+                    let n = &rest[i + 1..i + j];
+                    let cap = match path_caps.get(n) {
+                        Some(cap) => cap.clone(),
+                        None => {
+                            let cap = capture_name(n);
+                            props.insert(cap.clone(), json!({"type": "string", "examples": ["1"]}));
+                            required.push(json!(cap));
+                            cap
+                        }
+                    };
+                    out.push_str(&format!("{{{cap}}}"));
+                    rest = &rest[i + j + 1..];
+                }
+                out.push_str(rest);
+                if out.contains("}{") || out.matches('{').count() != out.matches('}').count() {
+                    self.note(
+                        &pointer_push("paths", path),
+                        format!("path segment `{seg}`: two parameters with no text between them, or an unclosed brace: matched as `*`, its values are not in the input"),
+                    );
+                    segs.push("*".into());
+                } else {
+                    segs.push(out);
+                }
             } else if seg.contains(['{', '}', '*']) {
                 self.note(
                     &pointer_push("paths", path),
-                    format!("path segment `{seg}` mixes text and a parameter: matched as `*`, its value is not in the input"),
+                    format!("path segment `{seg}` has `*` or a stray brace: matched as `*`"),
                 );
                 segs.push("*".into());
             } else {
@@ -258,6 +293,7 @@ impl Cx<'_> {
             }
         }
         // The request body.
+        let mut body_defs: Option<Value> = None;
         if let Some(body) = op.get("requestBody") {
             let bat = format!("{at}/requestBody");
             if let Some(body) = self.follow(body, &bat) {
@@ -265,13 +301,14 @@ impl Cx<'_> {
                     .get("required")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                match json_media(&body) {
+                match json_media(&body).or_else(|| form_media(&body)) {
                     Some((ct, media)) => {
                         let sat = pointer_push(&format!("{bat}/content"), &ct) + "/schema";
                         let s = media
                             .get("schema")
                             .map(|s| self.schema(s, &sat))
                             .unwrap_or_else(|| json!({}));
+                        body_defs = s.get("$defs").cloned();
                         let object_props = s
                             .get("properties")
                             .and_then(Value::as_object)
@@ -302,12 +339,26 @@ impl Cx<'_> {
                     }
                     None => self.note(
                         &format!("{bat}/content"),
-                        "the request body is not JSON: not in the input",
+                        "the request body is neither JSON nor a form (form-encoded, multipart): not in the input",
                     ),
                 }
             }
         }
+        // A recursive schema's `$defs` (its `#/$defs/…` references resolve from the root):
+        // hoisted from the members to the input schema's root.
+        let mut defs = Map::new();
+        for v in props.values_mut() {
+            if let Some(Value::Object(d)) = v.as_object_mut().and_then(|m| m.remove("$defs")) {
+                defs.extend(d);
+            }
+        }
+        if let Some(Value::Object(d)) = body_defs.take() {
+            defs.extend(d);
+        }
         let mut input_schema = json!({"type": "object", "properties": props});
+        if !defs.is_empty() {
+            input_schema["$defs"] = Value::Object(defs);
+        }
         if !required.is_empty() {
             let mut seen = Vec::new();
             for r in required {
@@ -353,7 +404,7 @@ impl Cx<'_> {
             .and_then(|r| r.get(key))
             .and_then(|r| self.follow(r, &rat))
             .unwrap_or_else(|| json!({}));
-        let mut examples: Vec<(String, Value)> = Vec::new();
+        let mut examples: Vec<(String, Value, String)> = Vec::new();
         let data_schema = match json_media(&resp) {
             Some((ct, media)) => {
                 let mat = pointer_push(&format!("{rat}/content"), &ct);
@@ -364,7 +415,7 @@ impl Cx<'_> {
                             continue;
                         };
                         match e.get("value") {
-                            Some(v) => examples.push((name.clone(), v.clone())),
+                            Some(v) => examples.push((name.clone(), v.clone(), format!("{eat}/value"))),
                             None => self.note(
                                 &eat,
                                 "an example without `value` (`externalValue` is not fetched): not a variant",
@@ -372,7 +423,7 @@ impl Cx<'_> {
                         }
                     }
                 } else if let Some(v) = media.get("example") {
-                    examples.push(("example".into(), v.clone()));
+                    examples.push(("example".into(), v.clone(), format!("{mat}/example")));
                 }
                 Some(
                     media
@@ -402,7 +453,11 @@ impl Cx<'_> {
         });
         if let Some(d) = &data_schema {
             output_schema["required"] = json!(["status", "data"]);
-            output_schema["properties"]["data"] = d.clone();
+            let mut d = d.clone();
+            if let Some(defs) = d.as_object_mut().and_then(|m| m.remove("$defs")) {
+                output_schema["$defs"] = defs;
+            }
+            output_schema["properties"]["data"] = d;
         }
         let description = op
             .get("summary")
@@ -429,11 +484,11 @@ impl Cx<'_> {
         };
         file.mock = self.mock(
             &file,
-            status,
-            data_schema.is_some(),
+            (status, data_schema.as_ref()),
             &examples,
             profile,
             &mut reasons,
+            at,
         );
         rehash(&mut file, profile);
         Some(Draft {
@@ -515,13 +570,51 @@ impl Cx<'_> {
     fn mock(
         &mut self,
         op: &OperationFile,
-        status: u16,
-        has_data: bool,
-        examples: &[(String, Value)],
+        (status, data_schema): (u16, Option<&Value>),
+        examples: &[(String, Value, String)],
         profile: ProfileKind,
         reasons: &mut Vec<String>,
+        at: &str,
     ) -> Option<Value> {
+        let has_data = data_schema.is_some();
         let g = crate::author::generate::generate(op, profile);
+        for r in &g.replaced {
+            self.note(
+                at,
+                format!("a schema `example`/`default` fails its own schema ({r}): replaced by a generated value"),
+            );
+        }
+        // Examples that fail the response schema are reported and replaced by the generated
+        // value (a draft never keeps a value its own contract refuses).
+        let validator = data_schema.and_then(|s| crate::contract::compile_schema(s).ok());
+        let generated_data = g
+            .definition
+            .as_ref()
+            .map(|d| d["variants"]["default"]["result"]["data"].clone());
+        let mut kept: Vec<(String, Value)> = Vec::new();
+        for (name, value, eat) in examples {
+            let why = validator.as_ref().and_then(|v| {
+                v.iter_errors(value).next().map(|e| {
+                    let p = e.instance_path().to_string();
+                    format!("at `{}`: {e}", if p.is_empty() { "/" } else { &p })
+                })
+            });
+            match (why, &generated_data) {
+                (None, _) => kept.push((name.clone(), value.clone())),
+                (Some(why), Some(d)) => {
+                    self.note(
+                        eat,
+                        format!("the example fails the response schema ({why}): replaced by a generated value"),
+                    );
+                    kept.push((name.clone(), d.clone()));
+                }
+                (Some(why), None) => self.note(
+                    eat,
+                    format!("the example fails the response schema ({why}) and no value could be generated: not a variant"),
+                ),
+            }
+        }
+        let examples = kept;
         if examples.is_empty() {
             if !g.supported {
                 reasons.push(format!(
@@ -561,7 +654,7 @@ impl Cx<'_> {
         };
         let mut variants = Map::new();
         let mut exs = Vec::new();
-        for (name, value) in examples {
+        for (name, value) in &examples {
             let vname = variant_name(name, &variants);
             let result = if has_data {
                 json!({"status": status, "data": value})
@@ -617,6 +710,25 @@ fn json_media(v: &Value) -> Option<(String, Value)> {
         })
     })?;
     Some((pick.0.clone(), pick.1.clone()))
+}
+
+/// The form media type of a request body (`application/x-www-form-urlencoded`, else
+/// `multipart/form-data`): its fields are input members like a JSON object's
+/// (`crate::http::form`).
+fn form_media(v: &Value) -> Option<(String, Value)> {
+    let content = v.get("content")?.as_object()?;
+    ["application/x-www-form-urlencoded", "multipart/form-data"]
+        .iter()
+        .find_map(|want| {
+            content.iter().find(|(k, _)| {
+                k.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .eq_ignore_ascii_case(want)
+            })
+        })
+        .map(|(k, m)| (k.clone(), m.clone()))
 }
 
 mod schema;

@@ -5,7 +5,9 @@
 //! - Every saved response (`item[…].response[j]`, folders walked in order) with a `code` is
 //!   one exchange: the request is its `originalRequest` (else the item's `request`) — method,
 //!   `url.path` (`:name` segments take the value of `url.variable`), enabled `url.query`
-//!   entries, enabled headers, a `raw` body (JSON, else text); the answer is `code`, `header`
+//!   entries, enabled headers, a `raw` body (JSON, else text) or a `urlencoded` / `formdata`
+//!   body (its enabled fields as an object, repeated keys an array, as record mode sees a
+//!   form body; `file` fields are noted and left out); the answer is `code`, `header`
 //!   and `body` (JSON, else text).
 //! - `{{name}}` is replaced by the collection's `variable` value, in URLs, headers and
 //!   bodies. A URL whose host is one `{{variable}}` (`{{baseUrl}}/pets`) is relative to the
@@ -17,8 +19,8 @@
 //!
 //! # What does not (each listed in the report with its JSON path)
 //! - requests without a saved response (nothing says what they answer), saved responses
-//!   without `code` (`default` responses of converted OpenAPI documents), `formdata` /
-//!   `urlencoded` / `file` / `graphql` bodies, `auth` blocks (credentials are never imported),
+//!   without `code` (`default` responses of converted OpenAPI documents), `file` /
+//!   `graphql` bodies, `file` fields of a `formdata` body, `auth` blocks (credentials are never imported),
 //!   pre-request and test scripts (`event`), variables the collection does not define.
 //!
 //! The collection is read as `serde_json::Value` with its JSON path tracked by hand rather
@@ -113,6 +115,40 @@ pub fn import(
 impl Cx<'_> {
     fn note(&mut self, at: &str, msg: impl Into<String>) {
         self.notes.push(Note::new(self.file, at, msg));
+    }
+
+    /// A `urlencoded` / `formdata` body's enabled `{key, value}` entries as the object a form
+    /// body becomes in record mode (`crate::http::form`): repeated keys an array, variables
+    /// replaced. A `file` entry's content is not in the collection: noted, left out.
+    fn form_fields(&mut self, list: Option<&Value>, at: &str) -> Value {
+        let mut m = Map::new();
+        for (i, f) in list
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let fat = format!("{at}/{i}");
+            if f.get("disabled").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            let Some(key) = f.get("key").and_then(Value::as_str) else {
+                self.note(&fat, "a form field without `key`: left out");
+                continue;
+            };
+            if f.get("type").and_then(Value::as_str) == Some("file") {
+                self.note(
+                    &fat,
+                    format!("file field `{key}`: its content is not in the collection: left out of the input"),
+                );
+                continue;
+            }
+            let raw = f.get("value").and_then(Value::as_str).unwrap_or("");
+            let v = Value::String(self.subst(raw, &format!("{fat}/value")));
+            let key = self.subst(key, &format!("{fat}/key"));
+            crate::http::form::insert_field(&mut m, key, v);
+        }
+        Value::Object(m)
     }
 
     /// `{{name}}` → the collection variable's value (text).
@@ -224,11 +260,14 @@ impl Cx<'_> {
                     let raw = self.subst(raw, &format!("{qat}/body/raw"));
                     parse_body(raw.as_bytes())
                 }
+                Some(mode @ ("urlencoded" | "formdata")) => {
+                    Some(self.form_fields(b.get(mode), &format!("{qat}/body/{mode}")))
+                }
                 None => None,
                 Some(other) => {
                     self.note(
                         &format!("{qat}/body"),
-                        format!("a `{other}` body is not imported (only `raw`)"),
+                        format!("a `{other}` body is not imported (only `raw`, `urlencoded` and `formdata`)"),
                     );
                     None
                 }

@@ -6,20 +6,16 @@
 //! the places they scrubbed (`request.headers.authorization`, `response.body.records.0.sessionId`)
 //! so the caller can say so — the places, never the values.
 //!
-//! # The built-in denylist (decisions)
-//! - Headers (case-insensitive): `Authorization`, `Proxy-Authorization`, `Cookie`,
-//!   `Set-Cookie`, `Understudy-Attempt` (a capability token), and API-key-like headers:
-//!   `x-api-key`, `api-key`, `apikey`, `x-sfdc-session`, `x-amz-security-token`,
-//!   `ocp-apim-subscription-key`, `private-token`, every name ending in `-token`, `-secret`,
-//!   `-session`, `-api-key`/`-apikey`, or containing `api-key`/`apikey`, and every name
-//!   starting with `x-auth`.
-//! - Fields of JSON bodies, MCP arguments/results and query parameters, at any depth, compared
-//!   case-insensitively with `_` and `-` ignored (`sessionId` = `session_id` = `SESSION-ID`):
-//!   `access_token`, `refresh_token`, `id_token`, `token`, `auth_token`, `bearer_token`,
-//!   `client_secret`, `client_assertion`, `secret`, `password`, `passwd`, `security_token`,
-//!   `sessionId`, `api_key`, `private_key`, `authorization`, `cookie`.
-//! - The user's `scrub.headers` / `scrub.fields` (`understudy.json`) are added, compared the
-//!   same way.
+//! # The names (one set of rules: `crate::util::scrub`)
+//! Which header, field or query parameter holds a secret is decided by the one scrubber's
+//! rules, never by a list of this module: the built-in names
+//! ([`crate::util::scrub::SECRET_NAMES`], compared case-insensitively with `_` and `-`
+//! ignored: `sessionId` = `session_id` = `SESSION-ID`), the header patterns
+//! ([`crate::util::scrub::secret_header_pattern`]: `…-token`, `…api-key…`, `x-auth…`), and
+//! the project's own names — `redact`, `scrub.fields` and `scrub.headers` of
+//! `understudy.json`, each a secret name for headers, fields and parameters alike (the
+//! `extra` of these functions: [`crate::config::Scrub::names`]). A name added there
+//! once is scrubbed here, in the evidence, the reports, the logs and `drift`'s output.
 //! - A field's value is scrubbed whatever its type (an object under `password` goes whole);
 //!   `null` and `""` hold no secret and are kept.
 //! - Strings that hold JSON (an MCP text block carrying the result as JSON text) are scrubbed
@@ -38,66 +34,22 @@ use serde_json::Value;
 /// match innocent text).
 const MIN_PROPAGATED_SECRET: usize = 8;
 
-const SECRET_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-    "understudy-attempt",
-    "x-api-key",
-    "api-key",
-    "apikey",
-    "x-apikey",
-    "x-sfdc-session",
-    "x-amz-security-token",
-    "x-goog-api-key",
-    "ocp-apim-subscription-key",
-    "private-token",
-];
+/// Whether `name` is one of the project's names `extra` (compared as the one scrubber does).
+fn is_extra(name: &str, extra: &[String]) -> bool {
+    let n = crate::util::scrub::normalize(name);
+    !n.is_empty() && extra.iter().any(|e| crate::util::scrub::normalize(e) == n)
+}
 
-/// Normalized (lowercase, no `_`/`-`) field names.
-const SECRET_FIELDS: &[&str] = &[
-    "accesstoken",
-    "refreshtoken",
-    "idtoken",
-    "token",
-    "authtoken",
-    "bearertoken",
-    "clientsecret",
-    "clientassertion",
-    "secret",
-    "password",
-    "passwd",
-    "securitytoken",
-    "sessionid",
-    "apikey",
-    "privatekey",
-    "authorization",
-    "cookie",
-];
-
-/// Whether a header carries a secret: the built-in denylist (module doc) or a name of
-/// `extra` (case-insensitive).
+/// Whether a header carries a secret: the one scrubber's rules (module doc) or a name of
+/// `extra`.
 pub fn is_secret_header(name: &str, extra: &[String]) -> bool {
-    let n = name.trim().to_ascii_lowercase();
-    SECRET_HEADERS.contains(&n.as_str())
-        || crate::util::scrub::secret_header_pattern(&n)
-        || extra.iter().any(|e| e.trim().eq_ignore_ascii_case(&n))
+    crate::util::scrub::is_secret_header(name) || is_extra(name, extra)
 }
 
-fn normalize_field(name: &str) -> String {
-    name.chars()
-        .filter(|c| *c != '_' && *c != '-')
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-/// Whether a body/query field carries a secret: the built-in denylist (module doc) or a name
-/// of `extra`, compared case-insensitively with `_` and `-` ignored.
+/// Whether a body/query field carries a secret: the one scrubber's names (module doc) or a
+/// name of `extra`.
 pub fn is_secret_field(name: &str, extra: &[String]) -> bool {
-    let n = normalize_field(name);
-    !n.is_empty()
-        && (SECRET_FIELDS.contains(&n.as_str()) || extra.iter().any(|e| normalize_field(e) == n))
+    crate::util::scrub::is_secret_name(name) || is_extra(name, extra)
 }
 
 /// Scrub the secret fields of a JSON value in place, at any depth (see the module doc).
@@ -113,11 +65,12 @@ pub fn scrub_json(v: &mut Value, extra_fields: &[String]) -> Vec<String> {
 /// `request.headers.authorization`, `request.query.access_token`, `request.body.password`,
 /// `response.body.records.0.sessionId`, `request.path (a scrubbed secret)`.
 pub fn scrub_exchange(ex: &mut Exchange, scrub: &Scrub) -> Vec<String> {
-    let mut s = Scrubber::new(&scrub.fields);
+    let names = scrub.names();
+    let mut s = Scrubber::new(&names);
     match &mut ex.call {
         Call::Http(h) => {
-            s.headers(&mut h.request_headers, "request.headers", &scrub.headers);
-            s.headers(&mut h.response_headers, "response.headers", &scrub.headers);
+            s.headers(&mut h.request_headers, "request.headers");
+            s.headers(&mut h.response_headers, "response.headers");
             for (k, v) in &mut h.query {
                 if s.is_field(k) && !v.is_empty() && v != SCRUBBED {
                     s.secret(v);
@@ -234,9 +187,9 @@ impl<'a> Scrubber<'a> {
         }
     }
 
-    fn headers(&mut self, headers: &mut [(String, String)], at: &str, extra: &[String]) {
+    fn headers(&mut self, headers: &mut [(String, String)], at: &str) {
         for (k, v) in headers.iter_mut() {
-            if is_secret_header(k, extra) && !v.is_empty() && v != SCRUBBED {
+            if is_secret_header(k, self.extra_fields) && !v.is_empty() && v != SCRUBBED {
                 self.header_secrets(k, v);
                 *v = SCRUBBED.to_string();
                 self.paths.push(format!("{at}.{}", k.to_ascii_lowercase()));
@@ -432,6 +385,45 @@ mod tests {
             assert!(!is_secret_header(h, &[]), "{h}");
         }
         assert!(is_secret_header("X-Tenant", &["x-tenant".into()]));
+    }
+
+    #[test]
+    fn the_names_are_the_one_scrubbers() {
+        // Every built-in name of the one scrubber is a secret here, as a field and as a header.
+        for n in crate::util::scrub::SECRET_NAMES {
+            assert!(is_secret_field(n, &[]), "{n}");
+            assert!(is_secret_header(n, &[]), "{n}");
+        }
+        for n in ["signature", "assertion", "set_cookie", "x_api_key"] {
+            assert!(is_secret_field(n, &[]), "{n}");
+        }
+        // A project name, given once, is a secret name for headers, fields and parameters.
+        let scrub = Scrub {
+            fields: vec!["tax_ref".into()],
+            ..Scrub::default()
+        };
+        let mut ex = Exchange {
+            integration: "crm".into(),
+            profile: ProfileKind::Rest,
+            matched_operation: None,
+            at_ms: 0,
+            call: Call::Http(HttpCall {
+                method: "GET".into(),
+                path: "/p".into(),
+                query: vec![("taxRef".into(), "q1".into())],
+                request_headers: vec![("Tax-Ref".into(), "h1".into())],
+                request_body: None,
+                status: 200,
+                response_headers: vec![],
+                response_body: Some(json!({"TAX_REF": "b1", "signature": "s1"})),
+            }),
+        };
+        let paths = scrub_exchange(&mut ex, &scrub);
+        let text = serde_json::to_string(&ex).unwrap();
+        for raw in ["q1", "h1", "b1", "s1"] {
+            assert!(!text.contains(&format!("\"{raw}\"")), "{raw}: {text}");
+        }
+        assert_eq!(paths.len(), 4, "{paths:?}");
     }
 
     #[test]

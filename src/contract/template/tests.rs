@@ -143,7 +143,9 @@ fn headers_are_case_insensitive_literals() {
 fn compile_errors() {
     for (path, want) in [
         ("services/x", "must start with `/`"),
-        ("/a/v{version}", "must be a whole segment"),
+        ("/a/v*", "must be a whole segment"),
+        ("/a/{x}{y}.json", "no literal text between"),
+        ("/a/{id}.json/{id}", "used twice"),
         ("/a/{1x}", "capture name"),
         ("/a/{id}/{id}", "used twice"),
     ] {
@@ -163,8 +165,8 @@ fn specificity_and_ties() {
         |m: &str, p: &str, q: &[(&str, &str)]| CompiledMatch::compile(&spec(m, p, q, &[])).unwrap();
     let by_id = c("GET", "/sobjects/Contact/{id}", &[]);
     let describe = c("GET", "/sobjects/Contact/describe", &[]);
-    assert_eq!(by_id.specificity(), (2, 0));
-    assert_eq!(describe.specificity(), (3, 0));
+    assert_eq!(by_id.specificity(), (2, 0, 0));
+    assert_eq!(describe.specificity(), (3, 0, 0));
     assert!(by_id.may_overlap(&describe));
     assert!(!by_id.ties_with(&describe));
     assert!(by_id.ties_with(&c("GET", "/sobjects/Contact/*", &[])));
@@ -253,4 +255,40 @@ fn find_ties_is_the_all_pairs_loop() {
     }
     assert!(!expected.is_empty());
     assert_eq!(find_ties(&refs), expected);
+}
+
+#[test]
+fn literals_around_a_capture_inside_one_segment() {
+    let c = |p: &str| CompiledMatch::compile(&spec("GET", p, &[], &[])).unwrap();
+    let json = c("/Accounts/{Sid}.json");
+    let bare = c("/Accounts/{Sid}");
+    let list = c("/Accounts.json");
+    let v = c("/api/v{version}/items");
+    let archive = c("/things/{name}:archive");
+    let caps = run(&json, "GET", "/Accounts/AC123.json", &[]).unwrap();
+    assert_eq!(caps["Sid"], "AC123");
+    assert!(run(&json, "GET", "/Accounts/AC123", &[])
+        .unwrap_err()
+        .what
+        .contains("expected `{Sid}.json`"));
+    // A capture is never empty.
+    assert!(run(&json, "GET", "/Accounts/.json", &[]).is_err());
+    assert_eq!(
+        run(&v, "GET", "/api/v2/items", &[]).unwrap()["version"],
+        "2"
+    );
+    assert!(run(&v, "GET", "/api/2/items", &[]).is_err());
+    assert_eq!(
+        run(&archive, "GET", "/things/box:archive", &[]).unwrap()["name"],
+        "box"
+    );
+    // The more literal template wins, and they do not tie.
+    assert!(json.specificity() > bare.specificity());
+    assert!(json.may_overlap(&bare) && !json.ties_with(&bare));
+    assert!(!list.may_overlap(&c("/{x}.xml")));
+    assert!(list.may_overlap(&c("/{x}.json")));
+    assert_eq!(json.capture_names(), vec!["Sid"]);
+    // Two segments with text around captures that can hold the same text tie.
+    assert!(c("/a/{x}.json").ties_with(&c("/a/{y}.json")));
+    assert!(!c("/a/{x}.json").ties_with(&c("/a/{y}.xml")));
 }

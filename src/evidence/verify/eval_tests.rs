@@ -1589,3 +1589,35 @@ fn the_first_call_is_never_its_own_precondition() {
     );
     assert_eq!(s, Passed, "{t}");
 }
+
+// An MCP tool without an output schema answers JSON in a text block (`result_form:
+// call_tool_result`): `$json` parses the block, so the id the agent took from it is traced;
+// the whole text never equals an id, and an invented id still fails.
+#[test]
+fn sources_through_a_json_text_block() {
+    let text = "{\"customer\": {\"id\": \"003B\", \"plan\": \"gold\"}}";
+    let mcp = |seq: u64| {
+        C::new(seq, LOOKUP, "ok").result(json!({"status": 200, "data": {
+            "content": [{"type": "text", "text": text}], "isError": false}}))
+    };
+    let c = contract(&format!(
+        "arguments: {{sources: {{Contact__c: {{result_of: {LOOKUP}, path: \"data.content.*.text.$json.customer.id\"}}}}}}\n"
+    ));
+    let id = "arguments.sources[Contact__c]";
+    let e = with_items(vec![mcp(1).item(), book(2, "ok").item()]);
+    let (s, t) = get(&run(&c, &e), id);
+    assert_eq!(s, Passed, "{t}");
+    assert!(
+        t.contains("data.content.*.text.$json.customer.id of sequence 1"),
+        "{t}"
+    );
+    let whole = contract(&format!(
+        "arguments: {{sources: {{Contact__c: {{result_of: {LOOKUP}, path: \"data.content.*.text\"}}}}}}\n"
+    ));
+    assert_eq!(st(&whole, &e, id), Failed);
+    let e = with_items(vec![
+        mcp(1).item(),
+        book(2, "ok").args(json!({"Contact__c": "003Z"})).item(),
+    ]);
+    assert_eq!(st(&c, &e, id), Failed);
+}

@@ -77,6 +77,38 @@ pub struct ToolCallContract {
     pub cleanup: Option<Cleanup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<EvidenceRules>,
+    /// The agent's own account (its OpenTelemetry spans) against what arrived
+    /// (docs/src/guides/traces.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_trace: Option<AgentTrace>,
+}
+
+/// `agent_trace`: checks of the agent's spans (recorded as `otel.*` agent-side events)
+/// against the calls that reached understudy. Each check is on when `true`; with no agent
+/// span for the attempt they are inconclusive.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTrace {
+    /// Every tool call in the agent's spans reached understudy (name, arguments, order).
+    #[serde(default)]
+    pub reported_calls_arrived: bool,
+    /// Every call that reached understudy is in the agent's spans.
+    #[serde(default)]
+    pub arrived_calls_reported: bool,
+    /// No tool-result span or final message states success after a call that failed, was
+    /// blocked, faulted or never arrived.
+    #[serde(default)]
+    pub claims_match_results: bool,
+    /// Every tool the agent's spans name is a tool of the project (or in `local_tools`).
+    #[serde(default)]
+    pub no_unknown_tools: bool,
+    /// Tools the agent runs itself, never through understudy: left out of every check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_tools: Vec<String>,
+    /// Regular expressions (case-insensitive) of a final message that states success; the
+    /// default list when empty (booked, confirmed, scheduled, created, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub success_claims: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -417,6 +449,16 @@ pub fn validate(c: &ToolCallContract, file: &str) -> Vec<Problem> {
         }
     };
     tool_name(&mut p, "tool".into(), &c.tool);
+    if let Some(t) = &c.agent_trace {
+        for (i, pat) in t.success_claims.iter().enumerate() {
+            if let Err(e) = regex::Regex::new(pat) {
+                p(
+                    format!("agent_trace.success_claims[{i}]"),
+                    format!("not a regular expression: {e}"),
+                );
+            }
+        }
+    }
     let path_ok = |p: &mut dyn FnMut(String, String), at: String, text: &str, wildcard: bool| {
         if let Err(e) = VPath::parse(text, wildcard) {
             p(at, e);

@@ -97,12 +97,12 @@ pub fn check_cross(ops: &[CrossItem], profile: ProfileKind) -> Vec<Problem> {
         let matchers: Vec<&CompiledMatch> = compiled.iter().map(|(_, m)| *m).collect();
         for (i, j) in crate::contract::template::find_ties(&matchers) {
             let (a, (b, mb)) = (compiled[i].0, &compiled[j]);
-            let (lit, cons) = mb.specificity();
+            let (lit, mixed, cons) = mb.specificity();
             out.push(Problem::new(
                 b.file,
                 "match",
                 format!(
-                    "ties with `{}` ({}): a request can match both with equal specificity ({lit} literal path segments, {cons} query/header constraints); expected one of them to be more specific (a literal segment, a query or header constraint)",
+                    "ties with `{}` ({}): a request can match both with equal specificity ({lit} literal path segments, {mixed} with text around a capture, {cons} query/header constraints); expected one of them to be more specific (a literal segment, a query or header constraint)",
                     a.op.operation_id,
                     a.file.display()
                 ),

@@ -20,8 +20,8 @@ pub struct SessionInfo {
     /// The `capabilities` the client declared at `initialize` (`{}` when none), read before
     /// a server-to-client request (docs/src/reference/mcp.md).
     pub client_capabilities: serde_json::Value,
-    /// Creation order, for eviction.
-    created: u64,
+    /// Order of last use (created or looked up), for least-recently-used eviction.
+    last_used: u64,
 }
 
 /// The sessions of one endpoint.
@@ -61,7 +61,8 @@ impl Sessions {
 
     /// Start a session with the negotiated version and return its id. When the table is
     /// full, ended sessions are forgotten first (they answer 404 like unknown ids anyway),
-    /// then the oldest live one.
+    /// then the least recently used live one (a client that opens a session per call must
+    /// not push out the session another client is using).
     pub fn create(&self, protocol_version: &str) -> Result<String, getrandom::Error> {
         let id = new_session_id()?;
         let mut inner = self.lock();
@@ -72,7 +73,7 @@ impl Sessions {
             let oldest = inner
                 .map
                 .iter()
-                .min_by_key(|(_, s)| s.created)
+                .min_by_key(|(_, s)| s.last_used)
                 .map(|(k, _)| k.clone());
             match oldest {
                 Some(k) => {
@@ -81,7 +82,7 @@ impl Sessions {
                 None => break,
             }
         }
-        let created = inner.next;
+        let last_used = inner.next;
         inner.next += 1;
         inner.map.insert(
             id.clone(),
@@ -90,15 +91,21 @@ impl Sessions {
                 ended: false,
                 initialized: false,
                 client_capabilities: serde_json::json!({}),
-                created,
+                last_used,
             },
         );
         Ok(id)
     }
 
-    /// The live session with this id; `None` when unknown or ended.
+    /// The live session with this id, marked as just used; `None` when unknown or ended.
     pub fn get(&self, id: &str) -> Option<SessionInfo> {
-        self.lock().map.get(id).filter(|s| !s.ended).cloned()
+        let mut inner = self.lock();
+        let now = inner.next;
+        let s = inner.map.get_mut(id).filter(|s| !s.ended)?;
+        s.last_used = now;
+        let found = s.clone();
+        inner.next += 1;
+        Some(found)
     }
 
     /// Remember what the client declared at `initialize`.
@@ -164,7 +171,7 @@ mod tests {
     }
 
     #[test]
-    fn full_table_forgets_ended_then_oldest() {
+    fn full_table_forgets_ended_then_least_recently_used() {
         let s = Sessions::new(2);
         let a = s.create("2025-06-18").unwrap();
         let b = s.create("2025-06-18").unwrap();
@@ -172,8 +179,23 @@ mod tests {
         let c = s.create("2025-06-18").unwrap();
         assert_eq!(s.len(), 2);
         assert!(s.get(&b).is_some() && s.get(&c).is_some());
+        // `b` is the oldest but was just used: `c` goes.
+        s.get(&b);
         let d = s.create("2025-06-18").unwrap();
-        assert!(s.get(&b).is_none(), "the oldest live session is evicted");
-        assert!(s.get(&c).is_some() && s.get(&d).is_some());
+        assert!(
+            s.get(&c).is_none(),
+            "the least recently used live session is evicted"
+        );
+        assert!(s.get(&b).is_some() && s.get(&d).is_some());
+        // A session in active use survives any number of sessions opened one per call.
+        let busy = b;
+        for _ in 0..10 {
+            assert!(
+                s.get(&busy).is_some(),
+                "the session in use is never evicted"
+            );
+            s.create("2025-06-18").unwrap();
+        }
+        assert!(s.get(&busy).is_some());
     }
 }

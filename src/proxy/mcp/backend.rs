@@ -142,7 +142,10 @@ impl Backend<'_> {
         let op = self.integ.operation(name).cloned();
         let mut info = CallInfo::new(self.req, self.integ.name(), arguments.clone());
         info.operation_id = Some(name.to_string());
-        info.is_write = op.as_deref().map(write_flag).unwrap_or(true);
+        // A tool with no operation is answered `unknown_tool` here and reaches nothing: it is
+        // not a write (only the forward paths treat an unknown tool as one, to keep it away
+        // from the real system).
+        info.is_write = op.as_deref().is_some_and(write_flag);
         let prepared = match op {
             Some(op) => call::prepare_operation(
                 self.app,

@@ -1,6 +1,12 @@
 //! `arguments.*`: required and forbidden paths, value rules, and `sources` (where a value came from).
 
+use std::borrow::Cow;
+
 use super::*;
+
+/// An earlier origin of a value: its sequence and the values at the source path (owned where
+/// a `$json` step parsed them).
+type Candidate<'v> = (u64, Vec<Cow<'v, Value>>);
 
 impl<'a> Cx<'a> {
     pub(super) fn arguments(
@@ -152,6 +158,7 @@ impl<'a> Cx<'a> {
         let Some(v) = apath.get(&c.arguments) else {
             return Per::Skip;
         };
+        let v: &Value = &v;
         if is_redacted(v) {
             return Per::Inc(format!(
                 "{arg} at sequence {} is redacted: its origin cannot be proven",
@@ -160,34 +167,33 @@ impl<'a> Cx<'a> {
         }
         let shown = format!("{arg} at sequence {} ({})", c.sequence, show(v));
         // (sequence, values at the path) of every earlier candidate origin.
-        let (what, candidates): (String, Vec<(u64, Vec<&Value>)>) =
-            match (&src.result_of, &src.event) {
-                (Some(t), _) => (
-                    format!("any earlier effective {t} result"),
-                    self.effective_of(t)
-                        .into_iter()
-                        .filter(|o| o.sequence < c.sequence)
-                        .map(|o| (o.sequence, spath.resolve_all(&o.result)))
-                        .collect(),
-                ),
-                (None, Some(name)) => {
-                    let named = self.events_named(name);
-                    if named.is_empty() {
-                        return Per::Inc(format!(
-                            "{shown}: no event {name} was recorded to take it from"
-                        ));
-                    }
-                    (
-                        format!("any earlier event {name}"),
-                        named
-                            .into_iter()
-                            .filter(|e| e.sequence < c.sequence)
-                            .map(|e| (e.sequence, spath.resolve_all(&e.data)))
-                            .collect(),
-                    )
+        let (what, candidates): (String, Vec<Candidate>) = match (&src.result_of, &src.event) {
+            (Some(t), _) => (
+                format!("any earlier effective {t} result"),
+                self.effective_of(t)
+                    .into_iter()
+                    .filter(|o| o.sequence < c.sequence)
+                    .map(|o| (o.sequence, spath.resolve_all(&o.result)))
+                    .collect(),
+            ),
+            (None, Some(name)) => {
+                let named = self.events_named(name);
+                if named.is_empty() {
+                    return Per::Inc(format!(
+                        "{shown}: no event {name} was recorded to take it from"
+                    ));
                 }
-                (None, None) => return Per::Inc("the source names no origin".into()),
-            };
+                (
+                    format!("any earlier event {name}"),
+                    named
+                        .into_iter()
+                        .filter(|e| e.sequence < c.sequence)
+                        .map(|e| (e.sequence, spath.resolve_all(&e.data)))
+                        .collect(),
+                )
+            }
+            (None, None) => return Per::Inc("the source names no origin".into()),
+        };
         let mut redacted_at = Vec::new();
         for (seq, values) in &candidates {
             if values.iter().any(|x| !is_redacted(x) && json_equal(x, v)) {
@@ -221,6 +227,7 @@ pub(super) fn value_rule(c: &Call, arg: &str, apath: &VPath, rule: &ValueRule) -
     let Some(v) = apath.get(&c.arguments) else {
         return Per::Skip;
     };
+    let v: &Value = &v;
     if is_redacted(v) {
         return Per::Inc(format!(
             "{arg} at sequence {} is redacted: its value cannot be checked",

@@ -8,7 +8,8 @@
 //! `order[<mode>]`, `side_effects.no_upstream_writes`, `side_effects.max_writes[…]`,
 //! `side_effects.forbidden[…]`, `expected.{result_status,http_status}`,
 //! `expected.{result,final_state,after_success_only}[…]`, `cleanup.required`,
-//! `evidence.trace_id_required`, `evidence.correlation`.
+//! `evidence.trace_id_required`, `evidence.correlation`,
+//! `agent_trace.{reported_calls_arrived,arrived_calls_reported,claims_match_results,no_unknown_tools}`.
 //!
 //! Inconclusive never passes: a check whose evidence does not exist (the tool never called,
 //! a referenced event never recorded, a redacted value, no final state) is `inconclusive`; an
@@ -23,6 +24,9 @@ use crate::evidence::verify::model::{OrderMode, Risk, Source, ToolCallContract, 
 use crate::evidence::verify::path::VPath;
 use crate::mock::path::json_equal;
 
+mod agent_trace;
+#[cfg(test)]
+mod agent_trace_tests;
 mod arguments;
 mod calls;
 mod outcome;
@@ -349,6 +353,9 @@ impl<'a> Cx<'a> {
             if e.correlation.is_some() {
                 out.push(self.correlation());
             }
+        }
+        if let Some(t) = &c.agent_trace {
+            agent_trace::checks(&self.calls, &self.events, t, out);
         }
     }
 

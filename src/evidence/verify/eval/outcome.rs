@@ -362,7 +362,7 @@ pub(super) fn compare(id: String, p: &str, root: Value, want: &Value, what: &str
     let Ok(path) = VPath::parse(p, false) else {
         return check(id, Inconclusive, "the path is malformed");
     };
-    match path.get(&root) {
+    match path.get(&root).as_deref() {
         None => check(
             id,
             Failed,

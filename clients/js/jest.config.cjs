@@ -1,0 +1,1 @@
+module.exports = { testMatch: ['**/test/jest.test.cjs'], testEnvironment: 'node', transform: {} };
