@@ -505,10 +505,13 @@ pub struct McpWrapArgs {
     /// record, dry-run or record-missing.
     #[arg(long, value_enum, default_value_t = crate::config::Mode::Record)]
     pub mode: crate::config::Mode,
-    /// Where a recording's draft operation files go (default: the integration's operations
-    /// directory).
+    /// Record modes: where the draft operation files go (DIR/<integration>/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Record modes: forward writes to the child too (by default a write is blocked, as in
+    /// `understudy record`).
+    #[arg(long)]
+    pub allow_writes: bool,
     /// Data directory (overrides the project file's `data_dir`).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,

@@ -14,7 +14,7 @@
 //! |---|---|
 //! | [`commands`] | one file per CLI subcommand; the only code that prints or picks an exit code ([`commands::Exit`]) |
 //! | [`cli`] | clap definitions only; the serve flags shared by `serve` and `record` |
-//! | [`server`] | the listener, TLS, CONNECT, the hot-reload task, dispatch to admin or proxy — the only module naming both |
+//! | [`server`] | the listener, TLS, CONNECT, the hot-reload task, dispatch to admin or proxy — the only module naming both; the stdio front of MCP (`mcp stdio`, `mcp wrap`) |
 //! | [`admin`] | the `/_understudy/api` routes (one router, one error shape) and the `/_understudy/ui` pages; never imports proxy or server |
 //! | [`proxy`] | one proxied call from routing to commit: identify → plan → prepare_mock → run_mocked → commit; MCP; forwarding |
 //! | [`app`] | the state of a running server, importing no handler: start-up, integrations and their generations, engines, contracts, recorder, host table, counters, [`app::attempt`] (tokens, leases, pins, the per-attempt state lock) |

@@ -8,6 +8,8 @@
 //! | [`transport`] | `--tls`, the per-connection serving shared by connections and tunnels |
 //! | [`connect`] | `--forward-proxy`: CONNECT interception and absolute-form requests, host → integration |
 //! | [`reload`] | the hot-reload task that polls the operation files while serving |
+//! | [`stdio`] | `understudy mcp stdio`: MCP over stdin/stdout through [`dispatch`] (in process) or a running server's endpoint |
+//! | [`stdio_child`] | `understudy mcp wrap`: a real stdio MCP server as a child behind a loopback Streamable HTTP endpoint |
 //!
 //! Entry points: [`serve`] / [`serve_with`] take a bound listener and a shutdown future
 //! (STYLE habit 2: tests bind `127.0.0.1:0` and pass their own); [`shutdown_signal`] is the
@@ -19,6 +21,7 @@ pub mod connect;
 pub mod http;
 pub mod reload;
 pub mod stdio;
+pub mod stdio_child;
 pub mod transport;
 
 use std::future::Future;

@@ -45,7 +45,6 @@ fn root() -> &'static Path {
 }
 
 /// tests/mcp-stdio/ installed with `npm ci` into target/mcp-stdio/ (once).
-#[allow(dead_code)] // used by the TypeScript SDK test
 pub fn node_modules() -> Option<PathBuf> {
     let dir = root().join("target/mcp-stdio");
     let marker = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
@@ -268,9 +267,15 @@ fn understudy_test_catches_the_stdio_server_its_agent_starts_with_a_cleaned_envi
     assert!(!p.data_dir().join("server.json").exists());
 }
 
-/// Spawn `understudy mcp stdio` with `RUST_LOG=trace`, write `input`, close stdin; (stdout
-/// lines, stderr, exit code).
-fn raw_session(p: &Project, input: &[u8]) -> (Vec<String>, String, Option<i32>) {
+/// Spawn `understudy mcp stdio` with `RUST_LOG=trace`, write `first`, read stdout until the
+/// answer with id `wait_for`, write `then`, close stdin; (stdout lines, stderr, exit code).
+fn raw_session(
+    p: &Project,
+    first: &[u8],
+    wait_for: i64,
+    then: &[u8],
+) -> (Vec<String>, String, Option<i32>) {
+    use std::io::BufRead;
     let mut child = Command::new(BIN)
         .args(stdio_args(p))
         .env("RUST_LOG", "trace")
@@ -280,9 +285,13 @@ fn raw_session(p: &Project, input: &[u8]) -> (Vec<String>, String, Option<i32>) 
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
+    let (first, then) = (first.to_vec(), then.to_vec());
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
+        let _ = stdin.write_all(&first);
+        let _ = stdin.flush();
+        let _ = go_rx.recv();
+        let _ = stdin.write_all(&then);
     });
     let mut stderr = child.stderr.take().unwrap();
     let err = std::thread::spawn(move || {
@@ -290,20 +299,19 @@ fn raw_session(p: &Project, input: &[u8]) -> (Vec<String>, String, Option<i32>) 
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let mut lines = Vec::new();
+    let mut go = Some(go_tx);
+    for l in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let l = l.unwrap();
+        if serde_json::from_str::<Value>(&l).is_ok_and(|v| v["id"] == wait_for) {
+            go.take();
+        }
+        lines.push(l);
+    }
+    drop(go);
     writer.join().unwrap();
     let status = child.wait().unwrap();
-    (
-        out.lines().map(str::to_string).collect(),
-        err.join().unwrap(),
-        status.code(),
-    )
+    (lines, err.join().unwrap(), status.code())
 }
 
 fn line(v: Value) -> Vec<u8> {
@@ -332,11 +340,10 @@ fn malformed_and_oversize_lines_are_parse_errors_and_stdout_carries_only_message
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "create_ticket", "arguments": {"subject": "After the garbage"}}}),
     ));
-    input.extend(line(
-        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-        "params": {"name": "last_ticket", "arguments": {}}}),
-    ));
-    let (lines, stderr, code) = raw_session(&p, &input);
+    // Requests run concurrently: the read of the state waits for the write's answer.
+    let then = line(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "last_ticket", "arguments": {}}}));
+    let (lines, stderr, code) = raw_session(&p, &input, 3, &then);
     assert_eq!(code, Some(0), "{stderr}");
     // Logging was on (trace), and none of it reached stdout: every line is JSON-RPC.
     assert!(
@@ -415,4 +422,304 @@ fn mcp_config_prints_each_clients_snippet() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
+
+/// The processes of process group `pgid` still alive (zombies included).
+fn group_members(pgid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp …: comm may hold spaces, so split after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid) {
+            out.push(stat);
+        }
+    }
+    out
+}
+
+fn process_group_of(stderr: &str) -> u32 {
+    stderr
+        .split("(process group ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no process group on stderr: {stderr}"))
+}
+
+#[test]
+fn wrap_dry_run_never_lets_a_write_reach_server_memory_started_through_npx() {
+    if !python_sdk_available() {
+        return;
+    }
+    let Some(modules) = node_modules() else {
+        return;
+    };
+    let p = Project::new(&[("memory", "mcp")]);
+    let memory_file = p.path().join("memory.jsonl");
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "memory", "--mode", "dry-run",
+                 "--config", p.config_path(), "--", "npx", "--no-install", "mcp-server-memory"],
+        "cwd": modules.parent().unwrap(),
+        "env": { "MEMORY_FILE_PATH": memory_file },
+        "era": "legacy",
+        "calls": [
+            { "name": "read_graph", "arguments": {} },
+            { "name": "create_entities", "arguments": { "entities": [
+                { "name": "Ada", "entityType": "person", "observations": ["wrote the first program"] } ] } },
+            { "name": "add_observations", "arguments": { "observations": [
+                { "entityName": "Ada", "contents": ["again"] } ] } },
+            { "name": "read_graph", "arguments": {} }
+        ]
+    });
+    let (out, stderr) = python_client(&plan);
+    let results = out["results"].as_array().unwrap();
+    assert!(out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "create_entities"));
+    // The read reached the real server (its empty graph), the writes did not.
+    assert_eq!(results[0]["isError"], false, "{out}");
+    assert_eq!(
+        results[0]["structuredContent"]["entities"],
+        json!([]),
+        "{out}"
+    );
+    for w in [&results[1], &results[2]] {
+        assert_eq!(w["isError"], true, "{out}");
+        assert!(
+            w["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("blocked"),
+            "{w}"
+        );
+    }
+    assert_eq!(
+        results[3]["structuredContent"]["entities"],
+        json!([]),
+        "{out}"
+    );
+    assert!(
+        !memory_file.exists(),
+        "the wrapped server wrote its memory file: {:?}",
+        std::fs::read_to_string(&memory_file)
+    );
+    // npx and the node server it started (a grandchild) are gone with the session.
+    let pgid = process_group_of(&stderr);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !group_members(pgid).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(group_members(pgid), Vec::<String>::new());
+    // The control: the same write with writes allowed (record) does reach the file, so the
+    // dry-run's absent file is the policy, not a path the server ignores.
+    let mut plan = plan;
+    plan["args"] = json!([
+        "mcp",
+        "wrap",
+        "--integration",
+        "memory",
+        "--mode",
+        "record",
+        "--allow-writes",
+        "--out",
+        p.path().join("drafts"),
+        "--config",
+        p.config_path(),
+        "--",
+        "npx",
+        "--no-install",
+        "mcp-server-memory"
+    ]);
+    plan["calls"] = json!([plan["calls"][1].clone()]);
+    let (out, _) = python_client(&plan);
+    assert_eq!(out["results"][0]["isError"], false, "{out}");
+    assert!(std::fs::read_to_string(&memory_file)
+        .unwrap()
+        .contains("Ada"));
+}
+
+#[test]
+fn wrap_records_server_everything_through_sh_and_the_drafts_replay_through_mcp_stdio() {
+    if !python_sdk_available() {
+        return;
+    }
+    let Some(modules) = node_modules() else {
+        return;
+    };
+    let p = Project::new(&[("everything", "mcp")]);
+    let out_dir = p.path().join("drafts");
+    let server = modules.join(".bin/mcp-server-everything");
+    let calls = json!([
+        { "name": "echo", "arguments": { "message": "hello over stdio" } },
+        { "name": "get-sum", "arguments": { "a": 2, "b": 40 } }
+    ]);
+    // `sh -c` without exec: the server is a grandchild of understudy.
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "everything", "--mode", "record",
+                 "--out", out_dir, "--config", p.config_path(), "--",
+                 "sh", "-c", format!("{} stdio", server.display())],
+        "era": "legacy",
+        "calls": calls
+    });
+    let (recorded, stderr) = python_client(&plan);
+    let pgid = process_group_of(&stderr);
+    let rec = recorded["results"].as_array().unwrap();
+    assert!(
+        rec[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello over stdio"),
+        "{recorded}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !group_members(pgid).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(group_members(pgid), Vec::<String>::new());
+    // The drafts: one per tool called, and they pass `check`.
+    let drafts = out_dir.join("everything");
+    let mut names: Vec<String> = std::fs::read_dir(&drafts)
+        .unwrap_or_else(|e| panic!("no drafts in {}: {e} ({stderr})", drafts.display()))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    assert!(
+        names.contains(&"echo.json".to_string()) && names.contains(&"get-sum.json".to_string()),
+        "{names:?}"
+    );
+    let replay = p.path().join("replay.json");
+    std::fs::write(
+        &replay,
+        json!({ "data_dir": "replay-data", "integrations": {
+            "everything": { "profile": "mcp", "operations": drafts } } })
+        .to_string(),
+    )
+    .unwrap();
+    let check = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&replay)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "check: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // Replayed through `mcp stdio`: the same answers, no child anywhere.
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "stdio", "--integration", "everything", "--config", replay],
+        "era": "legacy",
+        "calls": calls
+    });
+    let (replayed, _) = python_client(&plan);
+    let rep = replayed["results"].as_array().unwrap();
+    for (r, p) in rec.iter().zip(rep) {
+        assert_eq!(r["content"], p["content"], "recorded {r} replayed {p}");
+        assert_eq!(r.get("isError"), p.get("isError"));
+    }
+}
+
+#[test]
+fn typescript_sdk_stdio_client_transport() {
+    let Some(modules) = node_modules() else {
+        return;
+    };
+    let dir = modules.parent().unwrap();
+    std::fs::copy(
+        root().join("tests/mcp-stdio/ts_client.mjs"),
+        dir.join("ts_client.mjs"),
+    )
+    .unwrap();
+    let p = project();
+    let plan =
+        json!({ "command": BIN, "args": stdio_args(&p), "calls": ticket_calls("Fax jammed") });
+    let out = Command::new("node")
+        .arg(dir.join("ts_client.mjs"))
+        .arg(plan.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tools"], json!(["create_ticket", "last_ticket"]));
+    assert_eq!(v["server"]["name"], "understudy-tools", "{v}");
+    assert_eq!(
+        v["results"][0]["structuredContent"],
+        json!({"ticket_id": "T-100", "subject": "Fax jammed"})
+    );
+    assert_eq!(
+        v["results"][1]["structuredContent"],
+        json!({"last": "Fax jammed"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_child_process_transport_in_both_eras() {
+    use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::ServiceExt;
+
+    let p = project();
+    for modern in [false, true] {
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.args(stdio_args(&p));
+        let transport = TokioChildProcess::new(cmd).unwrap();
+        let client = if modern {
+            ().serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .expect("discover over stdio")
+        } else {
+            ().serve(transport).await.expect("initialize over stdio")
+        };
+        let tools = client.list_all_tools().await.unwrap();
+        let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        assert_eq!(names, ["create_ticket", "last_ticket"]);
+        let subject = if modern { "Modern era" } else { "Session era" };
+        let args = json!({ "subject": subject });
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("create_ticket")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["structuredContent"]["subject"],
+            subject
+        );
+        let r = client
+            .call_tool(CallToolRequestParams::new("last_ticket"))
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["structuredContent"]["last"],
+            subject,
+            "modern={modern}"
+        );
+        client.cancel().await.unwrap();
+    }
 }

@@ -1,0 +1,323 @@
+//! `understudy mcp wrap`'s other side (docs/src/guides/mcp-stdio.md): a real stdio MCP server
+//! started as a child, made reachable as a Streamable HTTP server on a loopback port, so that
+//! the integration's `upstream` can name it and the MCP forward path (record, dry-run,
+//! record-missing: `crate::proxy::mcp::forward`) applies its per-message policy unchanged —
+//! the agent talks stdio to [`super::stdio`], which posts to the endpoint, which forwards
+//! what the mode lets through to this bridge, which writes it to the child's stdin.
+//!
+//! - The child runs in its own process group (`process_group(0)`), with the caller's
+//!   environment, stdin/stdout piped, stderr inherited (its logs stay logs).
+//! - A POSTed request is written to the child as one line; the answer is an SSE stream of the
+//!   child's lines up to the response with the request's id: notifications and
+//!   server-to-client requests the child sends meanwhile go on the stream of the most recent
+//!   request still waiting (stdio has no per-request stream). A notification or a client
+//!   response is written and answered 202. GET and DELETE: 405 (no standalone stream).
+//! - [`ChildServer::shutdown`], the order of the SDK clients: close the child's stdin, wait,
+//!   SIGTERM to the process group, wait, SIGKILL to the process group — so a server started
+//!   through `npx` or `sh -c` (a grandchild) is gone too — and the child is reaped.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming};
+use hyper::http::{Response, StatusCode};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::mpsc;
+
+use crate::http::{full, HttpBody};
+use crate::profile::mcp::sse;
+use crate::profile::mcp::stdio::{to_line, Frame as LineFrame, LineSplitter};
+
+/// How long the child gets after its stdin closed, then after SIGTERM.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+type Waiters = Arc<Mutex<Vec<(String, mpsc::UnboundedSender<Value>)>>>;
+
+/// A running child and its loopback endpoint.
+pub struct ChildServer {
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    child: Child,
+    pgid: Option<u32>,
+    stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Start `command` and its loopback endpoint.
+pub async fn start(command: &[String], max_line: usize) -> std::io::Result<ChildServer> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(std::io::Error::other("no command to start"));
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = cmd.spawn()?;
+    let pgid = child.id();
+    let stdin = Arc::new(tokio::sync::Mutex::new(child.stdin.take()));
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("the child has no stdout"))?;
+    let waiters: Waiters = Arc::new(Mutex::new(Vec::new()));
+    // The child's lines → the waiting requests.
+    let w = waiters.clone();
+    let reader = tokio::spawn(async move {
+        let mut splitter = LineSplitter::new(max_line);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match stdout.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let mut frames = Vec::new();
+            splitter.push(&buf[..n], &mut frames);
+            for f in frames {
+                let LineFrame::Line(line) = f else {
+                    tracing::warn!("wrap: the child wrote a line over the limit; dropped");
+                    continue;
+                };
+                let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+                    tracing::warn!(line = %String::from_utf8_lossy(&line), "wrap: the child wrote a line that is not JSON; dropped");
+                    continue;
+                };
+                deliver(&w, v);
+            }
+        }
+        tracing::debug!("wrap: the child's stdout closed");
+        // Nobody will answer the waiting requests now.
+        if let Ok(mut w) = w.lock() {
+            w.clear();
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let st = stdin.clone();
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let waiters = waiters.clone();
+            let stdin = st.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    handle(req, waiters.clone(), stdin.clone())
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+            });
+        }
+    });
+    Ok(ChildServer {
+        url: format!("http://{addr}/mcp"),
+        child,
+        pgid,
+        stdin,
+        tasks: vec![reader, server],
+    })
+}
+
+/// A line of the child to the request it answers, else to the most recent waiting request.
+fn deliver(waiters: &Waiters, v: Value) {
+    let Ok(mut w) = waiters.lock() else { return };
+    let is_response = v.get("method").is_none() && v.get("id").is_some();
+    if is_response {
+        let key = v["id"].to_string();
+        if let Some(i) = w.iter().position(|(k, _)| *k == key) {
+            let (_, tx) = w.remove(i);
+            let _ = tx.send(v);
+            return;
+        }
+        tracing::warn!(id = %key, "wrap: the child answered a request nobody waits for");
+        return;
+    }
+    match w.last() {
+        Some((_, tx)) => {
+            let _ = tx.send(v);
+        }
+        None => tracing::debug!("wrap: a message of the child outside any request was dropped"),
+    }
+}
+
+async fn handle(
+    req: hyper::Request<Incoming>,
+    waiters: Waiters,
+    stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+) -> Result<Response<HttpBody>, Infallible> {
+    let reply = |status: StatusCode| {
+        let mut r = Response::new(full(Bytes::new()));
+        *r.status_mut() = status;
+        Ok(r)
+    };
+    if req.method() != hyper::Method::POST {
+        return reply(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    let Ok(body) = req.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return reply(StatusCode::BAD_REQUEST);
+    };
+    let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
+        return reply(StatusCode::BAD_REQUEST);
+    };
+    let is_request = msg.get("method").is_some() && msg.get("id").is_some();
+    let rx = if is_request {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut w) = waiters.lock() {
+            w.push((msg["id"].to_string(), tx));
+        }
+        Some(rx)
+    } else {
+        None
+    };
+    let written = {
+        let mut guard = stdin.lock().await;
+        match guard.as_mut() {
+            Some(s) => {
+                let line = to_line(msg.to_string().as_bytes());
+                s.write_all(&line).await.is_ok() && s.flush().await.is_ok()
+            }
+            None => false,
+        }
+    };
+    if !written {
+        return reply(StatusCode::BAD_GATEWAY);
+    }
+    let Some(rx) = rx else {
+        return reply(StatusCode::ACCEPTED);
+    };
+    let mut r = Response::new(
+        SseBody {
+            rx: Some(rx),
+            done: false,
+        }
+        .boxed(),
+    );
+    for (k, v) in sse::headers() {
+        if let (Ok(k), Ok(v)) = (
+            hyper::header::HeaderName::from_bytes(k.as_bytes()),
+            hyper::header::HeaderValue::from_str(&v),
+        ) {
+            r.headers_mut().insert(k, v);
+        }
+    }
+    Ok(r)
+}
+
+/// The child's messages for one request as SSE events, ending after its response.
+struct SseBody {
+    rx: Option<mpsc::UnboundedReceiver<Value>>,
+    done: bool,
+}
+
+impl Body for SseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let Some(rx) = self.rx.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match rx.poll_recv(cx) {
+            Poll::Ready(Some(v)) => {
+                if v.get("method").is_none() {
+                    self.done = true;
+                }
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from(sse::event(None, &v))))))
+            }
+            Poll::Ready(None) => {
+                self.rx = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl ChildServer {
+    /// The child's process group id (its pid: it leads its own group).
+    pub fn pgid(&self) -> Option<u32> {
+        self.pgid
+    }
+
+    /// Stop the child in the SDK clients' order (module doc); its exit status.
+    pub async fn shutdown(mut self) -> Option<std::process::ExitStatus> {
+        if let Some(s) = self.stdin.lock().await.take() {
+            drop(s);
+        }
+        let mut status = tokio::time::timeout(STOP_GRACE, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        if status.is_none() {
+            signal_group(self.pgid, SIGTERM);
+            status = tokio::time::timeout(STOP_GRACE, self.child.wait())
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        // Whatever is left of the group (a grandchild that outlived its parent: `npx`, `sh -c`).
+        signal_group(self.pgid, SIGTERM);
+        if status.is_none() {
+            signal_group(self.pgid, SIGKILL);
+            let _ = self.child.start_kill();
+            status = self.child.wait().await.ok();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        signal_group(self.pgid, SIGKILL);
+        for t in &self.tasks {
+            t.abort();
+        }
+        status
+    }
+}
+
+const SIGTERM: i32 = 15;
+const SIGKILL: i32 = 9;
+
+/// Send `sig` to the process group `pgid`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn signal_group(pgid: Option<u32>, sig: i32) {
+    if let Some(p) = pgid.and_then(|p| i32::try_from(p).ok()) {
+        if p > 1 {
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory is
+            // touched.
+            unsafe {
+                libc::kill(-p, sig);
+            }
+        }
+    }
+}
+
+#[cfg(all(unix, not(all(target_os = "linux", target_env = "gnu"))))]
+fn signal_group(pgid: Option<u32>, sig: i32) {
+    if let Some(p) = pgid.filter(|p| *p > 1) {
+        let _ = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg("--")
+            .arg(format!("-{p}"))
+            .status();
+    }
+}
+
+#[cfg(not(unix))]
+fn signal_group(_pgid: Option<u32>, _sig: i32) {}
