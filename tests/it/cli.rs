@@ -556,8 +556,23 @@ fn generate_supported_and_unsupported() {
     let r = understudy(&["check", f.to_str().unwrap()], None);
     assert_eq!(r.code, 0, "{}", r.stdout);
 
+    // A `pattern` is satisfied: the generated input matches it.
     op.as_object_mut().unwrap().remove("mock");
     op["input_schema"]["properties"]["id"]["pattern"] = json!("^[0-9]+$");
+    write(dir.path(), "get_thing.json", &op);
+    let r = understudy(&["generate", "--operation", f.to_str().unwrap()], None);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let id = v["definition"]["examples"][0]["input"]["id"]
+        .as_str()
+        .unwrap();
+    assert!(
+        !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()),
+        "{id}"
+    );
+
+    // A `pattern` no string within the length bounds matches: unsupported, with the reason.
+    op["input_schema"]["properties"]["id"]["maxLength"] = json!(0);
     write(dir.path(), "get_thing.json", &op);
     let r = understudy(&["generate", "--operation", f.to_str().unwrap()], None);
     assert_eq!(r.code, 1, "{}", r.stdout);
@@ -568,7 +583,7 @@ fn generate_supported_and_unsupported() {
         v["reasons"][0]
             .as_str()
             .unwrap()
-            .contains("input_schema/properties/id: `pattern`"),
+            .contains("input_schema/properties/id/pattern: `pattern` `^[0-9]+$` together with minLength 0 / maxLength 0: no string found"),
         "{v}"
     );
 }

@@ -394,6 +394,10 @@ const NOT_OURS: &[(&str, &str)] = &[
         "tests/fixtures/import/",
         "inputs of `understudy import`: HAR, Postman, WireMock, OpenAPI",
     ),
+    (
+        "tests/fixtures/openapi-real/",
+        "real vendors' OpenAPI documents, inputs of `understudy import`",
+    ),
 ];
 
 #[test]
