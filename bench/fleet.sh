@@ -9,7 +9,7 @@
 #   4. runs 1–3 again with the calls spread round robin over ATTEMPTS attempts (tokens in the
 #      Understudy-Attempt header).
 # Runs 1–3 call the default attempt, so on PostgreSQL every call takes that ONE attempt's row
-# lock and waits for the previous call's commit: the serialized worst case (SPEC 17: calls of
+# lock and waits for the previous call's commit: the serialized worst case (docs/src/operations/fleet-store.md: calls of
 # one attempt are linearizable). Calls of different attempts commit concurrently (run 4).
 # Output: one JSON document on stdout (progress on stderr), with `ratios`: PostgreSQL one
 # process ÷ embedded one process, and nginx + two processes ÷ one process (both on

@@ -126,9 +126,12 @@ def files(root):
     readme = os.path.join(root, "README.md")
     if os.path.exists(readme):
         yield readme
-    for top in ("src", "tests"):
-        for d, _, fs in os.walk(os.path.join(root, top)):
+    for top in ("src", "tests", "clients", "examples", "scripts", "bench", "fuzz"):
+        for d, dirs, fs in os.walk(os.path.join(root, top)):
+            dirs[:] = [x for x in dirs if x not in ("node_modules", "target", "dist")]
             for f in sorted(fs):
+                if f == "cite-book.py":
+                    continue
                 if f.endswith((".rs", ".py", ".md", ".json", ".yaml", ".yml", ".sh", ".toml")):
                     yield os.path.join(d, f)
 

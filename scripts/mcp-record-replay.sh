@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Record a real MCP server, then replay the recording (SPEC 18, issue 16): the proof that a
+# Record a real MCP server, then replay the recording (docs/src/reference/mcp.md, issue 16): the proof that a
 # recorded MCP session replays with its resources, prompts, completions, notifications and
 # server-to-client requests.
 #

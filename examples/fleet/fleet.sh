@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# examples/fleet/fleet.sh — a fleet in one command (SPEC 17): PostgreSQL, N `understudy serve`
+# examples/fleet/fleet.sh — a fleet in one command (docs/src/operations/fleet-store.md): PostgreSQL, N `understudy serve`
 # processes sharing it (default 2, on free loopback ports) and nginx in front (round robin,
 # no stickiness), serving the healthplus example. Prints
 #   fleet listening on http://127.0.0.1:PORT

@@ -134,7 +134,7 @@ def test_the_client_against_the_real_binary(bin_path: str, project: Path) -> Non
             seq = a.event("caller_confirmed", kind="caller_message", text="yes", date="2026-12-01")
             assert seq == 1
         except UnderstudyUnsupported:
-            pass  # a build without agent-side events (SPEC 15)
+            pass  # a build without agent-side events (docs/src/reference/events.md)
         env = a.check_verdict()
         assert env["verdict"] == "pass" and env["ended_at"]
         with pytest.raises(UnderstudyError):

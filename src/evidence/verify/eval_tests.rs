@@ -1,5 +1,5 @@
 //! Evaluator tests: for every check kind a passing, a failing and an inconclusive case, the
-//! five negative tests of the tool-call contract guide (shared/seeds/003), and the case where
+//! five negative tests of the tool-call contract guide (the source guide of docs/src/reference/contracts.md), and the case where
 //! greedy matching would give the wrong answer.
 
 use serde_json::{json, Value};
@@ -1307,7 +1307,7 @@ fn contract_status_and_verdict_effect() {
     assert!(verdict_effect(&[run(&c, &good())]).is_empty());
 }
 
-// ---- The five negative tests of the tool-call contract guide (shared/seeds/003) ----
+// ---- The five negative tests of the tool-call contract guide (the source guide of docs/src/reference/contracts.md) ----
 
 #[test]
 fn negative_1_missing_tool_event_is_inconclusive_and_never_passes() {

@@ -195,7 +195,7 @@ class Attempt:
         return str(self.server.ca_cert) if self.server.ca_cert else None
 
     def event(self, name: str, kind: str = "checkpoint", text: Optional[str] = None, **data: Any) -> int:
-        """Record an agent-side event (SPEC 15); returns its sequence."""
+        """Record an agent-side event (docs/src/reference/events.md); returns its sequence."""
         body: Dict[str, Any] = {"name": name, "kind": kind}
         if text is not None:
             body["text"] = text
