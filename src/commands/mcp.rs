@@ -31,12 +31,13 @@ use crate::contract::ProfileKind;
 use crate::server::stdio::{self, End, Target};
 use crate::store::published::{self, Published, PublishedAttempt, ServerAddress};
 
-/// `understudy mcp …`.
+/// `understudy mcp stdio|config` (`mcp wrap` is [`super::mcp_wrap`], which uses this
+/// module's project loading; the dispatch is in `commands/mod.rs`).
 pub fn mcp(args: &McpArgs) -> Exit {
     match &args.command {
         McpCommand::Stdio(a) => mcp_stdio(a),
-        McpCommand::Wrap(a) => super::mcp_wrap::wrap(a),
         McpCommand::Config(a) => config(a),
+        McpCommand::Wrap(_) => unreachable!("commands::run sends `mcp wrap` to mcp_wrap::wrap"),
     }
 }
 

@@ -132,7 +132,10 @@ where
         Command::Import(a) => import::import(a),
         Command::Drift(a) => drift::drift(a),
         Command::Schema(a) => schema::schema_command(a),
-        Command::Mcp(a) => mcp::mcp(a),
+        Command::Mcp(a) => match &a.command {
+            crate::cli::McpCommand::Wrap(w) => mcp_wrap::wrap(w),
+            _ => mcp::mcp(a),
+        },
     }
 }
 

@@ -288,43 +288,6 @@ impl<'a> Inputs<'a> {
     }
 }
 
-/// The docs/src/reference/evidence-envelope.md envelope of one attempt without agent-side events (see [`envelope_of`]).
-pub fn envelope(
-    attempt: &AttemptRecord,
-    events: &[ToolEvent],
-    final_state: &BTreeMap<String, Map<String, Value>>,
-    redact: &[String],
-) -> Value {
-    envelope_of(&Inputs {
-        attempt,
-        calls: events,
-        events: &[],
-        live_state: final_state,
-        redact,
-    })
-}
-
-/// The envelope of one attempt held in memory, as a JSON value: written by the one writer
-/// of every envelope ([`super::stream::write_envelope`]), so it is byte for byte what
-/// `GET …/evidence` streams for the same evidence. The last sequence is the highest read.
-pub fn envelope_of(inputs: &Inputs<'_>) -> Value {
-    let entries = inputs.timeline();
-    let last = entries.last().map_or(0, EvidenceEntry::sequence);
-    let snap = super::stream::Snapshot {
-        attempt: inputs.attempt,
-        final_state: inputs.final_state(),
-        last_sequence: last,
-        redact: inputs.redact,
-    };
-    let mut out = Vec::new();
-    let mut chunk = Some(entries);
-    let written = super::stream::write_envelope(&mut out, &snap, None, &mut || Ok(chunk.take()));
-    match written {
-        Ok(_) => serde_json::from_slice(&out).unwrap_or(Value::Null),
-        Err(e) => serde_json::json!({ "error": e.to_string() }),
-    }
-}
-
 /// The members before the timeline.
 pub fn head(
     attempt: &AttemptRecord,

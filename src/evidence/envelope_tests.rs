@@ -1,4 +1,5 @@
 use super::*;
+use crate::evidence::stream::{envelope, envelope_of};
 use crate::records::Pin;
 use serde_json::json;
 

@@ -18,7 +18,8 @@ pub mod verdict;
 pub mod verify;
 
 pub use envelope::{
-    contract_results, envelope, envelope_of, evaluate_contracts, redacted, verdict_of,
-    verify_evidence, Envelope, Inputs, REDACTED, SCHEMA_VERSION,
+    contract_results, evaluate_contracts, redacted, verdict_of, verify_evidence, Envelope, Inputs,
+    REDACTED, SCHEMA_VERSION,
 };
+pub use stream::{envelope, envelope_of};
 pub use verdict::{Reason, Rule, Verdict};

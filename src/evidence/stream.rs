@@ -2,7 +2,7 @@
 //! envelope as the attempt's timeline is read, chunk by chunk, and judges it in the same
 //! pass ([`super::verdict::Judge`], bounded state), so `GET …/evidence` of an attempt with a
 //! million events needs no more memory than one chunk. The in-memory envelope
-//! ([`super::envelope::envelope_of`]) is written by the same function.
+//! ([`envelope_of`]) is written by the same function.
 //!
 //! Order of the members (that of [`super::envelope::Envelope`]): the head (record, pins,
 //! state, marks, `last_sequence`), `tool_events` as they are read, then `events`,
@@ -302,3 +302,40 @@ fn temp_file() -> std::io::Result<std::fs::File> {
 #[cfg(test)]
 #[path = "stream_tests.rs"]
 mod tests;
+
+/// The docs/src/reference/evidence-envelope.md envelope of one attempt without agent-side events (see [`envelope_of`]).
+pub fn envelope(
+    attempt: &AttemptRecord,
+    events: &[crate::records::ToolEvent],
+    final_state: &BTreeMap<String, Map<String, Value>>,
+    redact: &[String],
+) -> Value {
+    envelope_of(&super::envelope::Inputs {
+        attempt,
+        calls: events,
+        events: &[],
+        live_state: final_state,
+        redact,
+    })
+}
+
+/// The envelope of one attempt held in memory, as a JSON value: written by the one writer
+/// of every envelope ([`write_envelope`]), so it is byte for byte what
+/// `GET …/evidence` streams for the same evidence. The last sequence is the highest read.
+pub fn envelope_of(inputs: &super::envelope::Inputs<'_>) -> Value {
+    let entries = inputs.timeline();
+    let last = entries.last().map_or(0, EvidenceEntry::sequence);
+    let snap = Snapshot {
+        attempt: inputs.attempt,
+        final_state: inputs.final_state(),
+        last_sequence: last,
+        redact: inputs.redact,
+    };
+    let mut out = Vec::new();
+    let mut chunk = Some(entries);
+    let written = write_envelope(&mut out, &snap, None, &mut || Ok(chunk.take()));
+    match written {
+        Ok(_) => serde_json::from_slice(&out).unwrap_or(Value::Null),
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
+    }
+}
