@@ -71,6 +71,7 @@ else
 
   data=$(mktemp -d)
   log=$data/serve.log
+  serve_log=$log
   : >"$log"
   cfgdir=$(cd "$(dirname "$config")" && pwd)
   cp -r "$cfgdir"/. "$data/project"
@@ -78,7 +79,14 @@ else
   "$bin" serve --config "$data/project/$(basename "$config")" --listen 127.0.0.1:0 \
     ${CONFORMANCE_SERVE_ARGS:-} >"$log" 2>&1 &
   pid=$!
-  cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data"; }
+  # understudy's own log is kept beside the suite's results: a failing scenario's cause is
+  # often there (what understudy answered, what the upstream said).
+  cleanup() {
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    if [ -d "$out" ]; then cp "$serve_log" "$out/understudy-serve.log" 2>/dev/null || true; fi
+    rm -rf "$data"
+  }
   trap cleanup EXIT
 
   addr=

@@ -137,7 +137,14 @@ echo "record: $(summary "$work/record.log")"
 echo "replay: $(summary "$work/replay.log")"
 if [ "$failed" -gt 0 ]; then
   echo "mcp-record-replay: $failed scenario(s) passed against the real server but not through the recording proxy or against the replay" >&2
-  grep -h '^FAIL' "$work/replay.table" >&2 || true
+  for phase in record replay; do
+    if grep -q '^FAIL' "$work/$phase.table"; then
+      echo "-- $phase:" >&2
+      grep -h '^FAIL' "$work/$phase.table" >&2
+      echo "-- the end of understudy's log while $phase ran:" >&2
+      tail -n 40 "$root/target/mcp-conformance/record-replay/$phase/understudy-serve.log" >&2 || true
+    fi
+  done
   exit 1
 fi
 if ! grep -q '^PASS' "$work/real.table"; then

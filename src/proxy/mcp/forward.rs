@@ -69,6 +69,9 @@ pub(super) struct Keep {
     pub(super) capture: Option<PlainCapture>,
     /// A `GET` stream of this session: keep the requests the server sends on it.
     pub(super) watch: Option<String>,
+    /// A `GET` stream being opened: later requests of its session wait for its head
+    /// ([`crate::app::forwarding::OpeningStreams`]).
+    pub(super) opening: Option<crate::app::forwarding::OpeningGuard>,
 }
 
 /// The request's `Mcp-Session-Id` (`""` without one): answers are matched within a session.
@@ -123,9 +126,12 @@ pub(super) async fn forward_plain(
     integ: &Integration,
     req: Request,
     sent: Sent<'_>,
-    keep: Keep,
+    mut keep: Keep,
 ) -> HttpResponse {
-    let resp = match send_upstream(&app, integ, &req, sent.rest, false, req.body.clone()).await {
+    let opening = keep.opening.take();
+    let resp = send_upstream(&app, integ, &req, sent.rest, false, req.body.clone()).await;
+    drop(opening);
+    let resp = match resp {
         Ok(r) => r,
         Err(e) => {
             // Recorded: a harness error fails the attempt whatever the agent does next.

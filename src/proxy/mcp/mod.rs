@@ -202,6 +202,11 @@ async fn outside_replay(
             .body(full(body.to_string()))
             .expect("static response");
     }
+    // A request does not overtake the session's `GET` stream opened before it (the server
+    // may send on that stream what this request makes it ask: `OpeningStreams`).
+    if req.method == "POST" {
+        app.forwarding.opening.settled(&session_of(&req)).await;
+    }
     let sent = Sent {
         rest,
         message,
@@ -260,8 +265,12 @@ async fn outside_replay(
         }
         _ => {
             // A `GET` stream of a session: the server may ask the client things on it.
+            let get = req.method == "GET";
+            let session = session_of(&req);
             let keep = Keep {
-                watch: (capturing && req.method == "GET").then(|| session_of(&req)),
+                watch: (capturing && get).then(|| session.clone()),
+                opening: (get && !session.is_empty())
+                    .then(|| app.forwarding.opening.open(&session)),
                 ..Keep::default()
             };
             forward_plain(app.clone(), attempt, &integ, req, sent, keep).await
