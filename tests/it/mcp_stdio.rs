@@ -723,3 +723,140 @@ async fn rmcp_child_process_transport_in_both_eras() {
         client.cancel().await.unwrap();
     }
 }
+
+/// `mcp wrap` around tests/mcp-stdio/child_server.py (a real stdio server process): the
+/// child's own HTTPS call goes through understudy's forward proxy with the project's CA and
+/// lands in the same attempt as the MCP calls (two layers of evidence), and what the child
+/// sends outside any request — a log message, a list change, a `roots/list` request of its own
+/// — reaches the SDK client, whose answer reaches the child.
+#[test]
+fn wrap_gives_the_child_the_proxy_and_ca_and_relays_what_it_sends_outside_any_request() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = Project::new(&[("child", "mcp"), ("weather", "rest")]);
+    p.write_config(json!({ "integrations": {
+        "child": { "profile": "mcp", "operations": "mocks/child" },
+        "weather": { "profile": "rest", "operations": "mocks/weather",
+                     "upstream": "https://api.weather.test" } } }));
+    p.op(
+        "weather",
+        crate::support::rest_op(
+            "get_weather",
+            "GET",
+            "/weather/{city}",
+            Some(json!({
+                "schema_version": 1,
+                "default_variant": "ok",
+                "variants": { "ok": { "result": { "status": 200,
+                    "data": { "city": { "$input": "city" }, "sky": "clear" } } } },
+                "examples": [ { "variant": "ok", "input": { "city": "Oslo" },
+                                "expected": { "status": 200, "data": { "city": "Oslo", "sky": "clear" } } } ]
+            })),
+        ),
+    );
+    let ca = Command::new(BIN)
+        .args(["ca", "init", "--dir"])
+        .arg(p.path().join("certs"))
+        .output()
+        .unwrap();
+    assert!(
+        ca.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ca.stderr)
+    );
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "child", "--mode", "dry-run",
+                 "--config", p.config_path(), "--",
+                 "python3", root().join("tests/mcp-stdio/child_server.py")],
+        "era": "legacy",
+        "roots": [ { "uri": "file:///work/project", "name": "project" } ],
+        "pause": 1.5,
+        "calls": [
+            { "name": "weather", "arguments": { "city": "Oslo" } },
+            { "name": "seen", "arguments": {} }
+        ]
+    });
+    let (out, stderr) = python_client(&plan);
+    let results = out["results"].as_array().unwrap();
+    // The child's HTTPS call was intercepted with the project's CA and answered by the mock.
+    assert_eq!(results[0]["isError"], false, "{out}\n{stderr}");
+    assert_eq!(
+        results[0]["structuredContent"],
+        json!({ "status": 200, "body": { "city": "Oslo", "sky": "clear" } }),
+        "{out}"
+    );
+    let seen = &results[1]["structuredContent"];
+    let proxy = seen["env"]["HTTPS_PROXY"].as_str().unwrap_or("");
+    assert!(proxy.starts_with("http://127.0.0.1:"), "{seen}");
+    assert!(
+        stderr.contains(&format!("forward proxy {proxy}")),
+        "{stderr}"
+    );
+    assert_eq!(seen["env"]["NO_PROXY"], "127.0.0.1,localhost,::1");
+    let cert = p.path().join("certs").join("understudy-ca.pem");
+    assert_eq!(seen["env"]["SSL_CERT_FILE"], cert.display().to_string());
+    assert_eq!(
+        seen["env"]["NODE_EXTRA_CA_CERTS"],
+        cert.display().to_string()
+    );
+    // Outside any request: the log message and the list change reached the client, and the
+    // child's own `roots/list` was answered by the client — the answer reached the child.
+    assert!(
+        out["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["data"] == "outside any request"),
+        "{out}"
+    );
+    assert!(
+        out["notifications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "notifications/tools/list_changed"),
+        "{out}"
+    );
+    assert_eq!(out["roots_asked"], 1, "{out}");
+    assert_eq!(
+        seen["roots_answer"],
+        json!({ "roots": [ { "uri": "file:///work/project", "name": "project" } ] }),
+        "{seen}"
+    );
+    // Two layers of evidence in the one attempt: the MCP calls forwarded to the child, and the
+    // child's own HTTPS call answered by the `weather` mock.
+    let id = stderr
+        .split("the default attempt ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| c == ';' || c.is_whitespace()).next())
+        .unwrap_or_else(|| panic!("no attempt on stderr: {stderr}"));
+    let ev = Command::new(BIN)
+        .args(["evidence", id, "--config"])
+        .arg(p.config_path())
+        .output()
+        .unwrap();
+    let evidence: Value = serde_json::from_slice(&ev.stdout)
+        .unwrap_or_else(|_| panic!("evidence: {}", String::from_utf8_lossy(&ev.stderr)));
+    let layers: Vec<(String, String, String)> = evidence["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["integration"].as_str().unwrap_or("").to_string(),
+                e["operation_id"].as_str().unwrap_or("").to_string(),
+                e["source"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let pos = |i: &str, o: &str| layers.iter().position(|(a, b, _)| a == i && b == o);
+    let (Some(mcp), Some(http)) = (pos("child", "weather"), pos("weather", "get_weather")) else {
+        panic!("both layers expected in the attempt: {layers:?}");
+    };
+    // The child's call happened while the agent's call was in flight: it is committed first.
+    assert!(http < mcp, "{layers:?}");
+    assert_eq!(layers[http].2, "mock", "{layers:?}");
+    assert_eq!(evidence["tool_events"][http]["arguments"]["city"], "Oslo");
+}
