@@ -860,3 +860,157 @@ fn wrap_gives_the_child_the_proxy_and_ca_and_relays_what_it_sends_outside_any_re
     assert_eq!(layers[http].2, "mock", "{layers:?}");
     assert_eq!(evidence["tool_events"][http]["arguments"]["city"], "Oslo");
 }
+
+/// A tool whose rules fault by the `kind` it is given (the mock's own faults, no server).
+fn faulty_tool() -> Value {
+    let rule = |kind: &str, fault: Value| {
+        json!({ "when": [ { "source": "input", "path": "kind", "op": "eq", "value": kind } ],
+                "fault": fault })
+    };
+    json!({
+        "operation_id": "book",
+        "description": "Book something; `kind` picks how the answer fails",
+        "input_schema": { "type": "object", "required": ["kind"],
+                          "properties": { "kind": { "type": "string" } } },
+        "output_schema": { "type": "object", "required": ["booked"],
+                           "properties": { "booked": { "type": "string" } } },
+        "mock": {
+            "schema_version": 1,
+            "default_variant": "ok",
+            "initial_state": { "last": "none" },
+            "variants": { "ok": {
+                "result": { "booked": { "$input": "kind" } },
+                "set_state": { "last": { "$input": "kind" } },
+                "rules": [
+                    rule("jsonrpc_error", json!({ "kind": "jsonrpc_error", "after_effect": false, "code": -32000 })),
+                    rule("timeout", json!({ "kind": "timeout", "after_effect": true, "ms": 20000 })),
+                    rule("malformed_body", json!({ "kind": "malformed_body", "after_effect": false })),
+                    rule("status", json!({ "kind": "status", "after_effect": false, "status": 503 })),
+                    rule("close", json!({ "kind": "close", "after_effect": true })),
+                    rule("reset", json!({ "kind": "reset", "after_effect": false }))
+                ]
+            } },
+            "examples": [ { "variant": "ok", "input": { "kind": "plain" },
+                            "expected": { "booked": "plain" } } ]
+        }
+    })
+}
+
+/// The faults of a mock over stdio, seen by the MCP Python SDK's stdio client and in the
+/// evidence: `jsonrpc_error` is the JSON-RPC error; `timeout` never answers (the client's own
+/// timeout fires) and the session goes on; `malformed_body` is the truncated answer on one
+/// line, which the client cannot parse (it never gets a result), and the session goes on;
+/// `status` is a JSON-RPC error naming the HTTP status; `close` and `reset` end the stdio
+/// session (the command exits 1, later calls fail) — `close` after its effect, `reset` before.
+#[test]
+fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = Project::new(&[("tools", "mcp")]);
+    p.op("tools", faulty_tool());
+    let call = |kind: &str| json!({ "name": "book", "arguments": { "kind": kind } });
+    for ending in ["close", "reset"] {
+        let plan = json!({ "command": BIN, "args": stdio_args(&p), "era": "legacy",
+            "timeout": 2.0,
+            "calls": [ call("jsonrpc_error"), call("timeout"), call("malformed_body"),
+                       call("status"), call("plain"), call(ending), call("after") ] });
+        let (out, stderr) = python_client(&plan);
+        let r = out["results"].as_array().unwrap();
+        assert_eq!(r.len(), 7, "{out}");
+        // jsonrpc_error: the error itself, with the code of the fault.
+        assert_eq!(r[0]["raised"], "MCPError", "{out}");
+        assert!(
+            r[0]["message"].as_str().unwrap().contains("fault injected"),
+            "{out}"
+        );
+        // timeout: no answer; the SDK's read timeout fires.
+        assert!(
+            r[1]["message"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("timed out"),
+            "{out}"
+        );
+        // malformed_body: half an answer on one line — the client cannot parse it, so the
+        // call gets no result either; the SDK reports the line to its message handler.
+        assert!(
+            r[2]["message"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("timed out"),
+            "{out}"
+        );
+        assert!(
+            out["notifications"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.get("exception").is_some()),
+            "the unparseable line reached the client: {out}"
+        );
+        // status: a JSON-RPC error naming the HTTP status.
+        assert_eq!(r[3]["raised"], "MCPError", "{out}");
+        assert!(r[3]["message"].as_str().unwrap().contains("503"), "{out}");
+        // The session went on through all of that.
+        assert_eq!(structured(&r[4]), &json!({ "booked": "plain" }), "{out}");
+        // close/reset: the stdio session ends; the call and every later one fail.
+        assert!(r[5].get("raised").is_some(), "{ending}: {out}");
+        assert!(r[6].get("raised").is_some(), "{ending}: {out}");
+        assert!(
+            stderr.contains(&format!("a `{ending}` fault ended the session")),
+            "{stderr}"
+        );
+        // The evidence: every call with its fault, the effects exactly as the faults say.
+        let id = stderr
+            .split("the default attempt ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no attempt on stderr: {stderr}"));
+        let ev = Command::new(BIN)
+            .args(["evidence", id, "--config"])
+            .arg(p.config_path())
+            .output()
+            .unwrap();
+        let evidence: Value = serde_json::from_slice(&ev.stdout)
+            .unwrap_or_else(|_| panic!("evidence: {}", String::from_utf8_lossy(&ev.stderr)));
+        let events = evidence["tool_events"].as_array().unwrap();
+        let seen: Vec<(Value, Value, Value)> = events
+            .iter()
+            .map(|e| {
+                (
+                    e["arguments"]["kind"].clone(),
+                    e["fault"]["kind"].clone(),
+                    e["result_status"].clone(),
+                )
+            })
+            .collect();
+        let after = if ending == "close" { "ok" } else { "blocked" };
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    json!("jsonrpc_error"),
+                    json!("jsonrpc_error"),
+                    json!("blocked")
+                ),
+                (json!("timeout"), json!("timeout"), json!("ok")),
+                (
+                    json!("malformed_body"),
+                    json!("malformed_body"),
+                    json!("blocked")
+                ),
+                (json!("status"), json!("status"), json!("blocked")),
+                (json!("plain"), Value::Null, json!("ok")),
+                (json!(ending), json!(ending), json!(after)),
+            ],
+            "nothing after the session ended: {evidence}"
+        );
+        let last = if ending == "close" { "close" } else { "plain" };
+        assert_eq!(evidence["final_state"]["tools"]["last"], last, "{evidence}");
+        // The timed-out call took effect before its answer was lost (`after_effect`).
+        assert_eq!(events[1]["fault"]["after_effect"], true);
+    }
+}
