@@ -403,3 +403,69 @@ fn signal_group(pgid: Option<u32>, sig: i32) {
 
 #[cfg(not(unix))]
 fn signal_group(_pgid: Option<u32>, _sig: i32) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn drain(rx: &mut mpsc::UnboundedReceiver<Value>) -> Vec<Value> {
+        let mut v = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            v.push(m);
+        }
+        v
+    }
+
+    #[test]
+    fn the_childs_messages_go_to_their_request_else_the_get_stream_else_are_kept() {
+        let w: Waiters = Arc::new(Mutex::new(Routes::default()));
+        let note = |n: u64| json!({ "jsonrpc": "2.0", "method": "notifications/message", "params": { "n": n } });
+        // Nothing open: kept, in order.
+        deliver(&w, note(1));
+        deliver(
+            &w,
+            json!({ "jsonrpc": "2.0", "id": "s-1", "method": "roots/list" }),
+        );
+        // A request stream opens: it takes what was kept, then its own messages and response.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        {
+            let mut r = w.lock().unwrap();
+            hand_kept(&mut r, &tx);
+            r.waiting.push(("7".into(), tx));
+        }
+        deliver(&w, note(2));
+        deliver(&w, json!({ "jsonrpc": "2.0", "id": 7, "result": {} }));
+        let got = drain(&mut rx);
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[0]["params"]["n"], 1);
+        assert_eq!(got[1]["method"], "roots/list");
+        assert_eq!(got[2]["params"]["n"], 2);
+        assert_eq!(got[3]["id"], 7);
+        assert!(w.lock().unwrap().waiting.is_empty());
+        // No request waits: the GET stream gets it; once that stream is gone, kept again.
+        let (gtx, mut grx) = mpsc::unbounded_channel();
+        w.lock().unwrap().listener = Some(gtx);
+        deliver(&w, note(3));
+        assert_eq!(drain(&mut grx), vec![note(3)]);
+        drop(grx);
+        deliver(&w, note(4));
+        let r = w.lock().unwrap();
+        assert!(r.listener.is_none());
+        assert_eq!(r.kept.iter().cloned().collect::<Vec<_>>(), vec![note(4)]);
+        drop(r);
+        // A response nobody waits for is dropped, not kept.
+        deliver(&w, json!({ "jsonrpc": "2.0", "id": 99, "result": {} }));
+        assert_eq!(w.lock().unwrap().kept.len(), 1);
+        // Bounded: past OUTSIDE_KEPT the oldest goes.
+        for n in 0..OUTSIDE_KEPT as u64 + 5 {
+            deliver(&w, note(100 + n));
+        }
+        let r = w.lock().unwrap();
+        assert_eq!(r.kept.len(), OUTSIDE_KEPT);
+        assert_eq!(
+            r.kept.back().unwrap()["params"]["n"],
+            100 + OUTSIDE_KEPT as u64 + 4
+        );
+    }
+}
