@@ -1014,3 +1014,67 @@ fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
         assert_eq!(events[1]["fault"]["after_effect"], true);
     }
 }
+
+/// Bridged to a running server (`--url`, `--attempt`), an attempt's chaos faults reach the
+/// stdio client too: a `jsonrpc_error` is the error and the session goes on; a `reset` of the
+/// server's connection ends the stdio session. Both calls are in that attempt's evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_faults_of_a_running_servers_attempt_over_stdio() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = project();
+    let s = crate::support::Server::start(&p).await;
+    let a = s
+        .attempt(json!({ "faults": {
+            "tools/last_ticket": { "kind": "jsonrpc_error", "after_effect": false, "code": -32000, "times": 1 },
+            "tools/create_ticket": { "kind": "reset", "after_effect": true } } }))
+        .await;
+    let mut args = stdio_args(&p);
+    args.extend([
+        "--url".to_string(),
+        format!("http://{}", s.addr),
+        "--attempt".to_string(),
+        a.token.clone(),
+    ]);
+    let plan = json!({ "command": BIN, "args": args, "era": "legacy", "timeout": 5.0,
+        "calls": [ { "name": "last_ticket", "arguments": {} },
+                   { "name": "last_ticket", "arguments": {} },
+                   { "name": "create_ticket", "arguments": { "subject": "Printer on fire" } },
+                   { "name": "last_ticket", "arguments": {} } ] });
+    let (out, stderr) = tokio::task::spawn_blocking(move || python_client(&plan))
+        .await
+        .unwrap();
+    let r = out["results"].as_array().unwrap();
+    assert_eq!(r[0]["raised"], "MCPError", "{out}");
+    assert!(
+        r[0]["message"].as_str().unwrap().contains("fault injected"),
+        "{out}"
+    );
+    assert_eq!(structured(&r[1]), &json!({ "last": "none" }), "{out}");
+    assert!(r[2].get("raised").is_some(), "{out}");
+    assert!(r[3].get("raised").is_some(), "the session ended: {out}");
+    assert!(stderr.contains("through the server at"), "{stderr}");
+    assert!(stderr.contains("failed without an answer"), "{stderr}");
+    let ev = s.evidence(&a.id).await;
+    let seen: Vec<(Value, Value)> = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["operation_id"].clone(), e["fault"]["kind"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (json!("last_ticket"), json!("jsonrpc_error")),
+            (json!("last_ticket"), Value::Null),
+            (json!("create_ticket"), json!("reset")),
+        ],
+        "{ev}"
+    );
+    assert_eq!(
+        ev["final_state"]["tools"]["last_subject"],
+        "Printer on fire"
+    );
+    s.stop().await.unwrap();
+}
