@@ -21,7 +21,12 @@
 # CONFORMANCE_SERVE_ARGS (more arguments for `understudy serve`, e.g. `--mode record --out DIR`;
 # serve is stopped with SIGTERM, so a recording flushes its drafts before this script returns),
 # CONFORMANCE_URL (run the suite against this MCP endpoint instead of starting understudy),
-# CONFORMANCE_OUT (results directory, default target/mcp-conformance/results).
+# CONFORMANCE_OUT (results directory, default target/mcp-conformance/results),
+# CONFORMANCE_TRANSPORT (`http`, the default, or `stdio`: the suite's runner takes only a URL,
+# never a command, so with `stdio` the suite talks to scripts/mcp-conformance-stdio-bridge.mjs,
+# a stdio<->HTTP bridge that starts one `understudy mcp stdio` process per MCP session and
+# relays each message to it as a line; the scenarios of CONFORMANCE_NOT_STDIO, default
+# `dns-rebinding-protection`, test the HTTP listener itself and are listed as N/A, not run).
 # scripts/mcp-record-replay.sh uses the last three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +80,24 @@ else
   : >"$log"
   cfgdir=$(cd "$(dirname "$config")" && pwd)
   cp -r "$cfgdir"/. "$data/project"
+fi
+if [ -z "${CONFORMANCE_URL:-}" ] && [ "${CONFORMANCE_TRANSPORT:-http}" = stdio ]; then
+  node "$root/scripts/mcp-conformance-stdio-bridge.mjs" -- "$bin" mcp stdio \
+    --integration "$integration" --config "$data/project/$(basename "$config")" \
+    --data-dir "$data/sessions/{session}" >"$log" 2>&1 &
+  pid=$!
+  cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data"; }
+  trap cleanup EXIT
+  url=
+  for _ in $(seq 1 100); do
+    url=$(sed -n 's/^bridge listening on \(http:\/\/[^ ]*\).*/\1/p' "$log" | head -n1)
+    [ -n "$url" ] && break
+    if ! kill -0 "$pid" 2>/dev/null; then cat "$log"; echo "the stdio bridge exited" >&2; exit 1; fi
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$log"; echo "no readiness line from the stdio bridge" >&2; exit 1; }
+  echo "== understudy mcp stdio behind the stdio<->HTTP bridge $url (conformance $version, node $(node --version))"
+elif [ -z "${CONFORMANCE_URL:-}" ]; then
   # shellcheck disable=SC2086 # CONFORMANCE_SERVE_ARGS is a list of words
   "$bin" serve --config "$data/project/$(basename "$config")" --listen 127.0.0.1:0 \
     ${CONFORMANCE_SERVE_ARGS:-} >"$log" 2>&1 &
@@ -133,8 +156,14 @@ fi
 passed=0
 failed=0
 rows=()
+# Over stdio, the scenarios that test HTTP itself (the Host/Origin checks of a listener) test
+# the bridge, not understudy: they are listed, not run.
+not_stdio=" ${CONFORMANCE_NOT_STDIO:-dns-rebinding-protection} "
 for s in "${scenarios[@]}"; do
   case "$pending" in *" $s "*) continue ;; esac
+  if [ "${CONFORMANCE_TRANSPORT:-http}" = stdio ]; then
+    case "$not_stdio" in *" $s "*) rows+=("N/A   $s  (tests the HTTP listener: no HTTP over stdio)"); continue ;; esac
+  fi
   if NO_COLOR=1 "$conformance" server --url "$url" --scenario "$s" -o "$out/$s" >"$out/$s.log" 2>&1; then
     rows+=("PASS  $s")
     passed=$((passed + 1))

@@ -515,6 +515,10 @@ pub struct McpWrapArgs {
     /// Data directory (overrides the project file's `data_dir`).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The CA the forward proxy of the child's own HTTPS calls signs with (default: the
+    /// project's `ca_dir`).
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
     /// The stdio MCP server's command and arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -23,21 +23,20 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::mcp_project::{init_logging, load_project};
 use super::Exit;
 use crate::app::{App, AppOptions};
 use crate::cli::{McpArgs, McpClient, McpCommand, McpConfigArgs, McpStdioArgs};
-use crate::config::Config;
-use crate::contract::ProfileKind;
 use crate::server::stdio::{self, End, Target};
 use crate::store::published::{self, Published, PublishedAttempt, ServerAddress};
 
-/// `understudy mcp stdio|config` (`mcp wrap` is [`super::mcp_wrap`], which uses this
-/// module's project loading; the dispatch is in `commands/mod.rs`).
+/// `understudy mcp stdio|wrap|config` (`mcp wrap` is [`super::mcp_wrap`]; both load the
+/// project through [`super::mcp_project`]).
 pub fn mcp(args: &McpArgs) -> Exit {
     match &args.command {
         McpCommand::Stdio(a) => mcp_stdio(a),
+        McpCommand::Wrap(a) => super::mcp_wrap::wrap(a),
         McpCommand::Config(a) => config(a),
-        McpCommand::Wrap(_) => unreachable!("commands::run sends `mcp wrap` to mcp_wrap::wrap"),
     }
 }
 
@@ -64,51 +63,6 @@ pub(super) fn publish(
         Err(e) => {
             tracing::warn!(error = %e, dir = %data_dir.display(), "cannot publish the server's address for `understudy mcp stdio`");
             None
-        }
-    }
-}
-
-/// Load the project file and check that `integration` is an `mcp` integration.
-pub(super) fn load_project(
-    who: &str,
-    path: Option<&PathBuf>,
-    data_dir: Option<&Path>,
-    integration: &str,
-) -> Result<Config, Exit> {
-    let path = path
-        .cloned()
-        .unwrap_or_else(|| PathBuf::from(crate::config::PROJECT_FILE));
-    let mut config = match Config::load(&path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("understudy {who}: {e}");
-            return Err(if e.not_found {
-                Exit::Usage
-            } else {
-                Exit::Problems
-            });
-        }
-    };
-    if let Err(e) = config.apply_overrides(None, None, data_dir) {
-        eprintln!("understudy {who}: {e}");
-        return Err(Exit::Usage);
-    }
-    match config.integrations.get(integration) {
-        Some(i) if i.profile == ProfileKind::Mcp => Ok(config),
-        Some(_) => {
-            eprintln!(
-                "understudy {who}: --integration {integration}: {} says this integration's profile is not `mcp`",
-                path.display()
-            );
-            Err(Exit::Usage)
-        }
-        None => {
-            eprintln!(
-                "understudy {who}: --integration {integration}: no such integration in {} (it has: {})",
-                path.display(),
-                config.integrations.keys().cloned().collect::<Vec<_>>().join(", ")
-            );
-            Err(Exit::Usage)
         }
     }
 }
@@ -238,17 +192,6 @@ fn mcp_stdio(args: &McpStdioArgs) -> Exit {
     // stdin may still be read by a blocking thread: do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
     code
-}
-
-/// Logs go to stderr only (stdout is the MCP stream): `RUST_LOG`, default `warn`.
-pub(super) fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_writer(|| crate::util::scrub::LogWriter::new(std::io::stderr()))
-        .try_init();
 }
 
 /// The snippet of `understudy mcp config` (module doc).

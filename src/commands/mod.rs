@@ -26,6 +26,7 @@ pub mod exec;
 pub mod generate;
 pub mod import;
 pub mod mcp;
+pub mod mcp_project;
 pub mod mcp_wrap;
 pub mod report;
 pub mod schema;
@@ -132,10 +133,7 @@ where
         Command::Import(a) => import::import(a),
         Command::Drift(a) => drift::drift(a),
         Command::Schema(a) => schema::schema_command(a),
-        Command::Mcp(a) => match &a.command {
-            crate::cli::McpCommand::Wrap(w) => mcp_wrap::wrap(w),
-            _ => mcp::mcp(a),
-        },
+        Command::Mcp(a) => mcp::mcp(a),
     }
 }
 

@@ -6,12 +6,19 @@
 //! what the mode lets through to this bridge, which writes it to the child's stdin.
 //!
 //! - The child runs in its own process group (`process_group(0)`), with the caller's
-//!   environment, stdin/stdout piped, stderr inherited (its logs stay logs).
+//!   environment plus the variables the caller adds (`mcp wrap`: understudy's proxy and CA),
+//!   stdin/stdout piped, stderr inherited (its logs stay logs).
 //! - A POSTed request is written to the child as one line; the answer is an SSE stream of the
 //!   child's lines up to the response with the request's id: notifications and
 //!   server-to-client requests the child sends meanwhile go on the stream of the most recent
 //!   request still waiting (stdio has no per-request stream). A notification or a client
-//!   response is written and answered 202. GET and DELETE: 405 (no standalone stream).
+//!   response is written and answered 202.
+//! - What the child sends while no request waits (a list change, a resource update, a log
+//!   line, a server-to-client request such as `roots/list`) goes on the standalone `GET`
+//!   stream, the Streamable HTTP place for messages outside any request; until a client opens
+//!   one it is kept (at most [`OUTSIDE_KEPT`] messages, the oldest dropped with a warning) and
+//!   handed to the next stream opened, `GET` or request. The answer to `initialize` carries
+//!   an `Mcp-Session-Id` so that clients open that stream. DELETE: 405.
 //! - [`ChildServer::shutdown`], the order of the SDK clients: close the child's stdin, wait,
 //!   SIGTERM to the process group, wait, SIGKILL to the process group — so a server started
 //!   through `npx` or `sh -c` (a grandchild) is gone too — and the child is reaped.
@@ -38,7 +45,19 @@ use crate::profile::mcp::stdio::{to_line, Frame as LineFrame, LineSplitter};
 /// How long the child gets after its stdin closed, then after SIGTERM.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
-type Waiters = Arc<Mutex<Vec<(String, mpsc::UnboundedSender<Value>)>>>;
+/// How many messages of the child outside any request are kept until a stream takes them.
+pub const OUTSIDE_KEPT: usize = 1024;
+
+/// Where the child's lines go: the requests waiting for their response (by JSON-RPC id, in
+/// order), the standalone `GET` stream, and what arrived while neither was there.
+#[derive(Default)]
+struct Routes {
+    waiting: Vec<(String, mpsc::UnboundedSender<Value>)>,
+    listener: Option<mpsc::UnboundedSender<Value>>,
+    kept: std::collections::VecDeque<Value>,
+}
+
+type Waiters = Arc<Mutex<Routes>>;
 
 /// A running child and its loopback endpoint.
 pub struct ChildServer {
@@ -50,13 +69,18 @@ pub struct ChildServer {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Start `command` and its loopback endpoint.
-pub async fn start(command: &[String], max_line: usize) -> std::io::Result<ChildServer> {
+/// Start `command` (with `env` added to the caller's environment) and its loopback endpoint.
+pub async fn start(
+    command: &[String],
+    env: &[(String, String)],
+    max_line: usize,
+) -> std::io::Result<ChildServer> {
     let Some((program, args)) = command.split_first() else {
         return Err(std::io::Error::other("no command to start"));
     };
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -70,7 +94,7 @@ pub async fn start(command: &[String], max_line: usize) -> std::io::Result<Child
         .stdout
         .take()
         .ok_or_else(|| std::io::Error::other("the child has no stdout"))?;
-    let waiters: Waiters = Arc::new(Mutex::new(Vec::new()));
+    let waiters: Waiters = Arc::new(Mutex::new(Routes::default()));
     // The child's lines → the waiting requests.
     let w = waiters.clone();
     let reader = tokio::spawn(async move {
@@ -96,14 +120,17 @@ pub async fn start(command: &[String], max_line: usize) -> std::io::Result<Child
             }
         }
         tracing::debug!("wrap: the child's stdout closed");
-        // Nobody will answer the waiting requests now.
+        // Nobody will answer the waiting requests now; the GET stream ends too.
         if let Ok(mut w) = w.lock() {
-            w.clear();
+            w.waiting.clear();
+            w.listener = None;
         }
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let st = stdin.clone();
+    // One child, one session: its id lets clients open the standalone GET stream.
+    let session: Arc<str> = Arc::from(session_id(addr.port()).as_str());
     let server = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -111,9 +138,10 @@ pub async fn start(command: &[String], max_line: usize) -> std::io::Result<Child
             };
             let waiters = waiters.clone();
             let stdin = st.clone();
+            let session = session.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
-                    handle(req, waiters.clone(), stdin.clone())
+                    handle(req, waiters.clone(), stdin.clone(), session.clone())
                 });
                 let _ = hyper_util::server::conn::auto::Builder::new(
                     hyper_util::rt::TokioExecutor::new(),
@@ -132,38 +160,97 @@ pub async fn start(command: &[String], max_line: usize) -> std::io::Result<Child
     })
 }
 
-/// A line of the child to the request it answers, else to the most recent waiting request.
+/// A line of the child to the request it answers; else (a notification or a request of the
+/// child) to the most recent waiting request, else to the `GET` stream, else kept.
 fn deliver(waiters: &Waiters, v: Value) {
     let Ok(mut w) = waiters.lock() else { return };
     let is_response = v.get("method").is_none() && v.get("id").is_some();
     if is_response {
         let key = v["id"].to_string();
-        if let Some(i) = w.iter().position(|(k, _)| *k == key) {
-            let (_, tx) = w.remove(i);
+        if let Some(i) = w.waiting.iter().position(|(k, _)| *k == key) {
+            let (_, tx) = w.waiting.remove(i);
             let _ = tx.send(v);
             return;
         }
         tracing::warn!(id = %key, "wrap: the child answered a request nobody waits for");
         return;
     }
-    match w.last() {
-        Some((_, tx)) => {
-            let _ = tx.send(v);
-        }
-        None => tracing::debug!("wrap: a message of the child outside any request was dropped"),
+    if let Some((_, tx)) = w.waiting.last() {
+        let _ = tx.send(v);
+        return;
     }
+    let v = match &w.listener {
+        Some(tx) => match tx.send(v) {
+            Ok(()) => return,
+            // The GET stream went away: keep the message for the next one.
+            Err(mpsc::error::SendError(v)) => {
+                w.listener = None;
+                v
+            }
+        },
+        None => v,
+    };
+    if w.kept.len() >= OUTSIDE_KEPT {
+        w.kept.pop_front();
+        tracing::warn!(
+            kept = OUTSIDE_KEPT,
+            "wrap: too many messages of the child outside any request with no stream open; the oldest was dropped"
+        );
+    }
+    w.kept.push_back(v);
+}
+
+/// A new stream (`GET`, or a request's) takes the messages kept for want of one.
+fn hand_kept(w: &mut Routes, tx: &mpsc::UnboundedSender<Value>) {
+    while let Some(v) = w.kept.pop_front() {
+        let _ = tx.send(v);
+    }
+}
+
+/// An SSE response carrying `rx`.
+fn sse_response(rx: mpsc::UnboundedReceiver<Value>, session: Option<&str>) -> Response<HttpBody> {
+    let mut r = Response::new(
+        SseBody {
+            rx: Some(rx),
+            done: false,
+        }
+        .boxed(),
+    );
+    for (k, v) in sse::headers() {
+        if let (Ok(k), Ok(v)) = (
+            hyper::header::HeaderName::from_bytes(k.as_bytes()),
+            hyper::header::HeaderValue::from_str(&v),
+        ) {
+            r.headers_mut().insert(k, v);
+        }
+    }
+    if let Some(s) = session.and_then(|s| hyper::header::HeaderValue::from_str(s).ok()) {
+        r.headers_mut().insert("mcp-session-id", s);
+    }
+    r
 }
 
 async fn handle(
     req: hyper::Request<Incoming>,
     waiters: Waiters,
     stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+    session: Arc<str>,
 ) -> Result<Response<HttpBody>, Infallible> {
     let reply = |status: StatusCode| {
         let mut r = Response::new(full(Bytes::new()));
         *r.status_mut() = status;
         Ok(r)
     };
+    if req.method() == hyper::Method::GET {
+        // The standalone stream: the child's messages outside any request.
+        let (tx, rx) = mpsc::unbounded_channel();
+        let Ok(mut w) = waiters.lock() else {
+            return reply(StatusCode::INTERNAL_SERVER_ERROR);
+        };
+        hand_kept(&mut w, &tx);
+        w.listener = Some(tx);
+        return Ok(sse_response(rx, None));
+    }
     if req.method() != hyper::Method::POST {
         return reply(StatusCode::METHOD_NOT_ALLOWED);
     }
@@ -177,7 +264,8 @@ async fn handle(
     let rx = if is_request {
         let (tx, rx) = mpsc::unbounded_channel();
         if let Ok(mut w) = waiters.lock() {
-            w.push((msg["id"].to_string(), tx));
+            hand_kept(&mut w, &tx);
+            w.waiting.push((msg["id"].to_string(), tx));
         }
         Some(rx)
     } else {
@@ -199,22 +287,8 @@ async fn handle(
     let Some(rx) = rx else {
         return reply(StatusCode::ACCEPTED);
     };
-    let mut r = Response::new(
-        SseBody {
-            rx: Some(rx),
-            done: false,
-        }
-        .boxed(),
-    );
-    for (k, v) in sse::headers() {
-        if let (Ok(k), Ok(v)) = (
-            hyper::header::HeaderName::from_bytes(k.as_bytes()),
-            hyper::header::HeaderValue::from_str(&v),
-        ) {
-            r.headers_mut().insert(k, v);
-        }
-    }
-    Ok(r)
+    let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
+    Ok(sse_response(rx, initialize.then_some(&*session)))
 }
 
 /// The child's messages for one request as SSE events, ending after its response.
@@ -251,6 +325,14 @@ impl Body for SseBody {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// A session id no other bridge of this host uses at the same time.
+fn session_id(port: u16) -> String {
+    let mut r = [0u8; 8];
+    let _ = getrandom::fill(&mut r);
+    let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    format!("stdio-{}-{port}-{hex}", std::process::id())
 }
 
 impl ChildServer {
@@ -321,3 +403,69 @@ fn signal_group(pgid: Option<u32>, sig: i32) {
 
 #[cfg(not(unix))]
 fn signal_group(_pgid: Option<u32>, _sig: i32) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn drain(rx: &mut mpsc::UnboundedReceiver<Value>) -> Vec<Value> {
+        let mut v = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            v.push(m);
+        }
+        v
+    }
+
+    #[test]
+    fn the_childs_messages_go_to_their_request_else_the_get_stream_else_are_kept() {
+        let w: Waiters = Arc::new(Mutex::new(Routes::default()));
+        let note = |n: u64| json!({ "jsonrpc": "2.0", "method": "notifications/message", "params": { "n": n } });
+        // Nothing open: kept, in order.
+        deliver(&w, note(1));
+        deliver(
+            &w,
+            json!({ "jsonrpc": "2.0", "id": "s-1", "method": "roots/list" }),
+        );
+        // A request stream opens: it takes what was kept, then its own messages and response.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        {
+            let mut r = w.lock().unwrap();
+            hand_kept(&mut r, &tx);
+            r.waiting.push(("7".into(), tx));
+        }
+        deliver(&w, note(2));
+        deliver(&w, json!({ "jsonrpc": "2.0", "id": 7, "result": {} }));
+        let got = drain(&mut rx);
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[0]["params"]["n"], 1);
+        assert_eq!(got[1]["method"], "roots/list");
+        assert_eq!(got[2]["params"]["n"], 2);
+        assert_eq!(got[3]["id"], 7);
+        assert!(w.lock().unwrap().waiting.is_empty());
+        // No request waits: the GET stream gets it; once that stream is gone, kept again.
+        let (gtx, mut grx) = mpsc::unbounded_channel();
+        w.lock().unwrap().listener = Some(gtx);
+        deliver(&w, note(3));
+        assert_eq!(drain(&mut grx), vec![note(3)]);
+        drop(grx);
+        deliver(&w, note(4));
+        let r = w.lock().unwrap();
+        assert!(r.listener.is_none());
+        assert_eq!(r.kept.iter().cloned().collect::<Vec<_>>(), vec![note(4)]);
+        drop(r);
+        // A response nobody waits for is dropped, not kept.
+        deliver(&w, json!({ "jsonrpc": "2.0", "id": 99, "result": {} }));
+        assert_eq!(w.lock().unwrap().kept.len(), 1);
+        // Bounded: past OUTSIDE_KEPT the oldest goes.
+        for n in 0..OUTSIDE_KEPT as u64 + 5 {
+            deliver(&w, note(100 + n));
+        }
+        let r = w.lock().unwrap();
+        assert_eq!(r.kept.len(), OUTSIDE_KEPT);
+        assert_eq!(
+            r.kept.back().unwrap()["params"]["n"],
+            100 + OUTSIDE_KEPT as u64 + 4
+        );
+    }
+}

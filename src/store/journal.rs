@@ -82,6 +82,11 @@ pub(super) struct JournalFile {
     dirty: u64,
 }
 
+/// The zero length word written after the last frame (and after a new epoch's header): the
+/// log ends there cleanly, so the bytes of an earlier epoch past it — the space is reused
+/// after each checkpoint — are not mistaken for a torn write when the journal is opened.
+const END_MARK: [u8; 4] = [0; 4];
+
 pub(super) fn answer(waiters: Vec<Waiter>, result: &Result<(), String>) {
     for w in waiters {
         // A waiter whose future was dropped (client gone) is simply skipped.
@@ -190,11 +195,12 @@ impl JournalFile {
         let epoch = self.epoch;
         frame::seal(frames, |p| frame_crc(epoch, p));
         let end = self.len + frames.len() as u64;
-        self.reserve(end)
+        self.reserve(end + END_MARK.len() as u64)
             .map_err(|e| format!("cannot grow the journal: {}", io_message(&e)))?;
         self.dirty = end;
         self.file
             .write_all_at(frames, self.len)
+            .and_then(|()| self.file.write_all_at(&END_MARK, end))
             .and_then(|()| self.file.sync_data())
             .map_err(|e| format!("cannot write the journal: {}", io_message(&e)))?;
         self.dirty = 0;
@@ -228,14 +234,17 @@ impl JournalFile {
         Ok(())
     }
 
+    /// Writes the header of `epoch` and the [`END_MARK`] after it (the frames of the epoch
+    /// before are durable elsewhere by now: sled and the events files).
     pub(super) fn write_header(&mut self, epoch: u64) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
-        let mut h = [0u8; JOURNAL_HEADER as usize];
+        let mut h = [0u8; JOURNAL_HEADER as usize + END_MARK.len()];
         h[..8].copy_from_slice(JOURNAL_MAGIC);
-        h[8..].copy_from_slice(&epoch.to_le_bytes());
+        h[8..16].copy_from_slice(&epoch.to_le_bytes());
         self.file.write_all_at(&h, 0)?;
-        if self.capacity < JOURNAL_HEADER {
-            self.capacity = JOURNAL_HEADER;
+        let written = h.len() as u64;
+        if self.capacity < written {
+            self.capacity = written;
             self.file.sync_all()?;
         } else {
             self.file.sync_data()?;
@@ -501,6 +510,64 @@ mod tests {
         replay_meta(&meta, &rev, &n(5)).unwrap();
         replay_meta(&meta, &rev, &n(1)).unwrap();
         assert_eq!(get(&rev), 1);
+    }
+
+    /// The journal as `open` leaves it after `calls` group commits and `checkpoints`.
+    fn journal_bytes(dir: &Path, calls: usize, checkpoint: bool) -> Vec<u8> {
+        let db = sled::Config::new().path(dir.join("db")).open().unwrap();
+        let (state, meta) = (
+            db.open_tree("state").unwrap(),
+            db.open_tree("meta").unwrap(),
+        );
+        let mut j = open(dir, &db, &dir.join("events"), 8, [&state, &meta]).unwrap();
+        for i in 0..calls {
+            let mut p = Vec::new();
+            put_op(
+                &mut p,
+                TREE_STATE,
+                format!("k{i}").as_bytes(),
+                b"some value",
+            );
+            let mut frames = Vec::new();
+            frame::push(&mut frames, &[&p]);
+            j.append(&mut frames).unwrap();
+        }
+        if checkpoint {
+            db.flush().unwrap();
+            j.reset().unwrap();
+        }
+        drop(j);
+        std::fs::read(dir.join(JOURNAL_FILE)).unwrap()
+    }
+
+    #[test]
+    fn a_new_epoch_and_every_commit_end_the_log_with_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("events")).unwrap();
+        let h = JOURNAL_HEADER as usize;
+        // Three commits: the log ends cleanly after the third frame.
+        let b = journal_bytes(dir.path(), 3, false);
+        let epoch = u64::from_le_bytes(b[8..16].try_into().unwrap());
+        let (frames, valid) = parse_frames(&b[h..], epoch);
+        assert_eq!(frames.len(), 3);
+        assert_eq!(b[h + valid..h + valid + 4], END_MARK);
+        // A checkpoint (and the next open, which starts another epoch): the frames of the
+        // earlier epoch are still in the file but the log ends at the header, with zeros —
+        // so opening it finds no torn tail to warn about.
+        let b = journal_bytes(dir.path(), 0, true);
+        assert_eq!(b[h..h + 4], END_MARK);
+        assert!(
+            b[h + 4..].iter().any(|x| *x != 0),
+            "the earlier epoch's bytes are reused, not erased"
+        );
+        // One frame after that: it ends with the mark, in front of the older bytes.
+        let b = journal_bytes(dir.path(), 1, false);
+        let epoch = u64::from_le_bytes(b[8..16].try_into().unwrap());
+        let (frames, valid) = parse_frames(&b[h..], epoch);
+        assert_eq!(
+            (frames.len(), &b[h + valid..h + valid + 4]),
+            (1, &END_MARK[..])
+        );
     }
 
     #[test]

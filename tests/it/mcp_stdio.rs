@@ -723,3 +723,358 @@ async fn rmcp_child_process_transport_in_both_eras() {
         client.cancel().await.unwrap();
     }
 }
+
+/// `mcp wrap` around tests/mcp-stdio/child_server.py (a real stdio server process): the
+/// child's own HTTPS call goes through understudy's forward proxy with the project's CA and
+/// lands in the same attempt as the MCP calls (two layers of evidence), and what the child
+/// sends outside any request — a log message, a list change, a `roots/list` request of its own
+/// — reaches the SDK client, whose answer reaches the child.
+#[test]
+fn wrap_gives_the_child_the_proxy_and_ca_and_relays_what_it_sends_outside_any_request() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = Project::new(&[("child", "mcp"), ("weather", "rest")]);
+    p.write_config(json!({ "integrations": {
+        "child": { "profile": "mcp", "operations": "mocks/child" },
+        "weather": { "profile": "rest", "operations": "mocks/weather",
+                     "upstream": "https://api.weather.test" } } }));
+    p.op(
+        "weather",
+        crate::support::rest_op(
+            "get_weather",
+            "GET",
+            "/weather/{city}",
+            Some(json!({
+                "schema_version": 1,
+                "default_variant": "ok",
+                "variants": { "ok": { "result": { "status": 200,
+                    "data": { "city": { "$input": "city" }, "sky": "clear" } } } },
+                "examples": [ { "variant": "ok", "input": { "city": "Oslo" },
+                                "expected": { "status": 200, "data": { "city": "Oslo", "sky": "clear" } } } ]
+            })),
+        ),
+    );
+    let ca = Command::new(BIN)
+        .args(["ca", "init", "--dir"])
+        .arg(p.path().join("certs"))
+        .output()
+        .unwrap();
+    assert!(
+        ca.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ca.stderr)
+    );
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "child", "--mode", "dry-run",
+                 "--config", p.config_path(), "--",
+                 "python3", root().join("tests/mcp-stdio/child_server.py")],
+        "era": "legacy",
+        "roots": [ { "uri": "file:///work/project", "name": "project" } ],
+        "pause": 1.5,
+        "calls": [
+            { "name": "weather", "arguments": { "city": "Oslo" } },
+            { "name": "seen", "arguments": {} }
+        ]
+    });
+    let (out, stderr) = python_client(&plan);
+    let results = out["results"].as_array().unwrap();
+    // The child's HTTPS call was intercepted with the project's CA and answered by the mock.
+    assert_eq!(results[0]["isError"], false, "{out}\n{stderr}");
+    assert_eq!(
+        results[0]["structuredContent"],
+        json!({ "status": 200, "body": { "city": "Oslo", "sky": "clear" } }),
+        "{out}"
+    );
+    let seen = &results[1]["structuredContent"];
+    let proxy = seen["env"]["HTTPS_PROXY"].as_str().unwrap_or("");
+    assert!(proxy.starts_with("http://127.0.0.1:"), "{seen}");
+    assert!(
+        stderr.contains(&format!("forward proxy {proxy}")),
+        "{stderr}"
+    );
+    assert_eq!(seen["env"]["NO_PROXY"], "127.0.0.1,localhost,::1");
+    let cert = p.path().join("certs").join("understudy-ca.pem");
+    assert_eq!(seen["env"]["SSL_CERT_FILE"], cert.display().to_string());
+    assert_eq!(
+        seen["env"]["NODE_EXTRA_CA_CERTS"],
+        cert.display().to_string()
+    );
+    // Outside any request: the log message and the list change reached the client, and the
+    // child's own `roots/list` was answered by the client — the answer reached the child.
+    assert!(
+        out["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["data"] == "outside any request"),
+        "{out}"
+    );
+    assert!(
+        out["notifications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "notifications/tools/list_changed"),
+        "{out}"
+    );
+    assert_eq!(out["roots_asked"], 1, "{out}");
+    assert_eq!(
+        seen["roots_answer"],
+        json!({ "roots": [ { "uri": "file:///work/project", "name": "project" } ] }),
+        "{seen}"
+    );
+    // Two layers of evidence in the one attempt: the MCP calls forwarded to the child, and the
+    // child's own HTTPS call answered by the `weather` mock.
+    let id = stderr
+        .split("the default attempt ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| c == ';' || c.is_whitespace()).next())
+        .unwrap_or_else(|| panic!("no attempt on stderr: {stderr}"));
+    let ev = Command::new(BIN)
+        .args(["evidence", id, "--config"])
+        .arg(p.config_path())
+        .output()
+        .unwrap();
+    let evidence: Value = serde_json::from_slice(&ev.stdout)
+        .unwrap_or_else(|_| panic!("evidence: {}", String::from_utf8_lossy(&ev.stderr)));
+    let layers: Vec<(String, String, String)> = evidence["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["integration"].as_str().unwrap_or("").to_string(),
+                e["operation_id"].as_str().unwrap_or("").to_string(),
+                e["source"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let pos = |i: &str, o: &str| layers.iter().position(|(a, b, _)| a == i && b == o);
+    let (Some(mcp), Some(http)) = (pos("child", "weather"), pos("weather", "get_weather")) else {
+        panic!("both layers expected in the attempt: {layers:?}");
+    };
+    // The child's call happened while the agent's call was in flight: it is committed first.
+    assert!(http < mcp, "{layers:?}");
+    assert_eq!(layers[http].2, "mock", "{layers:?}");
+    assert_eq!(evidence["tool_events"][http]["arguments"]["city"], "Oslo");
+}
+
+/// A tool whose rules fault by the `kind` it is given (the mock's own faults, no server).
+fn faulty_tool() -> Value {
+    let rule = |kind: &str, fault: Value| {
+        json!({ "when": [ { "source": "input", "path": "kind", "op": "eq", "value": kind } ],
+                "fault": fault })
+    };
+    json!({
+        "operation_id": "book",
+        "description": "Book something; `kind` picks how the answer fails",
+        "input_schema": { "type": "object", "required": ["kind"],
+                          "properties": { "kind": { "type": "string" } } },
+        "output_schema": { "type": "object", "required": ["booked"],
+                           "properties": { "booked": { "type": "string" } } },
+        "mock": {
+            "schema_version": 1,
+            "default_variant": "ok",
+            "initial_state": { "last": "none" },
+            "variants": { "ok": {
+                "result": { "booked": { "$input": "kind" } },
+                "set_state": { "last": { "$input": "kind" } },
+                "rules": [
+                    rule("jsonrpc_error", json!({ "kind": "jsonrpc_error", "after_effect": false, "code": -32000 })),
+                    rule("timeout", json!({ "kind": "timeout", "after_effect": true, "ms": 20000 })),
+                    rule("malformed_body", json!({ "kind": "malformed_body", "after_effect": false })),
+                    rule("status", json!({ "kind": "status", "after_effect": false, "status": 503 })),
+                    rule("close", json!({ "kind": "close", "after_effect": true })),
+                    rule("reset", json!({ "kind": "reset", "after_effect": false }))
+                ]
+            } },
+            "examples": [ { "variant": "ok", "input": { "kind": "plain" },
+                            "expected": { "booked": "plain" } } ]
+        }
+    })
+}
+
+/// The faults of a mock over stdio, seen by the MCP Python SDK's stdio client and in the
+/// evidence: `jsonrpc_error` is the JSON-RPC error; `timeout` never answers (the client's own
+/// timeout fires) and the session goes on; `malformed_body` is the truncated answer on one
+/// line, which the client cannot parse (it never gets a result), and the session goes on;
+/// `status` is a JSON-RPC error naming the HTTP status; `close` and `reset` end the stdio
+/// session (the command exits 1, later calls fail) — `close` after its effect, `reset` before.
+#[test]
+fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = Project::new(&[("tools", "mcp")]);
+    p.op("tools", faulty_tool());
+    let call = |kind: &str| json!({ "name": "book", "arguments": { "kind": kind } });
+    for ending in ["close", "reset"] {
+        let plan = json!({ "command": BIN, "args": stdio_args(&p), "era": "legacy",
+            "timeout": 2.0,
+            "calls": [ call("jsonrpc_error"), call("timeout"), call("malformed_body"),
+                       call("status"), call("plain"), call(ending), call("after") ] });
+        let (out, stderr) = python_client(&plan);
+        let r = out["results"].as_array().unwrap();
+        assert_eq!(r.len(), 7, "{out}");
+        // jsonrpc_error: the error itself, with the code of the fault.
+        assert_eq!(r[0]["raised"], "MCPError", "{out}");
+        assert!(
+            r[0]["message"].as_str().unwrap().contains("fault injected"),
+            "{out}"
+        );
+        // timeout: no answer; the SDK's read timeout fires.
+        assert!(
+            r[1]["message"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("timed out"),
+            "{out}"
+        );
+        // malformed_body: half an answer on one line — the client cannot parse it, so the
+        // call gets no result either; the SDK reports the line to its message handler.
+        assert!(
+            r[2]["message"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("timed out"),
+            "{out}"
+        );
+        assert!(
+            out["notifications"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.get("exception").is_some()),
+            "the unparseable line reached the client: {out}"
+        );
+        // status: a JSON-RPC error naming the HTTP status.
+        assert_eq!(r[3]["raised"], "MCPError", "{out}");
+        assert!(r[3]["message"].as_str().unwrap().contains("503"), "{out}");
+        // The session went on through all of that.
+        assert_eq!(structured(&r[4]), &json!({ "booked": "plain" }), "{out}");
+        // close/reset: the stdio session ends; the call and every later one fail.
+        assert!(r[5].get("raised").is_some(), "{ending}: {out}");
+        assert!(r[6].get("raised").is_some(), "{ending}: {out}");
+        assert!(
+            stderr.contains(&format!("a `{ending}` fault ended the session")),
+            "{stderr}"
+        );
+        // The evidence: every call with its fault, the effects exactly as the faults say.
+        let id = stderr
+            .split("the default attempt ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no attempt on stderr: {stderr}"));
+        let ev = Command::new(BIN)
+            .args(["evidence", id, "--config"])
+            .arg(p.config_path())
+            .output()
+            .unwrap();
+        let evidence: Value = serde_json::from_slice(&ev.stdout)
+            .unwrap_or_else(|_| panic!("evidence: {}", String::from_utf8_lossy(&ev.stderr)));
+        let events = evidence["tool_events"].as_array().unwrap();
+        let seen: Vec<(Value, Value, Value)> = events
+            .iter()
+            .map(|e| {
+                (
+                    e["arguments"]["kind"].clone(),
+                    e["fault"]["kind"].clone(),
+                    e["result_status"].clone(),
+                )
+            })
+            .collect();
+        let after = if ending == "close" { "ok" } else { "blocked" };
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    json!("jsonrpc_error"),
+                    json!("jsonrpc_error"),
+                    json!("blocked")
+                ),
+                (json!("timeout"), json!("timeout"), json!("ok")),
+                (
+                    json!("malformed_body"),
+                    json!("malformed_body"),
+                    json!("blocked")
+                ),
+                (json!("status"), json!("status"), json!("blocked")),
+                (json!("plain"), Value::Null, json!("ok")),
+                (json!(ending), json!(ending), json!(after)),
+            ],
+            "nothing after the session ended: {evidence}"
+        );
+        let last = if ending == "close" { "close" } else { "plain" };
+        assert_eq!(evidence["final_state"]["tools"]["last"], last, "{evidence}");
+        // The timed-out call took effect before its answer was lost (`after_effect`).
+        assert_eq!(events[1]["fault"]["after_effect"], true);
+    }
+}
+
+/// Bridged to a running server (`--url`, `--attempt`), an attempt's chaos faults reach the
+/// stdio client too: a `jsonrpc_error` is the error and the session goes on; a `reset` of the
+/// server's connection ends the stdio session. Both calls are in that attempt's evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_faults_of_a_running_servers_attempt_over_stdio() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = project();
+    let s = crate::support::Server::start(&p).await;
+    let a = s
+        .attempt(json!({ "faults": {
+            "tools/last_ticket": { "kind": "jsonrpc_error", "after_effect": false, "code": -32000, "times": 1 },
+            "tools/create_ticket": { "kind": "reset", "after_effect": true } } }))
+        .await;
+    let mut args = stdio_args(&p);
+    args.extend([
+        "--url".to_string(),
+        format!("http://{}", s.addr),
+        "--attempt".to_string(),
+        a.token.clone(),
+    ]);
+    let plan = json!({ "command": BIN, "args": args, "era": "legacy", "timeout": 5.0,
+        "calls": [ { "name": "last_ticket", "arguments": {} },
+                   { "name": "last_ticket", "arguments": {} },
+                   { "name": "create_ticket", "arguments": { "subject": "Printer on fire" } },
+                   { "name": "last_ticket", "arguments": {} } ] });
+    let (out, stderr) = tokio::task::spawn_blocking(move || python_client(&plan))
+        .await
+        .unwrap();
+    let r = out["results"].as_array().unwrap();
+    assert_eq!(r[0]["raised"], "MCPError", "{out}");
+    assert!(
+        r[0]["message"].as_str().unwrap().contains("fault injected"),
+        "{out}"
+    );
+    assert_eq!(structured(&r[1]), &json!({ "last": "none" }), "{out}");
+    assert!(r[2].get("raised").is_some(), "{out}");
+    assert!(r[3].get("raised").is_some(), "the session ended: {out}");
+    assert!(stderr.contains("through the server at"), "{stderr}");
+    assert!(stderr.contains("failed without an answer"), "{stderr}");
+    let ev = s.evidence(&a.id).await;
+    let seen: Vec<(Value, Value)> = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["operation_id"].clone(), e["fault"]["kind"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (json!("last_ticket"), json!("jsonrpc_error")),
+            (json!("last_ticket"), Value::Null),
+            (json!("create_ticket"), json!("reset")),
+        ],
+        "{ev}"
+    );
+    assert_eq!(
+        ev["final_state"]["tools"]["last_subject"],
+        "Printer on fire"
+    );
+    s.stop().await.unwrap();
+}
