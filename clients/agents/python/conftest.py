@@ -13,3 +13,10 @@ DESK = Path(__file__).resolve().parent.parent / "desk"
 @pytest.fixture(scope="session")
 def understudy_config() -> Optional[str]:
     return str(DESK / "understudy.json")
+
+
+@pytest.fixture(scope="session")
+def understudy_forward_proxy() -> bool:
+    """simple-salesforce speaks HTTPS to *.salesforce.com: the Salesforce flow goes through
+    the forward proxy (the MCP desk is reached at the server's URL as before)."""
+    return True

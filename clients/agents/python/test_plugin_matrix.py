@@ -99,3 +99,49 @@ def test_under_the_plugin(framework: str, script: str, transport: str, want: lis
     codes = [r.split(": ", 1)[0] for r in failed.value.reasons]
     missing = [c for c in want if c not in codes]
     assert not missing, f"{missing} not among {codes}"
+
+
+def sf_cases() -> list[Any]:
+    import run_langchain_salesforce as sf
+
+    return [pytest.param(name, s.expect, id=f"langchain-salesforce-{name}",
+                         marks=pytest.mark.understudy(contracts=[sf.CONTRACT],
+                                                      check_verdict=s.expect is None))
+            for name, s in sf.SCRIPTS.items()]
+
+
+@pytest.mark.parametrize("script,want", sf_cases())
+def test_salesforce_under_the_plugin(script: str, want: list[str] | None,
+                                     understudy_attempt: Any,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangChain's Salesforce tool (simple-salesforce) plays the desk flow against the
+    Salesforce integration through the forward proxy: login, Contact lookup, Case, read back."""
+    for module in ("langchain_salesforce", "simple_salesforce"):
+        if importlib.util.find_spec(module) is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"{module} is not installed")
+            pytest.skip(f"{module} is not installed")
+    import requests
+
+    import run_langchain_salesforce as sf
+    from pytest_understudy import VerdictFailed
+
+    a = understudy_attempt
+    session = requests.Session()
+    session.trust_env = False  # only this attempt's proxy, never the environment's
+    session.proxies = a.proxies
+    session.verify = a.ca_cert
+    monkeypatch.setenv("UNDERSTUDY_URL", a.server.url)  # where the agent posts its "done"
+    monkeypatch.setenv("UNDERSTUDY_ATTEMPT", a.token)
+    monkeypatch.setenv("UNDERSTUDY_ATTEMPT_ID", a.attempt_id)
+    d.finish("langchain", f"salesforce-{script}", sf.run(sf.SCRIPTS[script], session), None)
+    ops = [e["operation_id"] for e in a.evidence()["tool_events"]]
+    assert ops[0] == "soap_login", ops
+    if want is None:
+        assert ops == ["soap_login", "lookup_contact", "create_case", "get_case"], ops
+        return
+    with pytest.raises(VerdictFailed) as failed:
+        a.check_verdict()
+    codes = [r.split(": ", 1)[0] for r in failed.value.reasons]
+    missing = [c for c in want if c not in codes]
+    assert not missing, f"{missing} not among {codes}"

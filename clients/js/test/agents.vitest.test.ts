@@ -69,3 +69,40 @@ describe.skipIf(!installed)('the Vercel AI SDK under the TypeScript helper', () 
     }
   }
 });
+
+// The same flow against the Salesforce integration, through tools written with jsforce (jsforce
+// installed under target/jsforce by .ci/run, or JSFORCE_DIR): OAuth2 login at the attempt's base
+// URL, Contact lookup, Case, read back.
+const JSFORCE_DIR = process.env.JSFORCE_DIR ?? join(REPO, 'target/jsforce');
+const SF_RUNNER = join(JS_DIR, 'run_vercel_ai_salesforce.mjs');
+const sfInstalled = installed && existsSync(join(JSFORCE_DIR, 'node_modules/jsforce')) && existsSync(SF_RUNNER);
+if (!sfInstalled && process.env.CI === 'true') {
+  throw new Error(`jsforce (${JSFORCE_DIR}) or ${SF_RUNNER} is not installed`);
+}
+
+describe.skipIf(!sfInstalled)('the Vercel AI SDK with jsforce tools under the TypeScript helper', () => {
+  const reportDir = mkdtempSync(join(tmpdir(), 'understudy-agents-sf-'));
+  afterAll(() => lib.disconnect());
+  for (const script of ['good', 'write_before_lookup', 'invented_argument']) {
+    test(`salesforce ${script}`, async () => {
+      const { playSalesforce, SCRIPTS: SF, CONTRACT } = await import(pathToFileURL(SF_RUNNER).href);
+      const want: string | null = SF[script][1];
+      const run = lib.withAttempt(`vercel-salesforce-${script}`, { config: DESK_CONFIG, reportDir, contracts: [CONTRACT] },
+        async (a) => {
+          const out = await playSalesforce(script, { ...process.env, ...a.env }, JSFORCE_DIR);
+          const ops = (await a.evidence()).tool_events.map((e: { operation_id: string }) => e.operation_id);
+          return { out, ops };
+        });
+      if (want === null) {
+        const { result, evidence } = await run;
+        expect(result.out.final).toMatch(/^done/);
+        expect(result.ops).toEqual(['oauth_token', 'lookup_contact', 'create_case', 'get_case']);
+        expect(evidence.verdict).toBe('pass');
+      } else {
+        const caught = await run.then(() => undefined, (e) => e);
+        expect(caught).toBeInstanceOf(lib.VerdictError);
+        expect(caught.reasons.map((r: lib.Reason) => r.code)).toContain(want);
+      }
+    }, 60_000);
+  }
+});
