@@ -95,9 +95,11 @@ export async function play(name, env = process.env) {
   if (!steps) throw new Error(`no script ${name}: ${Object.keys(SCRIPTS).join('|')}`);
   const TRANSPORT = env.AGENT_TRANSPORT ?? 'http';
   let n = 0;
+  let seen = []; // the tool results the model was last handed (reported as `seen`)
   const model = new MockLanguageModelV3({
     doGenerate: async (options) => {
       const results = resultsOf(options.prompt);
+      seen = results;
       n += 1;
       if (results.length >= steps.length) {
         return { content: [{ type: 'text', text: 'done: ticket opened' }],
@@ -127,7 +129,8 @@ export async function play(name, env = process.env) {
   } finally {
     try { await client?.close(); } catch { /* closing after a fault */ }
   }
-  const outcome = { framework: 'vercel-ai', script: name, transport: TRANSPORT, final, error };
+  const outcome = { framework: 'vercel-ai', script: name, transport: TRANSPORT, final, error,
+    seen: seen.map((r) => ({ tool: r.tool, error: r.error, text: r.text.slice(0, 160) })) };
   console.log('AGENT-OUTCOME ' + JSON.stringify(outcome));
   const attempt = env.UNDERSTUDY_ATTEMPT_ID;
   if (final && final.startsWith('done')) {

@@ -4,12 +4,16 @@
 // agent logs in with jsforce's OAuth2 username-password flow, `loginUrl` at the attempt's base
 // URL of the `crm` integration (UNDERSTUDY_URL_CRM).
 //
-// `playSalesforce(SCRIPT, env, jsforceDir)`: used by clients/js/test/agents.vitest.test.ts under
+// `node run_vercel_ai_salesforce.mjs SCRIPT` under `understudy test -- …` (jsforce from
+// JSFORCE_DIR); `playSalesforce(SCRIPT, env, jsforceDir)`: used by clients/js/test/agents.vitest.test.ts under
 // the TypeScript helper. jsforce comes from `jsforceDir` (a folder whose node_modules has it;
 // .ci/run installs it under target/jsforce).
 import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { createRequire } from 'node:module';
+import { resolve } from 'node:path';
+import { argv } from 'node:process';
+import { fileURLToPath } from 'node:url';
 
 export const CONTRACT = 'create_case_contract';
 const C = `contract:${CONTRACT}:`;
@@ -117,4 +121,18 @@ export async function playSalesforce(name, env, jsforceDir) {
     if (res.status !== 201) throw new Error(`event answered ${res.status}`);
   }
   return { final: r.text };
+}
+
+if (argv[1] && resolve(argv[1]) === fileURLToPath(import.meta.url)) {
+  if (!SCRIPTS[argv[2]] || !process.env.JSFORCE_DIR) {
+    console.error(`usage: JSFORCE_DIR=DIR run_vercel_ai_salesforce.mjs ${Object.keys(SCRIPTS).join('|')}`);
+    process.exit(2);
+  }
+  let outcome;
+  try {
+    outcome = { ...(await playSalesforce(argv[2], process.env, process.env.JSFORCE_DIR)), error: null };
+  } catch (e) {
+    outcome = { final: null, error: `${e?.name ?? 'Error'}: ${e?.message ?? e}`.slice(0, 300) };
+  }
+  console.log('AGENT-OUTCOME ' + JSON.stringify({ framework: 'vercel-ai', script: `salesforce-${argv[2]}`, ...outcome }));
 }

@@ -119,3 +119,19 @@ def run(script: d.Script, session: requests.Session) -> str:
         return run_langchain.text_of(out["messages"][-1].content)
 
     return asyncio.run(go())
+
+
+if __name__ == "__main__":
+    # Under `understudy test --forward-proxy -- python run_langchain_salesforce.py SCRIPT`:
+    # requests takes HTTPS_PROXY (the attempt's token in it) and REQUESTS_CA_BUNDLE (the test
+    # CA) from the environment, as an unmodified agent would.
+    import sys
+
+    if len(sys.argv) != 2 or sys.argv[1] not in SCRIPTS:
+        print(f"usage: {sys.argv[0]} {'|'.join(SCRIPTS)}", file=sys.stderr)
+        sys.exit(2)
+    name = sys.argv[1]
+    try:
+        d.finish("langchain", f"salesforce-{name}", run(SCRIPTS[name], requests.Session()), None)
+    except Exception as e:  # the framework's own failure is an outcome to report
+        d.finish("langchain", f"salesforce-{name}", None, e)
