@@ -7,8 +7,8 @@ ticket is opened, only the answer is lost or spoiled; `times: 1`), played by the
 `retry_same_key` script (lookup, the write with key `key-1`, the same write again with the
 same key, read back, "done"). A framework that hands the model the failure as a tool result
 lets the script retry (an idempotent replay) and the verdict passes; one whose run ends at
-the fault leaves the ticket unread (`order[in_order]`); one that never returns is ended after
-`--hang` seconds. Each cell says what the framework did, what the model was handed for the
+the fault leaves the ticket unread (`order[in_order]`); one that sends nothing for `--hang`
+seconds after the faulted write (plus the fault's own delay) and has not ended is killed. Each cell says what the framework did, what the model was handed for the
 faulted call, and the verdict.
 
 Run (the same environment as the matrix; a few minutes, the runs are sequential):
@@ -65,21 +65,39 @@ def measure(server: Server, framework: str, kind: str, transport: str, hang: flo
                DESK_CONFIG=str(DESK), UNDERSTUDY_BIN=find_binary())
     started = time.monotonic()
     outcome: dict[str, Any] | None = None
-    try:
-        p = subprocess.run(RUNNERS[framework] + [SCRIPT], capture_output=True, text=True,
-                           timeout=hang, env=env, cwd=HERE)
-        for line in p.stdout.splitlines():
+    # A hang is measured from the faulted write's arrival (the framework's start-up time,
+    # which a loaded machine stretches, does not count): `hang` seconds after it, plus the
+    # fault's own `ms`, with the process still running and nothing more arriving.
+    p = subprocess.Popen(RUNNERS[framework] + [SCRIPT], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env, cwd=HERE)
+    last_seen, last_count = None, 0
+    grace = hang + KINDS[kind].get("ms", 0) / 1000
+    while p.poll() is None:
+        time.sleep(0.5)
+        _, ev = server.request("GET", f"/_understudy/api/attempts/{created['attempt_id']}/evidence")
+        calls = [e for e in (ev or {}).get("tool_events", []) if e["operation_id"] == "create_ticket"]
+        n = len((ev or {}).get("tool_events", []))
+        if calls and n != last_count:
+            last_seen, last_count = time.monotonic(), n
+        if (last_seen and time.monotonic() - last_seen > grace) or time.monotonic() - started > 300:
+            p.kill()
+            p.communicate()
+            outcome = {"hang": True}
+            break
+    if outcome is None:
+        stdout, stderr = p.communicate()
+        for line in stdout.splitlines():
             if line.startswith("AGENT-OUTCOME "):
                 outcome = json.loads(line[len("AGENT-OUTCOME "):])
         if outcome is None:
-            outcome = {"error": f"no outcome (exit {p.returncode}): {(p.stderr or p.stdout)[-200:]}"}
-    except subprocess.TimeoutExpired:
-        outcome = {"hang": True}
+            outcome = {"error": f"no outcome (exit {p.returncode}): {(stderr or stdout)[-200:]}"}
+    hung_for = round(time.monotonic() - last_seen, 1) if last_seen else None
     seconds = time.monotonic() - started
     server.request("DELETE", f"/_understudy/api/attempts/{created['attempt_id']}")
     _, ev = server.request("GET", f"/_understudy/api/attempts/{created['attempt_id']}/evidence")
     creates = [e for e in ev["tool_events"] if e["operation_id"] == "create_ticket"]
     return {"framework": framework, "kind": kind, "transport": transport, "seconds": round(seconds, 1),
+            "after_last_call": hung_for,
             "outcome": outcome, "verdict": ev["verdict"],
             "reasons": [r["code"] for r in ev["verdict_reasons"]],
             "create_calls": [e["result_status"] for e in creates]}
@@ -88,7 +106,7 @@ def measure(server: Server, framework: str, kind: str, transport: str, hang: flo
 def cell(m: dict[str, Any]) -> str:
     o = m["outcome"]
     if o.get("hang"):
-        did = f"**hangs** (ended after {m['seconds']:.0f} s)"
+        did = f"**hangs** (nothing for {m['after_last_call']:.0f} s after the write; killed)"
     elif o.get("error"):
         did = f"run ends: `{o['error'].split(':')[0]}`"
     else:
@@ -100,34 +118,39 @@ def cell(m: dict[str, Any]) -> str:
             text = " ".join(first["text"].split())
             text = text if len(text) <= 48 else text[:45] + "…"
             did = ("a tool error" if first["error"] else "a tool result") + f" to the model (`{text}`)"
-            if len(seen) > 1:
-                did += ", retried"
-    verdict = "pass" if m["verdict"] == "pass" else "fail: " + ", ".join(
-        r.split(":", 2)[-1] for r in m["reasons"][:2])
+    verdict = "pass" if m["verdict"] == "pass" else "fail: `" + m["reasons"][0].split(":", 2)[-1] + "`"
     return f"{did}; {verdict}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--transport", default="http", choices=["http", "stdio"])
-    ap.add_argument("--hang", type=float, default=20.0, help="seconds before a run counts as hung")
+    ap.add_argument("--hang", type=float, default=20.0,
+                    help="seconds without a call after the faulted write before a run counts as hung")
     ap.add_argument("--json", help="also write the measurements here")
     ap.add_argument("--framework", action="append", help="only these (repeatable)")
     ap.add_argument("--kind", action="append", help="only these fault kinds (repeatable)")
+    ap.add_argument("--from-json", help="print the table of measurements saved with --json")
     a = ap.parse_args()
     frameworks = a.framework or list(RUNNERS)
     kinds = a.kind or list(KINDS)
-    server = Server.start(find_binary(), config=str(DESK))
     rows: list[dict[str, Any]] = []
-    try:
-        for kind in kinds:
-            for fw in frameworks:
-                m = measure(server, fw, kind, a.transport, a.hang)
-                print(json.dumps(m), file=sys.stderr, flush=True)
-                rows.append(m)
-    finally:
-        server.close()
-    if a.json:
+    if a.from_json:
+        rows = json.loads(Path(a.from_json).read_text())
+        a.transport = rows[0]["transport"]
+        frameworks = [f for f in frameworks if any(r["framework"] == f for r in rows)]
+        kinds = [k for k in kinds if any(r["kind"] == k for r in rows)]
+    else:
+        server = Server.start(find_binary(), config=str(DESK))
+        try:
+            for kind in kinds:
+                for fw in frameworks:
+                    m = measure(server, fw, kind, a.transport, a.hang)
+                    print(json.dumps(m), file=sys.stderr, flush=True)
+                    rows.append(m)
+        finally:
+            server.close()
+    if a.json and not a.from_json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     print(f"| fault kind ({a.transport}) | " + " | ".join(frameworks) + " |")
     print("|---" * (len(frameworks) + 1) + "|")
