@@ -130,7 +130,7 @@ export async function play(name, env = process.env) {
     try { await client?.close(); } catch { /* closing after a fault */ }
   }
   const outcome = { framework: 'vercel-ai', script: name, transport: TRANSPORT, final, error,
-    seen: seen.map((r) => ({ tool: r.tool, error: r.error, text: r.text.slice(0, 160) })) };
+    seen: seen.map((r) => ({ tool: r.tool, error: r.error, text: String(r.text ?? '').slice(0, 160) })) };
   console.log('AGENT-OUTCOME ' + JSON.stringify(outcome));
   const attempt = env.UNDERSTUDY_ATTEMPT_ID;
   if (final && final.startsWith('done')) {
