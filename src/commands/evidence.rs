@@ -202,30 +202,14 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             return Exit::Usage;
         }
     };
-    // `default` names the default attempt (the calls without a token), as with `--url`: the
-    // one the last server start opened.
-    let resolved;
-    let attempt_id = if attempt_id == "default" {
-        match latest_default(&store) {
-            Ok(Some(id)) => {
-                resolved = id;
-                resolved.as_str()
-            }
-            Ok(None) => {
-                eprintln!(
-                    "understudy evidence: no default attempt in data dir {} (no server has run on it)",
-                    data_dir.display()
-                );
-                return Exit::Usage;
-            }
-            Err(e) => {
-                eprintln!("understudy evidence: {e}");
-                return Exit::Usage;
-            }
+    let resolved = match resolve_default(&store, attempt_id, data_dir) {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("understudy evidence: {e}");
+            return Exit::Usage;
         }
-    } else {
-        attempt_id
     };
+    let attempt_id = resolved.as_str();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let written = write_from_store(&store, attempt_id, redact, None, &mut out);
@@ -243,6 +227,27 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
             eprintln!("understudy evidence: cannot judge: {e}");
             Exit::Usage
         }
+    }
+}
+
+/// `attempt_id` itself, or for `default` (the calls without a token, as with `--url`) the id
+/// of the default attempt the last server start on `data_dir` opened. Used by `evidence`,
+/// `verify` and `report`.
+pub(crate) fn resolve_default(
+    store: &Store,
+    attempt_id: &str,
+    data_dir: &Path,
+) -> Result<String, String> {
+    if attempt_id != "default" {
+        return Ok(attempt_id.to_string());
+    }
+    match latest_default(store) {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Err(format!(
+            "no default attempt in data dir {} (no server has run on it)",
+            data_dir.display()
+        )),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -86,14 +86,26 @@ pub fn report(args: &ReportArgs) -> Exit {
         return Exit::Usage;
     }
     let source = match &args.remote.url {
-        Some(url) => Ok(Source::Url(url)),
+        Some(url) => Ok((Source::Url(url), args.attempt.clone())),
         None => super::evidence::resolve(args.data_dir.as_deref(), args.config.as_deref())
             .and_then(|(dir, redact)| {
-                Store::open_existing(&dir)
-                    .map(|s| Source::Store(s, redact))
-                    .map_err(|e| e.to_string())
+                let store = Store::open_existing(&dir).map_err(|e| e.to_string())?;
+                // `default`: the data dir's default attempt, as `evidence` reads it.
+                let id = super::evidence::resolve_default(&store, &args.attempt, &dir)?;
+                Ok((Source::Store(store, redact), id))
             }),
     };
+    let (source, args) = match source {
+        Ok((s, attempt)) => (
+            Ok(s),
+            ReportArgs {
+                attempt,
+                ..args.clone()
+            },
+        ),
+        Err(e) => (Err(e), args.clone()),
+    };
+    let args = &args;
     let source = match source {
         Ok(s) => s,
         Err(e) => {

@@ -69,7 +69,14 @@ pub fn verify(args: &VerifyArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let found = match store.attempt_evidence(&args.attempt) {
+    let attempt = match super::evidence::resolve_default(&store, &args.attempt, &dir) {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("understudy verify: {e}");
+            return Exit::Usage;
+        }
+    };
+    let found = match store.attempt_evidence(&attempt) {
         Ok(Some(a)) => a,
         Ok(None) => {
             eprintln!(

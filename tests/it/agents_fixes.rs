@@ -35,6 +35,8 @@ async fn evidence_default_reads_the_default_attempt_from_the_data_dir() {
     let dir = dir.to_str().unwrap();
     let (code, _, err) = understudy(&["evidence", "default", "--data-dir", dir]);
     assert_eq!(code, 2, "{err}");
+    let (code, _, err) = understudy(&["verify", "default", "--data-dir", dir]);
+    assert_eq!(code, 2, "{err}");
     let s = Server::start(&p).await;
     let default_id = s.default_attempt();
     // One call without a token: it lands in the default attempt.
@@ -49,6 +51,45 @@ async fn evidence_default_reads_the_default_attempt_from_the_data_dir() {
     let env: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(env["attempt_id"], json!(default_id), "{env:#}");
     assert_eq!(env["tool_events"].as_array().unwrap().len(), 1, "{env:#}");
+
+    // `verify` and `report` take the same alias: a contract the default attempt's one lookup
+    // breaks (the update was never called) fails it, by name.
+    let contract = p.path().join("update_contract.yaml");
+    std::fs::write(
+        &contract,
+        "version: 1\nid: update_contract\nrisk: blocking\ntool: crm/update_contact\n\
+         preconditions:\n  required_before: [crm/lookup_contact_by_phone]\n",
+    )
+    .unwrap();
+    let contract = contract.to_str().unwrap();
+    let (code, out, err) = understudy(&[
+        "verify",
+        "default",
+        "--data-dir",
+        dir,
+        "--contract",
+        contract,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], json!("fail"), "{v:#}");
+    assert!(v.to_string().contains("update_contract"), "{v:#}");
+    let reports = p.path().join("reports");
+    let (code, out, err) = understudy(&[
+        "report",
+        "default",
+        "--data-dir",
+        dir,
+        "--report-dir",
+        reports.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{code}: {out}{err}");
+    let env: Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("evidence.json")).unwrap())
+            .unwrap();
+    assert_eq!(env["attempt_id"], json!(default_id), "{env:#}");
 }
 
 /// An agent that calls `$UNDERSTUDY_URL/crm/…` without the `Understudy-Attempt` header during

@@ -1,17 +1,19 @@
 // The Vercel AI SDK 6: MockLanguageModelV3 (ai/test) plays the support-desk script; createMCPClient
 // (@ai-sdk/mcp) reaches the desk over MCP Streamable HTTP with the attempt header.
 // `node run_vercel_ai.mjs SCRIPT` — the same scripts as clients/agents/python/desk_scripts.py.
+// `play(SCRIPT, env)` is the same run from a test (clients/js/test/agents.vitest.test.ts gives it
+// the env of an attempt the TypeScript helper created).
 import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { createMCPClient } from '@ai-sdk/mcp';
 import { Experimental_StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
 import { fileURLToPath } from 'node:url';
 import { dirname, resolve } from 'node:path';
+import { argv } from 'node:process';
 
 // The desk project: beside this file in the repository, or DESK_CONFIG (a copy of the runner
 // installed elsewhere).
 const DESK_CONFIG = process.env.DESK_CONFIG ?? resolve(dirname(fileURLToPath(import.meta.url)), '../desk/understudy.json');
-const TRANSPORT = process.env.AGENT_TRANSPORT ?? 'http';
 
 const EMAIL = 'ada@example.com';
 const SUBJECT = 'Refund for order 7';
@@ -75,22 +77,29 @@ function resultsOf(prompt) {
 const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
   outputTokens: { total: 1, text: 1, reasoning: 0 } };
 
-async function post(path, body) {
-  const r = await fetch(process.env.UNDERSTUDY_URL.replace(/\/$/, '') + path, {
+async function post(env, path, body) {
+  const r = await fetch(env.UNDERSTUDY_URL.replace(/\/$/, '') + path, {
     method: 'POST', body: JSON.stringify(body),
-    headers: { 'content-type': 'application/json', 'Understudy-Attempt': process.env.UNDERSTUDY_ATTEMPT,
-      ...(process.env.UNDERSTUDY_ADMIN_TOKEN ? { authorization: `Bearer ${process.env.UNDERSTUDY_ADMIN_TOKEN}` } : {}) } });
+    headers: { 'content-type': 'application/json', 'Understudy-Attempt': env.UNDERSTUDY_ATTEMPT,
+      ...(env.UNDERSTUDY_ADMIN_TOKEN ? { authorization: `Bearer ${env.UNDERSTUDY_ADMIN_TOKEN}` } : {}) } });
   if (r.status !== 201) throw new Error(`event answered ${r.status}: ${await r.text()}`);
 }
 
-async function main() {
-  const name = process.argv[2];
+/**
+ * Plays script `name` against the attempt `env` names (UNDERSTUDY_URL, UNDERSTUDY_ATTEMPT,
+ * UNDERSTUDY_ATTEMPT_ID; AGENT_TRANSPORT http|stdio, UNDERSTUDY_BIN for stdio); posts the
+ * agent's "done" (or the framework's error) as an event; resolves to the outcome it printed.
+ */
+export async function play(name, env = process.env) {
   const steps = SCRIPTS[name];
-  if (!steps) { console.error(`usage: run_vercel_ai.mjs ${Object.keys(SCRIPTS).join('|')}`); process.exit(2); }
+  if (!steps) throw new Error(`no script ${name}: ${Object.keys(SCRIPTS).join('|')}`);
+  const TRANSPORT = env.AGENT_TRANSPORT ?? 'http';
   let n = 0;
+  let seen = []; // the tool results the model was last handed (reported as `seen`)
   const model = new MockLanguageModelV3({
     doGenerate: async (options) => {
       const results = resultsOf(options.prompt);
+      seen = results;
       n += 1;
       if (results.length >= steps.length) {
         return { content: [{ type: 'text', text: 'done: ticket opened' }],
@@ -105,11 +114,11 @@ async function main() {
   try {
     const transport = TRANSPORT === 'stdio'
       // `understudy mcp stdio`, sent to the running test's server and attempt explicitly.
-      ? new Experimental_StdioMCPTransport({ command: process.env.UNDERSTUDY_BIN ?? 'understudy',
+      ? new Experimental_StdioMCPTransport({ command: env.UNDERSTUDY_BIN ?? 'understudy',
           args: ['mcp', 'stdio', '--integration', 'desk', '--config', DESK_CONFIG,
-            '--url', process.env.UNDERSTUDY_URL, '--attempt', process.env.UNDERSTUDY_ATTEMPT] })
-      : { type: 'http', url: process.env.UNDERSTUDY_URL.replace(/\/$/, '') + '/desk',
-          headers: { 'Understudy-Attempt': process.env.UNDERSTUDY_ATTEMPT } };
+            '--url', env.UNDERSTUDY_URL, '--attempt', env.UNDERSTUDY_ATTEMPT] })
+      : { type: 'http', url: env.UNDERSTUDY_URL.replace(/\/$/, '') + '/desk',
+          headers: { 'Understudy-Attempt': env.UNDERSTUDY_ATTEMPT } };
     client = await createMCPClient({ transport });
     const tools = await client.tools();
     const r = await generateText({ model, tools, prompt: 'Open a ticket for ada@example.com: refund for order 7',
@@ -120,13 +129,23 @@ async function main() {
   } finally {
     try { await client?.close(); } catch { /* closing after a fault */ }
   }
-  console.log('AGENT-OUTCOME ' + JSON.stringify({ framework: 'vercel-ai', script: name, transport: TRANSPORT, final, error }));
-  const attempt = process.env.UNDERSTUDY_ATTEMPT_ID;
+  const outcome = { framework: 'vercel-ai', script: name, transport: TRANSPORT, final, error,
+    seen: seen.map((r) => ({ tool: r.tool, error: r.error, text: String(r.text ?? '').slice(0, 160) })) };
+  console.log('AGENT-OUTCOME ' + JSON.stringify(outcome));
+  const attempt = env.UNDERSTUDY_ATTEMPT_ID;
   if (final && final.startsWith('done')) {
-    await post(`/_understudy/api/attempts/${attempt}/events`, { name: 'told_customer_done', kind: 'agent_message', text: final });
+    await post(env, `/_understudy/api/attempts/${attempt}/events`, { name: 'told_customer_done', kind: 'agent_message', text: final });
   } else if (error) {
-    await post(`/_understudy/api/attempts/${attempt}/events`, { name: 'framework_error', kind: 'agent_message', text: error });
+    await post(env, `/_understudy/api/attempts/${attempt}/events`, { name: 'framework_error', kind: 'agent_message', text: error });
   }
+  return outcome;
 }
 
-await main();
+// `node run_vercel_ai.mjs SCRIPT` (under `understudy test -- …`): the environment it was given.
+if (argv[1] && resolve(argv[1]) === fileURLToPath(import.meta.url)) {
+  if (!SCRIPTS[argv[2]]) {
+    console.error(`usage: run_vercel_ai.mjs ${Object.keys(SCRIPTS).join('|')}`);
+    process.exit(2);
+  }
+  await play(argv[2]);
+}

@@ -78,8 +78,13 @@ def ticket_id(results: list[Result]) -> str:
     return "T-1"
 
 
+# The tool results the model was last handed (what `finish` reports as `seen`).
+SEEN: list[Result] = []
+
+
 def _run(steps: list[Step]) -> Callable[[list[Result]], Call | Final]:
     def next_step(results: list[Result]) -> Call | Final:
+        SEEN[:] = results
         i = len(results)
         if i < len(steps):
             return steps[i](results)
@@ -192,7 +197,9 @@ def finish(framework: str, script: str, final: str | None, error: BaseException 
     done (the event the contract's `after_success_only` reads); a framework error is printed
     as one JSON line (what the book's fault table reports) and posted as an event."""
     outcome = {"framework": framework, "script": script, "transport": transport(),
-               "final": final, "error": None if error is None else f"{type(error).__name__}: {error}"[:300]}
+               "final": final, "error": None if error is None else f"{type(error).__name__}: {error}"[:300],
+               "seen": [{"tool": r.tool, "error": r.error, "text": r.text[:160]} for r in SEEN]}
+    SEEN.clear()
     print("AGENT-OUTCOME " + json.dumps(outcome), flush=True)
     if final is not None and final.startswith("done"):
         post_event("told_customer_done", final)

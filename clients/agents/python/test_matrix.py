@@ -96,3 +96,54 @@ def test_matrix(framework: str, script: str, transport: str, tmp_path: Path) -> 
         assert p.returncode == 1 and env["verdict"] == "fail", out
         missing = [c for c in want if c not in codes]
         assert not missing, f"{missing} not among {codes}\n{out}"
+
+
+# The Salesforce flow under `understudy test`: LangChain's Salesforce tool (simple-salesforce,
+# SOAP login through `--forward-proxy`) and the Vercel AI SDK's jsforce tools (OAuth2 login at
+# $UNDERSTUDY_URL_CRM). Each script: None passes, else the reason code the verdict names.
+SF_C = "contract:create_case_contract:"
+SF_SCRIPTS = {
+    "good": None,
+    "write_before_lookup": SF_C + "preconditions.required_before[crm/lookup_contact]",
+    "invented_argument": SF_C + "arguments.sources[ContactId]",
+}
+JSFORCE_DIR = Path(os.environ.get("JSFORCE_DIR", HERE.parents[2] / "target" / "jsforce"))
+
+
+@pytest.mark.parametrize("script", list(SF_SCRIPTS))
+@pytest.mark.parametrize("framework", ["langchain", "vercel-ai"])
+def test_salesforce(framework: str, script: str, tmp_path: Path) -> None:
+    if framework == "langchain":
+        ok = all(importlib.util.find_spec(m) for m in ("langchain_salesforce", "simple_salesforce"))
+        runner = [os.environ.get("AGENTS_PYTHON", sys.executable),
+                  str(HERE / "run_langchain_salesforce.py")]
+        proxy = ["--forward-proxy", "--ca-dir", str(tmp_path / "certs")]
+        subprocess.run([binary(), "ca", "init", "--dir", str(tmp_path / "certs")], check=True,
+                       capture_output=True)
+    else:
+        ok = ((JS_DIR / "node_modules" / "ai").is_dir()
+              and (JSFORCE_DIR / "node_modules" / "jsforce").is_dir())
+        runner = ["node", str(JS_DIR / "run_vercel_ai_salesforce.mjs")]
+        proxy = []
+    if not ok:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{framework}'s Salesforce tools are not installed")
+        pytest.skip(f"{framework}'s Salesforce tools are not installed")
+    reports = tmp_path / "reports"
+    cmd = [binary(), "test", "--config", str(DESK / "understudy.json"), *proxy,
+           "--data-dir", str(tmp_path / "data"), "--contract", "create_case_contract",
+           "--report-dir", str(reports), "--timeout", "60", "--", *runner, script]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, JSFORCE_DIR=str(JSFORCE_DIR)))
+    out = p.stdout + p.stderr
+    env = json.loads((reports / "evidence.json").read_text())
+    codes = [r["code"] for r in env["verdict_reasons"]]
+    ops = [e["operation_id"] for e in env["tool_events"]]
+    assert ops and ops[0] in ("soap_login", "oauth_token"), f"{ops}\n{out}"
+    want = SF_SCRIPTS[script]
+    if want is None:
+        assert (p.returncode, env["verdict"], codes) == (0, "pass", []), out
+        assert ops[1:] == ["lookup_contact", "create_case", "get_case"], ops
+    else:
+        assert p.returncode == 1 and env["verdict"] == "fail", out
+        assert want in codes, f"{want} not among {codes}\n{out}"
