@@ -151,4 +151,45 @@ check([e["http_status"] for e in ev["tool_events"]] == [500, 400], "the failed l
 no_secret_in(ev)
 a.end()
 
+# 6. Writes as coherent state: Bulk API 2.0 insert, `query_all` over three pages, a Bulk 2.0
+# query paged by Sforce-Locator, a Composite with a reference and Collections with allOrNone.
+a = server.create_attempt()
+sf = Salesforce(username=USER, password=PASSWORD, security_token=TOKEN, session=session(a))
+rows = [{"FirstName": f"F{i}", "LastName": f"L{i:03d}"} for i in range(450)]
+res = sf.bulk2.Contact.insert(records=rows, wait=0.1)
+check(res[0]["numberRecordsProcessed"] == 450 and res[0]["numberRecordsFailed"] == 0, f"bulk2 insert {res}")
+every = sf.query_all("SELECT Id, LastName FROM Contact ORDER BY LastName",
+                     headers={"Sforce-Query-Options": "batchSize=200"})
+names = [r["LastName"] for r in every["records"]]
+check(every["totalSize"] == 450 and names == [f"L{i:03d}" for i in range(450)], f"query_all {len(names)}")
+pages = list(sf.bulk2.Contact.query("SELECT Id, LastName FROM Contact WHERE LastName LIKE 'L00%' ORDER BY LastName",
+                                    max_records=5, wait=0.1))
+check(len(pages) == 2, f"bulk2 query pages {len(pages)}")
+got = [line.split(",")[1] for page in pages for line in page.strip().splitlines()[1:]]
+check(got == [f"L{i:03d}" for i in range(10)], f"bulk2 query rows {got}")
+comp = sf.restful("composite", method="POST", json={"allOrNone": True, "compositeRequest": [
+    {"method": "POST", "url": "/services/data/v59.0/sobjects/Account", "referenceId": "acct", "body": {"Name": "Acme"}},
+    {"method": "PATCH", "url": "/services/data/v59.0/sobjects/Contact/@{first.records[0].Id}", "referenceId": "upd",
+     "body": {"AccountId": "@{acct.id}"}},
+]})
+check(comp["compositeResponse"][1]["httpStatusCode"] == 400, f"a reference to nothing fails: {comp}")
+check(sf.query("SELECT Id FROM Account")["totalSize"] == 0, "allOrNone rolled the account back")
+coll = sf.restful("composite/sobjects", method="POST", json={"allOrNone": False, "records": [
+    {"attributes": {"type": "Account"}, "Name": "Acme"}, {"attributes": {"type": "Account"}}]})
+check([c["success"] for c in coll] == [True, False], f"collections per-record results {coll}")
+check(sf.Account.get(coll[0]["id"])["Name"] == "Acme", "the created account reads back")
+ev = a.evidence()
+ops = [e["operation_id"] for e in ev["tool_events"]]
+i = ops.index("query")
+check(ops[i:i + 3] == ["query", "query_more", "query_more"], f"pages recorded in order: {ops}")
+for op in ["bulk_ingest_create", "bulk_ingest_upload", "bulk_ingest_state", "bulk_ingest_get",
+           "bulk_query_create", "bulk_query_get", "bulk_query_results", "composite", "collections_create", "sobject_get"]:
+    check(op in ops, f"{op} in {ops}")
+upload = next(e for e in ev["tool_events"] if e["operation_id"] == "bulk_ingest_upload")
+check(upload["arguments"]["rows"] == 450 and upload["is_write"] is True, f"upload recorded {upload['arguments']}")
+bq = next(e for e in ev["tool_events"] if e["operation_id"] == "bulk_query_create")
+check(bq["is_write"] is False, "a Bulk query job is a read")
+no_secret_in(ev, [sf.session_id])
+a.end()
+
 print("salesforce-login: ok")

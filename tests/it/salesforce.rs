@@ -134,6 +134,10 @@ fn real_clients_log_in_and_read_without_leaving_a_secret() {
             .arg(root.join("tests/clients/jsforce_login.mjs"))
             .env("UNDERSTUDY_URL", &url)
             .env("JSFORCE_DIR", js)
+            .env(
+                "NODE_EXTRA_CA_CERTS",
+                dir.path().join("certs/understudy-ca.pem"),
+            )
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
