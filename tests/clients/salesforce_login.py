@@ -40,6 +40,22 @@ def session(attempt) -> requests.Session:
     return s
 
 
+REPORTS = os.environ.get("SALESFORCE_REPORTS")
+
+
+def reports_clean(attempt, stem: str, extra=()) -> None:
+    """The attempt's HTML and JUnit reports, written where the Rust test greps them too,
+    hold no secret."""
+    if not REPORTS:
+        return
+    from pathlib import Path
+    for p in attempt.write_reports(Path(REPORTS), stem):
+        text = p.read_text()
+        check(len(text) > 100, f"{p} is a report")
+        for s in SECRETS + list(extra):
+            check(s not in text, f"a secret reached the report {p.name}: {s[:6]}…")
+
+
 def login_event(ev):
     return ev["tool_events"][0]
 
@@ -86,6 +102,7 @@ check(login_event(ev)["arguments"] == {"grant_type": "password", "via": "soap", 
 check(login_event(ev)["is_write"] is False, "a login is not a write")
 no_secret_in(ev, [sid])
 a.end()
+reports_clean(a, "soap", [sid])
 
 # 2. OAuth 2.0 username-password flow; test.salesforce.com is a login host too. The example's
 # login contract (client credentials only) fails this attempt.
@@ -104,6 +121,7 @@ ev = a.evidence()
 codes = [r["code"] for r in ev["verdict_reasons"]]
 check(ev["verdict"] == "fail" and any(c.startswith("contract:login_contract") for c in codes),
       f"the login contract fails a password login: {ev['verdict']} {codes}")
+reports_clean(a, "oauth")
 
 # 3. JWT bearer flow with a key made here (the signature is not verified in replay).
 key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -120,6 +138,7 @@ check(args["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" and ar
 check("assertion" not in json.dumps(args), "the assertion is not recorded")
 no_secret_in(ev, [sf.session_id, pem.splitlines()[1]])
 a.end()
+reports_clean(a, "jwt", [sf.session_id, pem.splitlines()[1]])
 
 # 4. Client credentials at a My Domain host: the login contract passes.
 a = server.create_attempt(contracts=["login_contract"])
@@ -191,5 +210,6 @@ bq = next(e for e in ev["tool_events"] if e["operation_id"] == "bulk_query_creat
 check(bq["is_write"] is False, "a Bulk query job is a read")
 no_secret_in(ev, [sf.session_id])
 a.end()
+reports_clean(a, "bulk", [sf.session_id])
 
 print("salesforce-login: ok")

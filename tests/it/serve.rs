@@ -186,8 +186,12 @@ async fn unmatched_request_names_closest_operations_and_first_difference() {
         .unwrap()
         .to_string();
     assert!(msg.contains("closest"), "{msg}");
+    // The built-in DELETE templates share the method, so they rank first, each with the
+    // first thing that differed.
     assert!(
-        msg.contains("`lookup_contact_by_phone`: method: expected GET, got DELETE"),
+        msg.contains(
+            "`collections_delete` (built-in): path segment 4: expected `composite`, got `query`"
+        ),
         "{msg}"
     );
     // Unknown integration.
