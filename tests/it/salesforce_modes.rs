@@ -2,7 +2,9 @@
 //! dry-run the login reaches the real system (a loopback upstream here) and nothing secret of
 //! it is stored — not the password, the consumer secret nor the real token it answered — a
 //! Bulk *query* job goes through (a read sent as POST) while the ingest writes are blocked;
-//! in record mode the login is drafted, and neither the draft nor the data dir holds a secret.
+//! in record mode the login is drafted, and neither the draft nor the data dir holds a secret;
+//! a query's pages (`nextRecordsUrl`) are recorded and a replay of the drafts answers them in
+//! the same order.
 
 use std::path::Path;
 
@@ -199,4 +201,85 @@ fn walk(dir: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// A real org whose query answers three pages, each naming the next by `nextRecordsUrl`.
+fn paged_salesforce() -> impl Fn(&Seen) -> Response<TestBody> + Send + Sync + 'static {
+    |s: &Seen| {
+        let page = |n: usize, next: Option<&str>| {
+            let recs: Vec<Value> = (0..2)
+                .map(|i| json!({"attributes": {"type": "Contact"}, "Id": format!("003{n}{i}"), "LastName": format!("L{n}{i}")}))
+                .collect();
+            let mut b = json!({"totalSize": 6, "done": next.is_none(), "records": recs});
+            if let Some(u) = next {
+                b["nextRecordsUrl"] = json!(u);
+            }
+            json_resp(200, &b)
+        };
+        match s.path() {
+            "/services/data/v60.0/query" => {
+                page(1, Some("/services/data/v60.0/query/01gR00000000001-2"))
+            }
+            "/services/data/v60.0/query/01gR00000000001-2" => {
+                page(2, Some("/services/data/v60.0/query/01gR00000000001-4"))
+            }
+            "/services/data/v60.0/query/01gR00000000001-4" => page(3, None),
+            _ => json_resp(404, &json!([{"errorCode": "NOT_FOUND", "message": "nope"}])),
+        }
+    }
+}
+
+/// Follow `nextRecordsUrl` from the first page, as simple-salesforce's `query_all` does.
+async fn all_pages(s: &Server) -> Vec<Value> {
+    let mut out = Vec::new();
+    let r = s
+        .call(
+            "GET",
+            "/crm/services/data/v60.0/query?q=SELECT+Id,+LastName+FROM+Contact",
+            None,
+            &[],
+        )
+        .await;
+    let mut page = r.json();
+    loop {
+        out.push(page.clone());
+        let Some(next) = page["nextRecordsUrl"].as_str() else {
+            break;
+        };
+        page = s
+            .call("GET", &format!("/crm{next}"), None, &[])
+            .await
+            .json();
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_pages_are_recorded_and_replayed_in_order() {
+    let (addr, _log) = upstream(None, paged_salesforce()).await;
+    let p = project("record", &format!("http://{addr}"));
+    let out = p.path().join("drafts");
+    let mut opts = p.options();
+    opts.forward.out_dir = Some(out.clone());
+    let s = Server::start_with(opts).await;
+    let recorded = all_pages(&s).await;
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    assert_eq!(recorded[2]["records"][1]["LastName"], "L31");
+    s.stop().await.unwrap();
+    let dir = out.join("crm");
+    let replay = Project::new(&[("crm", "salesforce")]);
+    replay.write_config(json!({ "integrations": { "crm": {
+        "profile": "salesforce", "operations": dir.to_str().unwrap() } } }));
+    let r = Server::start(&replay).await;
+    let replayed = all_pages(&r).await;
+    assert_eq!(replayed, recorded, "drafts: {:?}", walk(&dir));
+    let ev = r.evidence(&r.default_attempt()).await;
+    let ops: Vec<&str> = ev["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["result_status"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, vec!["ok", "ok", "ok"]);
+    r.stop().await.unwrap();
 }
