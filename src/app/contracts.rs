@@ -78,7 +78,8 @@ impl SchemaCatalog {
         if profile != crate::contract::ProfileKind::Salesforce {
             return;
         }
-        for id in crate::profile::salesforce::defaults::WITH_DEFAULTS {
+        let defaults = crate::profile::salesforce::defaults::WITH_DEFAULTS.iter();
+        for id in defaults.chain(crate::profile::salesforce::org::WITH_STATE) {
             self.tools
                 .entry(format!("{integration}/{id}"))
                 .or_insert_with(|| serde_json::json!({}));

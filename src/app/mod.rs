@@ -527,7 +527,7 @@ impl App {
             integ.wire.http().and_then(|p| p.kind())
                 == Some(crate::contract::ProfileKind::Salesforce)
                 && integ.builtins.iter().any(|b| b.operation_id == o)
-                && crate::profile::salesforce::defaults::WITH_DEFAULTS.contains(&o)
+                && crate::profile::salesforce::defaults::has_default(o)
         })
     }
 }

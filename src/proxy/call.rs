@@ -339,7 +339,7 @@ fn builtin_default(
     consumed: usize,
     info: &mut CallInfo,
 ) -> Option<Decision> {
-    use crate::profile::salesforce::{defaults, login};
+    use crate::profile::salesforce::{defaults, login, org};
     if profile.kind() != Some(crate::contract::ProfileKind::Salesforce) {
         return None;
     }
@@ -357,10 +357,44 @@ fn builtin_default(
             + 1,
     };
     let rel = &req.segments[consumed + 1..];
+    if org::WITH_STATE.contains(&b.operation_id.as_str()) {
+        // The org answers under the state lock (`settle_org`); a variant decides alone.
+        if let Some(a) = defaults::org_variant(&b.operation_id, ctx.variant) {
+            return Some(default_decision(a, ctx.variant, info));
+        }
+        let call = org::Call::of(
+            req,
+            rel,
+            integ.name(),
+            &b.operation_id,
+            &record.secret,
+            ctx.now_ms,
+        );
+        info.arguments = org::arguments(&call);
+        let mut d = Decision::answered(
+            NativeResponse {
+                status: 500,
+                headers: Vec::new(),
+                body: None,
+            },
+            ResultStatus::Ok,
+        );
+        d.org = Some(Box::new(call));
+        return Some(d);
+    }
     let a = defaults::answer(&b.operation_id, &ctx, req, rel)?;
+    Some(default_decision(a, ctx.variant, info))
+}
+
+/// A default answer as the call's decided end.
+fn default_decision(
+    a: crate::profile::salesforce::login::Answer,
+    variant: Option<&str>,
+    info: &mut CallInfo,
+) -> Decision {
     info.arguments = a.arguments;
     if let Some(e) = a.harness {
-        return Some(Decision::harness(e));
+        return Decision::harness(e);
     }
     let status = if a.input_error {
         ResultStatus::InputError
@@ -369,8 +403,33 @@ fn builtin_default(
     };
     let mut d = Decision::answered(a.response, status);
     d.result = a.result;
-    d.variant = ctx.variant.map(str::to_string);
-    Some(d)
+    d.variant = variant.map(str::to_string);
+    d
+}
+
+/// Stage 4 for a call of the Salesforce default org (`Decision::org`): its answer from the
+/// org the attempt's pre-call state holds, and the new state when the call changed the org.
+fn settle_org(state: &AttemptState, mut d: Decision) -> Decision {
+    use crate::profile::salesforce::org;
+    let Some(call) = d.org.take() else {
+        return d;
+    };
+    let pre = state.state.get(&call.integration);
+    let (a, changed) = org::answer(&call, pre.and_then(|m| m.get(org::STATE_KEY)));
+    let status = if a.input_error {
+        ResultStatus::InputError
+    } else {
+        ResultStatus::Ok
+    };
+    let mut out = Decision::answered(a.response, status);
+    out.result = a.result;
+    out.variant = d.variant;
+    if let Some(o) = changed {
+        let mut s = pre.cloned().unwrap_or_default();
+        s.insert(org::STATE_KEY.into(), o);
+        out.new_state = Some((call.integration.clone(), s));
+    }
+    out
 }
 
 /// Input validation and the pin lookup of a resolved operation file, shared by HTTP calls
@@ -552,7 +611,7 @@ pub async fn run_mocked_with_faults<T>(
             };
             (d, plan)
         }
-        Err(d) => (*d, None),
+        Err(d) => (settle_org(&state, *d), None),
     };
     let seen = seen(&decision);
     let committed = commit(app, attempt, state, info, decision).await?;

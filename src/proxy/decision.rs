@@ -79,6 +79,10 @@ pub struct Decision {
     /// `null` — the wire bytes and the event's `result` JSON are the shared answer's.
     /// [`Decision::unshare`] puts the copies back for a caller that needs them.
     pub shared: Option<Arc<StaticAnswer>>,
+    /// A call of the Salesforce default org, answered under the state lock from the org the
+    /// attempt's state holds (`super::call::settle_org`): until then `response` is a
+    /// placeholder.
+    pub org: Option<Box<crate::profile::salesforce::org::Call>>,
 }
 
 impl Decision {
@@ -99,6 +103,7 @@ impl Decision {
             fault: None,
             fault_record: None,
             shared: None,
+            org: None,
         }
     }
 

@@ -121,4 +121,51 @@ async function evidence(a) {
   check(ev.tool_events[1].http_status === 403, 'the refusal is recorded');
 }
 
+// 5. Through the forward proxy (jsforce's Bulk API 2.0 resolves its URLs against the
+// instance's origin, so it reaches understudy as the real host does): login at
+// login.salesforce.com, bulk2.loadAndWaitForResults, an autoFetch query over three pages, a
+// Collections create with allOrNone, and a Composite Graph whose references the org resolves.
+{
+  const a = await attempt();
+  const proxy = `http://${a.token}:x@${new globalThis.URL(URL).host}`;
+  const conn = new jsforce.Connection({
+    oauth2: { loginUrl: 'https://login.salesforce.com', clientId: 'CK-js', clientSecret: CONSUMER_SECRET, httpProxy: proxy },
+    httpProxy: proxy,
+    version: '59.0',
+  });
+  await conn.login('ada@healthplus.example', PASSWORD);
+  check(conn.instanceUrl === 'https://healthplus.my.salesforce.com', `proxied instanceUrl ${conn.instanceUrl}`);
+  const input = Array.from({ length: 450 }, (_, i) => ({ FirstName: `F${i}`, LastName: `L${String(i).padStart(3, '0')}` }));
+  input.push({ FirstName: 'NoLastName' });
+  const r = await conn.bulk2.loadAndWaitForResults({ object: 'Contact', operation: 'insert', input, pollInterval: 50, pollTimeout: 20000 });
+  check(r.successfulResults.length === 450, `bulk2 successful ${r.successfulResults.length}`);
+  check(r.failedResults.length === 1 && /REQUIRED_FIELD_MISSING/.test(r.failedResults[0].sf__Error),
+    `bulk2 failed ${JSON.stringify(r.failedResults)}`);
+  check(r.successfulResults[0].sf__Id.startsWith('003'), `bulk2 ids ${JSON.stringify(r.successfulResults[0])}`);
+  const res = await conn.query('SELECT Id, LastName FROM Contact ORDER BY LastName',
+    { autoFetch: true, maxFetch: 1000, headers: { 'Sforce-Query-Options': 'batchSize=200' } });
+  check(res.records.length === 450 && res.totalSize === 450, `autoFetch ${res.records.length}/${res.totalSize}`);
+  check(res.records.every((rec, i) => rec.LastName === `L${String(i).padStart(3, '0')}`), 'autoFetch pages in order');
+  const created = await conn.sobject('Account').create([{ Name: 'Acme' }, { Name: '' }], { allOrNone: true });
+  check(created.length === 2 && created.every((x) => !x.success), `allOrNone results ${JSON.stringify(created)}`);
+  const accounts = await conn.query('SELECT Id FROM Account');
+  check(accounts.totalSize === 0, 'allOrNone rolled the good record back');
+  const graph = await conn.requestPost('/composite/graph', { graphs: [{ graphId: 'g1', compositeRequest: [
+    { method: 'POST', url: '/services/data/v59.0/sobjects/Account', referenceId: 'acct', body: { Name: 'Graph Co' } },
+    { method: 'POST', url: '/services/data/v59.0/sobjects/Contact', referenceId: 'ct', body: { LastName: 'Graph', AccountId: '@{acct.id}' } },
+    { method: 'GET', url: '/services/data/v59.0/sobjects/Contact/@{ct.id}', referenceId: 'back' },
+  ] }] });
+  const g = graph.graphs[0];
+  const acct = g.graphResponse.compositeResponse[0].body.id;
+  check(g.isSuccessful && g.graphResponse.compositeResponse[2].body.AccountId === acct, `graph ${JSON.stringify(graph)}`);
+  const ev = await evidence(a);
+  const ops = ev.tool_events.map((e) => e.operation_id);
+  const q = ops.indexOf('query');
+  check(q > 0 && ops[q + 1] === 'query_more' && ops[q + 2] === 'query_more', `pages recorded in order: ${ops}`);
+  for (const op of ['bulk_ingest_create', 'bulk_ingest_upload', 'bulk_ingest_state', 'bulk_ingest_get', 'bulk_ingest_results', 'collections_create', 'composite_graph']) {
+    check(ops.includes(op), `${op} in ${ops}`);
+  }
+  check(!JSON.stringify(ev).includes(conn.accessToken), 'the access token is not in the evidence');
+}
+
 console.log('jsforce-login: ok');

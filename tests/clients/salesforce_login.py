@@ -40,6 +40,22 @@ def session(attempt) -> requests.Session:
     return s
 
 
+REPORTS = os.environ.get("SALESFORCE_REPORTS")
+
+
+def reports_clean(attempt, stem: str, extra=()) -> None:
+    """The attempt's HTML and JUnit reports, written where the Rust test greps them too,
+    hold no secret."""
+    if not REPORTS:
+        return
+    from pathlib import Path
+    for p in attempt.write_reports(Path(REPORTS), stem):
+        text = p.read_text()
+        check(len(text) > 100, f"{p} is a report")
+        for s in SECRETS + list(extra):
+            check(s not in text, f"a secret reached the report {p.name}: {s[:6]}…")
+
+
 def login_event(ev):
     return ev["tool_events"][0]
 
@@ -86,6 +102,7 @@ check(login_event(ev)["arguments"] == {"grant_type": "password", "via": "soap", 
 check(login_event(ev)["is_write"] is False, "a login is not a write")
 no_secret_in(ev, [sid])
 a.end()
+reports_clean(a, "soap", [sid])
 
 # 2. OAuth 2.0 username-password flow; test.salesforce.com is a login host too. The example's
 # login contract (client credentials only) fails this attempt.
@@ -104,6 +121,7 @@ ev = a.evidence()
 codes = [r["code"] for r in ev["verdict_reasons"]]
 check(ev["verdict"] == "fail" and any(c.startswith("contract:login_contract") for c in codes),
       f"the login contract fails a password login: {ev['verdict']} {codes}")
+reports_clean(a, "oauth")
 
 # 3. JWT bearer flow with a key made here (the signature is not verified in replay).
 key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -120,6 +138,7 @@ check(args["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" and ar
 check("assertion" not in json.dumps(args), "the assertion is not recorded")
 no_secret_in(ev, [sf.session_id, pem.splitlines()[1]])
 a.end()
+reports_clean(a, "jwt", [sf.session_id, pem.splitlines()[1]])
 
 # 4. Client credentials at a My Domain host: the login contract passes.
 a = server.create_attempt(contracts=["login_contract"])
@@ -150,5 +169,47 @@ ev = a.evidence()
 check([e["http_status"] for e in ev["tool_events"]] == [500, 400], "the failed logins are recorded")
 no_secret_in(ev)
 a.end()
+
+# 6. Writes as coherent state: Bulk API 2.0 insert, `query_all` over three pages, a Bulk 2.0
+# query paged by Sforce-Locator, a Composite with a reference and Collections with allOrNone.
+a = server.create_attempt()
+sf = Salesforce(username=USER, password=PASSWORD, security_token=TOKEN, session=session(a))
+rows = [{"FirstName": f"F{i}", "LastName": f"L{i:03d}"} for i in range(450)]
+res = sf.bulk2.Contact.insert(records=rows, wait=0.1)
+check(res[0]["numberRecordsProcessed"] == 450 and res[0]["numberRecordsFailed"] == 0, f"bulk2 insert {res}")
+every = sf.query_all("SELECT Id, LastName FROM Contact ORDER BY LastName",
+                     headers={"Sforce-Query-Options": "batchSize=200"})
+names = [r["LastName"] for r in every["records"]]
+check(every["totalSize"] == 450 and names == [f"L{i:03d}" for i in range(450)], f"query_all {len(names)}")
+pages = list(sf.bulk2.Contact.query("SELECT Id, LastName FROM Contact WHERE LastName LIKE 'L00%' ORDER BY LastName",
+                                    max_records=5, wait=0.1))
+check(len(pages) == 2, f"bulk2 query pages {len(pages)}")
+got = [line.split(",")[1] for page in pages for line in page.strip().splitlines()[1:]]
+check(got == [f"L{i:03d}" for i in range(10)], f"bulk2 query rows {got}")
+comp = sf.restful("composite", method="POST", json={"allOrNone": True, "compositeRequest": [
+    {"method": "POST", "url": "/services/data/v59.0/sobjects/Account", "referenceId": "acct", "body": {"Name": "Acme"}},
+    {"method": "PATCH", "url": "/services/data/v59.0/sobjects/Contact/@{first.records[0].Id}", "referenceId": "upd",
+     "body": {"AccountId": "@{acct.id}"}},
+]})
+check(comp["compositeResponse"][1]["httpStatusCode"] == 400, f"a reference to nothing fails: {comp}")
+check(sf.query("SELECT Id FROM Account")["totalSize"] == 0, "allOrNone rolled the account back")
+coll = sf.restful("composite/sobjects", method="POST", json={"allOrNone": False, "records": [
+    {"attributes": {"type": "Account"}, "Name": "Acme"}, {"attributes": {"type": "Account"}}]})
+check([c["success"] for c in coll] == [True, False], f"collections per-record results {coll}")
+check(sf.Account.get(coll[0]["id"])["Name"] == "Acme", "the created account reads back")
+ev = a.evidence()
+ops = [e["operation_id"] for e in ev["tool_events"]]
+i = ops.index("query")
+check(ops[i:i + 3] == ["query", "query_more", "query_more"], f"pages recorded in order: {ops}")
+for op in ["bulk_ingest_create", "bulk_ingest_upload", "bulk_ingest_state", "bulk_ingest_get",
+           "bulk_query_create", "bulk_query_get", "bulk_query_results", "composite", "collections_create", "sobject_get"]:
+    check(op in ops, f"{op} in {ops}")
+upload = next(e for e in ev["tool_events"] if e["operation_id"] == "bulk_ingest_upload")
+check(upload["arguments"]["rows"] == 450 and upload["is_write"] is True, f"upload recorded {upload['arguments']}")
+bq = next(e for e in ev["tool_events"] if e["operation_id"] == "bulk_query_create")
+check(bq["is_write"] is False, "a Bulk query job is a read")
+no_secret_in(ev, [sf.session_id])
+a.end()
+reports_clean(a, "bulk", [sf.session_id])
 
 print("salesforce-login: ok")

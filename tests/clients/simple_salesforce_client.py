@@ -38,8 +38,8 @@ except SalesforceMalformedRequest as e:
 
 # A request no operation matches is a harness error (500), never a success.
 try:
-    sf.query("SELECT Id FROM Lead")
-    raise AssertionError("an unmatched query must fail")
+    sf.restful("no/such/resource")
+    raise AssertionError("an unmatched request must fail")
 except SalesforceGeneralError as e:
     assert e.status == 500, e.status
 

@@ -38,6 +38,7 @@ mod record;
 mod regression;
 mod report;
 mod salesforce;
+mod salesforce_modes;
 mod schemas;
 mod secrets;
 mod serve;

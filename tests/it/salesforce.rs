@@ -1,9 +1,12 @@
 //! Salesforce as agents reach it (docs/src/guides/salesforce.md): the real simple-salesforce
 //! (Python) and jsforce 3 (Node) log in to understudy — SOAP, OAuth password, JWT bearer,
 //! client credentials, a wrong password — and then read, through the forward proxy
-//! (simple-salesforce) and through the attempt's base URL (jsforce, `loginUrl`). One server,
+//! (simple-salesforce) and through the attempt's base URL (jsforce, `loginUrl`); then both
+//! write to the default org through the forward proxy — Bulk API 2.0 insert (and query,
+//! simple-salesforce), `query_all` / `autoFetch` over three pages, Composite, Collections with
+//! `allOrNone`, Composite Graph — and read back what they wrote. One server,
 //! one Python process and one Node process; afterwards no secret the clients sent is
-//! anywhere in the data dir. The clients must be installed (`.ci/run`); outside CI a
+//! anywhere in the data dir or the attempts' reports. The clients must be installed (`.ci/run`); outside CI a
 //! missing one skips its half with a note, in CI (`CI=true`) it fails.
 
 use std::io::BufRead;
@@ -118,6 +121,7 @@ fn real_clients_log_in_and_read_without_leaving_a_secret() {
             .arg(root.join("tests/clients/salesforce_login.py"))
             .env("UNDERSTUDY_URL", &url)
             .env("UNDERSTUDY_CA", dir.path().join("certs/understudy-ca.pem"))
+            .env("SALESFORCE_REPORTS", dir.path().join("reports"))
             .env_remove("HTTPS_PROXY")
             .env_remove("https_proxy")
             .output()
@@ -134,6 +138,10 @@ fn real_clients_log_in_and_read_without_leaving_a_secret() {
             .arg(root.join("tests/clients/jsforce_login.mjs"))
             .env("UNDERSTUDY_URL", &url)
             .env("JSFORCE_DIR", js)
+            .env(
+                "NODE_EXTRA_CA_CERTS",
+                dir.path().join("certs/understudy-ca.pem"),
+            )
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -144,10 +152,20 @@ fn real_clients_log_in_and_read_without_leaving_a_secret() {
         );
     }
     drop(served);
-    // No secret the clients sent reached the data dir (evidence, journal, state).
+    // No secret the clients sent reached the data dir (evidence, journal, state) or the
+    // attempts' HTML and JUnit reports.
     let mut all = Vec::new();
     files(&dir.path().join(".understudy"), &mut all);
     assert!(!all.is_empty(), "the data dir holds the evidence");
+    if python {
+        let before = all.len();
+        files(&dir.path().join("reports"), &mut all);
+        assert_eq!(
+            all.len() - before,
+            8,
+            "four attempts' HTML and JUnit reports"
+        );
+    }
     for (path, bytes) in &all {
         for s in SECRETS {
             assert!(

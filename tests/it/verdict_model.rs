@@ -111,7 +111,9 @@ async fn run(server: &mut Option<Server>, p: &Project, exclusive: bool, ops: &[O
             Op::Harness => {
                 s.call(
                     "GET",
-                    &format!("{crm}/services/data/v60.0/sobjects/Nope/1"),
+                    // A built-in without a default answer: `no_mock` (sObject rows answer
+                    // from the Salesforce default org).
+                    &format!("{crm}/services/data/v60.0/sobjects/Nope/describe"),
                     None,
                     &[],
                 )

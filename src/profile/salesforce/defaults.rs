@@ -27,6 +27,40 @@ pub const WITH_DEFAULTS: &[&str] = &[
     "tooling_query",
 ];
 
+/// Whether built-in operation `operation_id` answers without a file: the login and reads
+/// here ([`answer`]) or the org's records, queries and jobs ([`super::org`]).
+pub fn has_default(operation_id: &str) -> bool {
+    WITH_DEFAULTS.contains(&operation_id) || super::org::WITH_STATE.contains(&operation_id)
+}
+
+/// The answer of a built-in operation of the org ([`super::org::WITH_STATE`]) that the
+/// attempt's variant decides alone: `request_limit_exceeded` (403), or any other variant
+/// (the harness error `unknown_variant`). `None`: no variant, the org answers.
+pub fn org_variant(operation_id: &str, variant: Option<&str>) -> Option<Answer> {
+    match variant? {
+        VARIANT_LIMIT_EXCEEDED => Some(limit_exceeded()),
+        v => Some(Answer::unknown_variant(
+            operation_id,
+            v,
+            &format!("`{VARIANT_LIMIT_EXCEEDED}`"),
+        )),
+    }
+}
+
+/// 403 `REQUEST_LIMIT_EXCEEDED`: the org is over its daily API allowance (not 429).
+pub fn limit_exceeded() -> Answer {
+    Answer::plain(
+        NativeResponse {
+            status: 403,
+            headers: Vec::new(),
+            body: Some(
+                json!([{"message": "TotalRequests Limit exceeded.", "errorCode": "REQUEST_LIMIT_EXCEEDED"}]),
+            ),
+        },
+        json!({}),
+    )
+}
+
 /// The variant of every built-in operation with a default answer that answers as an org over
 /// its daily API allowance does: 403 `REQUEST_LIMIT_EXCEEDED`.
 pub const VARIANT_LIMIT_EXCEEDED: &str = "request_limit_exceeded";
@@ -43,17 +77,7 @@ pub fn answer(operation_id: &str, ctx: &Ctx<'_>, req: &Request, rel: &[String]) 
         return None;
     }
     if ctx.variant == Some(VARIANT_LIMIT_EXCEEDED) {
-        // Over the org's daily allowance: 403, not 429.
-        return Some(Answer::plain(
-            NativeResponse {
-                status: 403,
-                headers: Vec::new(),
-                body: Some(
-                    json!([{"message": "TotalRequests Limit exceeded.", "errorCode": "REQUEST_LIMIT_EXCEEDED"}]),
-                ),
-            },
-            json!({}),
-        ));
+        return Some(limit_exceeded());
     }
     let login = matches!(operation_id, "oauth_token" | "soap_login");
     if let (Some(v), false) = (ctx.variant, login) {

@@ -262,6 +262,66 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
+/// Per grant: the form fields it requires (all of each group), and Salesforce's error
+/// (`error`, `error_description`) when one is missing — checked in this order.
+type Requirement = (&'static [&'static str], &'static str, &'static str);
+const GRANT_REQUIRES: &[(&str, &[Requirement])] = &[
+    (
+        "password",
+        &[
+            (
+                &["client_id"],
+                "invalid_client_id",
+                "client identifier invalid",
+            ),
+            (
+                &["username", "password"],
+                "invalid_grant",
+                "authentication failure",
+            ),
+        ],
+    ),
+    (
+        "client_credentials",
+        &[(
+            &["client_id", "client_secret"],
+            "invalid_client",
+            "invalid client credentials",
+        )],
+    ),
+    (
+        "refresh_token",
+        &[
+            (
+                &["client_id"],
+                "invalid_client_id",
+                "client identifier invalid",
+            ),
+            (
+                &["refresh_token"],
+                "invalid_grant",
+                "expired access/refresh token",
+            ),
+        ],
+    ),
+    (
+        "authorization_code",
+        &[
+            (
+                &["client_id"],
+                "invalid_client_id",
+                "client identifier invalid",
+            ),
+            (&["code"], "invalid_grant", "invalid authorization code"),
+            (
+                &["redirect_uri"],
+                "redirect_uri_mismatch",
+                "redirect_uri must match configuration",
+            ),
+        ],
+    ),
+];
+
 /// `POST /services/oauth2/token`.
 pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
     let mut fields = match form(req) {
@@ -277,64 +337,11 @@ pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
     if let Some(c) = field(&fields, "client_id") {
         args.insert("client_id".into(), json!(c));
     }
-    let refresh_issued;
     match grant.as_str() {
         "password" => {
             if let Some(u) = field(&fields, "username") {
                 args.insert("username".into(), json!(u));
             }
-            if field(&fields, "client_id").is_none() {
-                return oauth_error(
-                    400,
-                    "invalid_client_id",
-                    "client identifier invalid",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            if field(&fields, "username").is_none() || field(&fields, "password").is_none() {
-                return oauth_error(
-                    400,
-                    "invalid_grant",
-                    "authentication failure",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            refresh_issued = false;
-        }
-        "client_credentials" => {
-            if field(&fields, "client_id").is_none() || field(&fields, "client_secret").is_none() {
-                return oauth_error(
-                    400,
-                    "invalid_client",
-                    "invalid client credentials",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            refresh_issued = false;
-        }
-        "refresh_token" => {
-            if field(&fields, "client_id").is_none() {
-                return oauth_error(
-                    400,
-                    "invalid_client_id",
-                    "client identifier invalid",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            if field(&fields, "refresh_token").is_none() {
-                return oauth_error(
-                    400,
-                    "invalid_grant",
-                    "expired access/refresh token",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            refresh_issued = false;
         }
         "authorization_code" => {
             if let Some(r) = field(&fields, "redirect_uri") {
@@ -344,34 +351,6 @@ pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
                 "pkce".into(),
                 json!(field(&fields, "code_verifier").is_some()),
             );
-            if field(&fields, "client_id").is_none() {
-                return oauth_error(
-                    400,
-                    "invalid_client_id",
-                    "client identifier invalid",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            if field(&fields, "code").is_none() {
-                return oauth_error(
-                    400,
-                    "invalid_grant",
-                    "invalid authorization code",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            if field(&fields, "redirect_uri").is_none() {
-                return oauth_error(
-                    400,
-                    "redirect_uri_mismatch",
-                    "redirect_uri must match configuration",
-                    Value::Object(args),
-                    true,
-                );
-            }
-            refresh_issued = true;
         }
         JWT_BEARER => {
             let claims = field(&fields, "assertion").map(jwt_claims);
@@ -416,17 +395,8 @@ pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
                     )
                 }
             }
-            refresh_issued = false;
         }
-        "" => {
-            return oauth_error(
-                400,
-                "unsupported_grant_type",
-                "grant type not supported",
-                Value::Object(args),
-                true,
-            )
-        }
+        "client_credentials" | "refresh_token" => {}
         _ => {
             return oauth_error(
                 400,
@@ -437,6 +407,18 @@ pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
             )
         }
     }
+    // What the grant requires, in the order Salesforce checks it: the first requirement a
+    // request misses is its error.
+    let required = GRANT_REQUIRES
+        .iter()
+        .find(|(g, _)| *g == grant)
+        .map_or(&[][..], |(_, r)| *r);
+    for (names, error, description) in required {
+        if names.iter().any(|n| field(&fields, n).is_none()) {
+            return oauth_error(400, error, description, Value::Object(args), true);
+        }
+    }
+    let refresh_issued = grant == "authorization_code";
     let args = Value::Object(args);
     if ctx.variant == Some(VARIANT_INVALID_GRANT) {
         return oauth_error(400, "invalid_grant", "authentication failure", args, false);

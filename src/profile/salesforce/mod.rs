@@ -7,11 +7,18 @@
 //!
 //! The built-in operations that answer without any file — the login ([`login`], [`soap`]),
 //! the versions list, describeGlobal, `/limits`, SOSL and the Tooling query — are
-//! [`defaults`].
+//! [`defaults`]. The records, queries, Collections, Composite, Composite Graph and Bulk API
+//! 2.0 answer from one coherent org kept in the attempt's state: [`org`] ([`soql`],
+//! [`composite`], [`bulk`], [`csv`]).
 
+pub mod bulk;
+pub mod composite;
+pub mod csv;
 pub mod defaults;
 pub mod login;
+pub mod org;
 pub mod soap;
+pub mod soql;
 
 /// `profiles/salesforce.json`, embedded in the binary.
 pub const PROFILE_JSON: &str = include_str!("../../../profiles/salesforce.json");

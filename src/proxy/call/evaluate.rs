@@ -44,6 +44,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                         fault: None,
                         fault_record: None,
                         shared: None,
+                        org: None,
                     },
                     Err(e) => Decision::harness_on(&p.wire, e),
                 };
@@ -112,6 +113,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         fault: outcome.fault.cloned(),
         fault_record: None,
         shared,
+        org: None,
     }
 }
 
