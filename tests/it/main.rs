@@ -34,6 +34,7 @@ mod mcp_record;
 mod mcp_stdio;
 mod no_silent_pass;
 mod otel;
+mod otel_export;
 mod record;
 mod regression;
 mod report;
