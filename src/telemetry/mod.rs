@@ -28,7 +28,11 @@ pub use spans::{attempt_span, call_span, AttemptOutcome, CallContext, Caller, Ch
 #[serde(deny_unknown_fields)]
 pub struct Otel {
     /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`; Arize Phoenix: `http://127.0.0.1:6006`); `/v1/traces` is appended unless the URL ends with it.
-    #[serde(default, deserialize_with = "endpoint", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "endpoint",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(regex(pattern = r"^[hH][tT][tT][pP][sS]?://[^/?#\s]+([/?#]\S*)?$"))]
     pub endpoint: Option<String>,
     /// `service.name` of the spans (default `understudy`; `OTEL_SERVICE_NAME` overrides it).

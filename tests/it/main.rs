@@ -35,6 +35,7 @@ mod mcp_stdio;
 mod no_silent_pass;
 mod otel;
 mod otel_export;
+mod otel_phoenix;
 mod record;
 mod regression;
 mod report;
