@@ -5,12 +5,10 @@
 //! command line are relative to the current directory. Every error names the file, the JSON
 //! path and what was expected.
 
-use crate::contract::ProfileKind;
-use crate::error::Problem;
+use crate::{contract::ProfileKind, error::Problem};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
+use std::{collections::BTreeMap, fmt};
 
 /// The listen address when neither the file nor `--listen` gives one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
@@ -156,6 +154,9 @@ pub(crate) struct RawConfig {
     /// Scoped admin tokens, stored as SHA-256 only.
     #[serde(default)]
     admin_tokens: Vec<AdminToken>,
+    /// Traces out: each served call as an OpenTelemetry span sent to an OTLP/HTTP collector.
+    #[serde(default)]
+    otel: crate::telemetry::Otel,
     /// Integration name (`[a-z0-9_-]{1,64}`, not starting with `_`) → its definition; at least one.
     #[schemars(extend("propertyNames" = {"pattern": "^[a-z0-9-][a-z0-9_-]{0,63}$"}, "minProperties" = 1))]
     integrations: BTreeMap<String, RawIntegration>,
@@ -290,9 +291,8 @@ pub struct Config {
     /// `allowed_hosts`, `allowed_origins`, `trust_loopback`, `admin_tokens`.
     pub control: Control,
     pub integrations: BTreeMap<String, IntegrationConfig>,
-    /// `understudy test --otel-forward URL` (not a project-file key): the OTLP traces route
-    /// also sends each body it takes to this `http://` collector, off the answer's path.
-    pub otel_forward: Option<String>,
+    /// `"otel"` as written (`OTEL_*` are read at start-up), and `--otel-forward`.
+    pub otel: crate::telemetry::Otel,
 }
 
 /// One integration of the project file.
@@ -549,7 +549,7 @@ impl Config {
             },
             integrations,
             base_dir,
-            otel_forward: None,
+            otel: raw.otel,
         })
     }
 

@@ -312,6 +312,8 @@ pub(crate) async fn end_attempt(app: &App, id: &str) -> ApiResult {
         // Its MCP endpoints (and so its MCP sessions) end with it.
         app.mcp.forget_attempt(id);
         tracing::info!(attempt = %id, remaining, "attempt ended");
+        // Traces out: its span with the verdict, made off this answer's path.
+        app.trace_attempt_end(id);
     }
     Ok((
         StatusCode::OK,

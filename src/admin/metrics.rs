@@ -12,6 +12,9 @@
 //! | `understudy_store_flushes_total` | counter | group flushes of the store |
 //! | `understudy_admin_refusals_total{code}` | counter | requests to `/_understudy/…` refused by the control-plane gate ([`super::gate`]: `forbidden_host`, `forbidden_origin`, `content_type`, `unauthorized`, `forbidden_scope`) or by `upstream_writes_disabled` |
 //!
+//! | `understudy_otel_spans_exported_total` | counter | spans the OpenTelemetry collector accepted (only when export is configured) |
+//! | `understudy_otel_spans_dropped_total` | counter | spans lost to a full export queue, a failed export or one slower than the export timeout (only when export is configured): what a down or slow collector costs instead of latency |
+//!
 //! Counters start at zero with each process.
 
 use std::fmt::Write;
@@ -134,6 +137,24 @@ pub fn text(app: &App) -> Result<String, ApiError> {
     let _ = writeln!(o, "# TYPE understudy_admin_refusals_total counter");
     for (code, n) in app.metrics.refusals() {
         let _ = writeln!(o, "understudy_admin_refusals_total{{code=\"{code}\"}} {n}");
+    }
+    if let Some(otel) = &app.otel {
+        let _ = writeln!(
+            o,
+            "# HELP understudy_otel_spans_exported_total Spans the OpenTelemetry collector accepted."
+        );
+        let _ = writeln!(o, "# TYPE understudy_otel_spans_exported_total counter");
+        let _ = writeln!(
+            o,
+            "understudy_otel_spans_exported_total {}",
+            otel.exported()
+        );
+        let _ = writeln!(
+            o,
+            "# HELP understudy_otel_spans_dropped_total Spans lost to a full export queue, a failed or a timed-out export."
+        );
+        let _ = writeln!(o, "# TYPE understudy_otel_spans_dropped_total counter");
+        let _ = writeln!(o, "understudy_otel_spans_dropped_total {}", otel.dropped());
     }
     Ok(o)
 }

@@ -62,7 +62,7 @@ pub(crate) async fn traces(app: &App, req: &Request) -> Result<Reply, ApiError> 
         )));
     }
     let batch = ingest::decode(&req.body, ct).map_err(ApiError::bad_request)?;
-    if let Some(url) = &app.config.otel_forward {
+    if let Some(url) = &app.config.otel.forward {
         forward(url.clone(), ct.to_string(), req.body.clone());
     }
     let (taken, rejected, reasons) = take(app, batch.agent_spans()).await?;

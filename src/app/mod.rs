@@ -14,6 +14,7 @@
 //! | [`recorder`] | record modes: the captured exchanges and the drafts written from them |
 //! | [`endpoints`] | the MCP endpoints (and so sessions) per attempt and integration |
 //! | [`metrics`] | the counters of `GET /metrics` |
+//! | [`telemetry`] | traces out: the OTLP exporter of `"otel"` / `OTEL_*`, each served call's span, the attempt span with the verdict, the flush at shutdown |
 //! | [`contracts`] | the tool-call contracts (docs/src/reference/contracts.md): loaded, checked, hot-reloaded, pinned by attempts |
 //!
 //! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
@@ -41,6 +42,7 @@ pub mod integration;
 pub mod metrics;
 pub mod recorder;
 pub mod routes;
+pub mod telemetry;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -75,6 +77,9 @@ pub enum StartError {
     /// Something this build cannot serve (a mode or profile of a later release).
     #[error("{0}")]
     Unsupported(String),
+    /// The OpenTelemetry export settings (`"otel"`, `OTEL_*`) are wrong.
+    #[error("OpenTelemetry export: {0}")]
+    Otel(String),
 }
 
 /// The project's own secret names and credentials, added to the store's scrubber
@@ -161,6 +166,8 @@ pub struct App {
     pub hosts: Vec<UpstreamHost>,
     /// The tool-call contracts attempts may pin ([`contracts`]).
     pub contracts: contracts::Contracts,
+    /// Traces out ([`telemetry`]): `None` when no OTLP endpoint is configured.
+    pub otel: Option<Arc<crate::telemetry::Exporter>>,
     /// The last [`App::pin_latest`], keyed by (generation, revision epoch).
     pinned: std::sync::Mutex<Option<PinnedAt>>,
     /// The latest revision of each operation as last read by [`App::pin_latest`].
@@ -184,6 +191,7 @@ impl App {
         } = opts;
         let mode = config.mode;
         let forwarding = Forwarding::new(&config, forward).map_err(StartError::Unsupported)?;
+        let otel = telemetry::start(&config).map_err(StartError::Otel)?;
         let started = std::time::Instant::now();
         let mut problems = Vec::new();
         let mut integrations = BTreeMap::new();
@@ -266,6 +274,7 @@ impl App {
             forwarding,
             hosts,
             contracts: contracts::Contracts::new(contracts_dir, contract_set),
+            otel,
             pinned: Default::default(),
             initial_states: Default::default(),
             latest: Default::default(),

@@ -102,7 +102,7 @@ pub fn test(args: &TestArgs) -> Exit {
     }
     if let Some(url) = &args.otel_forward {
         match crate::telemetry::forward_url(url) {
-            Ok(u) => config.otel_forward = Some(u),
+            Ok(u) => config.otel.forward = Some(u),
             Err(e) => {
                 eprintln!("understudy test: --otel-forward: {e}");
                 return Exit::Usage;

@@ -61,6 +61,9 @@ pub struct CallInfo {
     /// forwarded, blocked, simulated — whose `arguments` [`commit`] scrubs; `None` for the
     /// mock's calls, recorded as the agent sent them.
     pub secrets: Option<Arc<[String]>>,
+    /// The caller's span and MCP session headers, for the call's exported span
+    /// (`crate::app::telemetry`).
+    pub span_context: crate::telemetry::CallContext,
 }
 
 impl CallInfo {
@@ -68,6 +71,9 @@ impl CallInfo {
     pub fn new(req: &Request, integration: &str, arguments: Value) -> CallInfo {
         let mut info = CallInfo::received_at(req.received, integration, arguments);
         info.trace_id = trace_id(req);
+        info.span_context = crate::telemetry::CallContext::of(|n| {
+            (req.header_count(n) == 1).then(|| req.header(n)).flatten()
+        });
         info
     }
 
@@ -83,6 +89,7 @@ impl CallInfo {
             trace_id: None,
             received,
             secrets: None,
+            span_context: Default::default(),
         }
     }
 }

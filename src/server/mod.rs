@@ -58,6 +58,8 @@ pub async fn serve_with(
     watcher.stop().await;
     // Record modes: the drafts of this run (`crate::app::recorder`).
     crate::app::recorder::flush_at_shutdown(&app).await;
+    // Traces out: the last spans sent (bounded wait).
+    app.flush_telemetry().await;
     r
 }
 

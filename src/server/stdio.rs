@@ -278,6 +278,8 @@ pub async fn run(
             tracing::error!(error = %e, "flushing the store at the end of the stdio session failed");
         }
         tracing::debug!("stdio: store flushed");
+        // Traces out: the session's last spans sent (bounded wait).
+        app.flush_telemetry().await;
     }
     end
 }

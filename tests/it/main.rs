@@ -34,6 +34,8 @@ mod mcp_record;
 mod mcp_stdio;
 mod no_silent_pass;
 mod otel;
+mod otel_export;
+mod otel_phoenix;
 mod record;
 mod regression;
 mod report;

@@ -11,7 +11,7 @@ use crate::support::{self, mock, rest_op, Project, Server};
 
 const OTLP: &str = "/_understudy/api/otlp/v1/traces";
 
-fn project() -> Project {
+pub(crate) fn project() -> Project {
     let p = Project::new(&[("crm", "rest")]);
     p.write_config(json!({"contracts": "contracts"}));
     let mut lookup = rest_op(

@@ -112,6 +112,8 @@ def main():
         ok, contact = http_tool("lookup", "GET", "/contacts", {"phone": "+15550100"})
         model_turn("Booking December 3.")
         booking = {"contact": "c_1", "date": "2026-12-03"}
+        if os.environ.get("AGENT_SECRET"):  # a credential in the arguments (the Phoenix test)
+            booking["api_key"] = os.environ["AGENT_SECRET"]
         if MODE == "phantom":
             phantom_tool("book", booking, {"status": 201, "data": {"id": "apt_1"}})
             booked = True

@@ -86,10 +86,18 @@ async fn commit_as(
             event.result_status.as_str()
         )
     });
+    // Traces out: the call's span, made from its event (nothing when export is off).
+    let result_json = d.shared.as_ref().and_then(|a| a.result_json.clone());
+    let span = app.call_span(
+        &attempt.id,
+        &event,
+        result_json.as_ref(),
+        &info.span_context,
+    );
     let rec = CallRecord {
         event,
         state: d.new_state.clone(),
-        result_json: d.shared.as_ref().and_then(|a| a.result_json.clone()),
+        result_json,
     };
     let op_name = info.operation_id.as_deref().unwrap_or("");
     let written = app.store.write_call(&attempt.id, rec);
@@ -107,6 +115,7 @@ async fn commit_as(
             .map(|()| seq),
         Err(e) => Err(e),
     };
+    app.send_call_span(span, durable.as_ref().ok().copied());
     if let Some(line) = outside {
         app.attempts
             .note_outside(&app.store, app.clock.now(), &line)
