@@ -18,14 +18,14 @@
 //! When a schema needs more (`not`/`if`, `patternProperties`, …) and no
 //! `const`/`default`/`examples`/`enum` settles the value, the
 //! answer is `supported: false` with a reason per place, never a draft that would fail.
-//! Every draft is run through [`check_operation`] before it is called supported.
+//! Every draft is run through [`check_operation_hashed`] before it is called supported.
 
 use crate::contract::ProfileKind;
 use crate::contract::{OperationFile, ResultForm};
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;
 use crate::mock::path::pointer_push;
-use crate::operation::check::check_operation;
+use crate::operation::check::check_operation_hashed;
 use serde_json::{json, Map, Number, Value};
 use std::path::Path;
 
@@ -60,20 +60,31 @@ impl GenerateResult {
 
 /// Build a checked draft definition for `op` under `profile` (see the module doc).
 pub fn generate(op: &OperationFile, profile: ProfileKind) -> GenerateResult {
-    let first = generate_with(op, profile, true);
+    generate_hashed(op, profile, &op.contract_hash(profile))
+}
+
+/// [`generate`] with `op`'s contract hash under `profile` already computed (an importer
+/// computes it once per operation: hashing the contract is not free on large schemas).
+pub fn generate_hashed(op: &OperationFile, profile: ProfileKind, hash: &str) -> GenerateResult {
+    let first = generate_with(op, profile, true, hash);
     if first.supported {
         return first;
     }
     // A value the schema offered (`examples`, `default`) failed its own schema: generate
     // without them, and say which ones were replaced.
-    let mut second = generate_with(op, profile, false);
+    let mut second = generate_with(op, profile, false, hash);
     if second.supported {
         second.replaced = first.reasons;
     }
     second
 }
 
-fn generate_with(op: &OperationFile, profile: ProfileKind, trust: bool) -> GenerateResult {
+fn generate_with(
+    op: &OperationFile,
+    profile: ProfileKind,
+    trust: bool,
+    hash: &str,
+) -> GenerateResult {
     let kind = profile;
     let mut g = Gen {
         reasons: Vec::new(),
@@ -97,7 +108,7 @@ fn generate_with(op: &OperationFile, profile: ProfileKind, trust: bool) -> Gener
         return GenerateResult::unsupported(g.reasons);
     }
     let mut definition = json!({
-        "contract_hash": op.contract_hash(profile),
+        "contract_hash": hash,
         "schema_version": 1,
         "default_variant": "default",
         "variants": { "default": { "result": result } },
@@ -121,7 +132,13 @@ fn generate_with(op: &OperationFile, profile: ProfileKind, trust: bool) -> Gener
         json!([{ "variant": "default", "input": input, "expected": expected }]);
     let mut draft = op.clone();
     draft.mock = Some(definition.clone());
-    let problems = check_operation(&draft, profile, Path::new(&op.operation_id));
+    let problems = check_operation_hashed(
+        &draft,
+        profile,
+        Path::new(&op.operation_id),
+        Some(hash),
+        None,
+    );
     if !problems.is_empty() {
         let mut reasons: Vec<String> = Vec::new();
         if g.wrapped_body && problems.iter().any(|p| p.message.contains("output_schema")) {

@@ -11,6 +11,8 @@
 //! wrong value.
 
 use regex_syntax::hir::{Class, Hir, HirKind};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A small deterministic generator (xorshift64*), seeded from text (FNV-1a).
 #[derive(Debug, Clone)]
@@ -54,17 +56,8 @@ pub fn string_for_pattern(
     min: usize,
     max: Option<usize>,
 ) -> Result<String, String> {
-    let hir = regex_syntax::ParserBuilder::new()
-        .build()
-        .parse(pattern)
-        .map_err(|e| {
-            format!(
-                "`pattern` `{pattern}` is not a regular expression this generator reads: {}",
-                first_line(&e.to_string())
-            )
-        })?;
-    let re = regex::Regex::new(pattern)
-        .map_err(|e| format!("`pattern` `{pattern}`: {}", first_line(&e.to_string())))?;
+    let parsed = parsed(pattern)?;
+    let (hir, re) = (&parsed.0, &parsed.1);
     let max = max.unwrap_or(MAX_LEN).min(MAX_LEN);
     let mut budget = 0usize;
     let mut prev = usize::MAX;
@@ -72,7 +65,7 @@ pub fn string_for_pattern(
         let mut out = String::new();
         let mut rng = Rng::from_text(seed);
         let mut left = budget;
-        gen(&hir, &mut rng, &mut left, &mut out, 0);
+        gen(hir, &mut rng, &mut left, &mut out, 0);
         let n = out.chars().count();
         if n > max {
             break;
@@ -84,7 +77,7 @@ pub fn string_for_pattern(
             // A branch chosen by the seed may contradict an anchor: the first branches.
             let mut out = String::new();
             let mut left = budget;
-            gen_first(&hir, &mut left, &mut out, 0);
+            gen_first(hir, &mut left, &mut out, 0);
             if re.is_match(&out) && (min..=max).contains(&out.chars().count()) {
                 return Ok(out);
             }
@@ -108,6 +101,44 @@ pub fn string_for_pattern(
         "`pattern` `{pattern}` together with minLength {min} / maxLength {max}: no string found"
     ))
 }
+
+/// A pattern parsed for generating (its HIR) and compiled for checking: once per distinct
+/// pattern (a real document repeats a few id patterns across thousands of members, and
+/// parsing and compiling were most of an import's time). Bounded: the cache is emptied when
+/// it holds [`MAX_CACHED`] patterns.
+fn parsed(pattern: &str) -> Parsed {
+    static CACHE: OnceLock<Mutex<HashMap<String, Parsed>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(pattern) {
+        return hit.clone();
+    }
+    let made = (|| {
+        let hir = regex_syntax::ParserBuilder::new()
+            .build()
+            .parse(pattern)
+            .map_err(|e| {
+                format!(
+                    "`pattern` `{pattern}` is not a regular expression this generator reads: {}",
+                    first_line(&e.to_string())
+                )
+            })?;
+        let re = regex::Regex::new(pattern)
+            .map_err(|e| format!("`pattern` `{pattern}`: {}", first_line(&e.to_string())))?;
+        Ok(Arc::new((hir, re)))
+    })();
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if map.len() >= MAX_CACHED {
+        map.clear();
+    }
+    map.insert(pattern.to_string(), made.clone());
+    made
+}
+
+/// A pattern's HIR and compiled regex, or why it has none.
+type Parsed = Result<Arc<(Hir, regex::Regex)>, String>;
+
+/// At most this many parsed patterns are kept ([`parsed`]).
+const MAX_CACHED: usize = 1024;
 
 fn first_line(s: &str) -> String {
     s.lines().last().unwrap_or("").trim().to_string()

@@ -4,7 +4,10 @@
 //! (docs/src/guides/import-drift.md#form-bodies).
 //!
 //! - Every field becomes a member named as sent; a key sent more than once becomes an array
-//!   of its values in order (`MediaUrl=a&MediaUrl=b` → `{"MediaUrl": ["a", "b"]}`).
+//!   of its values in order (`MediaUrl=a&MediaUrl=b` → `{"MediaUrl": ["a", "b"]}`). Bracket
+//!   names are nested members (`metadata[order]=1` → `{"metadata": {"order": "1"}}`,
+//!   `tags[]=a` → `{"tags": ["a"]}`: [`insert_field`]); indices (`items[0][price]`) become an
+//!   array where the input schema says the member is one.
 //! - Values are text. [`type_by_schema`] then gives a field the type the operation's input
 //!   schema says it has (`integer`, `number`, `boolean`, `null`, `array`, `object` as JSON
 //!   text), where the text spells that type; a field the schema does not name, or text that
@@ -242,8 +245,90 @@ impl Fields {
 }
 
 /// Add one field to a form's object: a name seen before becomes an array of its values
-/// (the one rule for repeated keys, shared by the HAR and Postman importers).
+/// (the one rule for repeated keys, shared by the HAR and Postman importers). A name in
+/// bracket notation (Stripe, Rack, PHP: `metadata[order]=1`, `a[b][c]=1`, `tags[]=x`) is a
+/// nested member: `{"metadata": {"order": "1"}}`, `{"a": {"b": {"c": "1"}}}`,
+/// `{"tags": ["x"]}` (`[]` only last; at most [`MAX_NESTING`] brackets). A name that does
+/// not fit what is already there (`a=1&a[b]=2`), or is not well formed (`a[b`, `a[]x`,
+/// `[b]`), stays a flat member under its whole name.
 pub fn insert_field(map: &mut Map<String, Value>, name: String, value: Value) {
+    if let Some((base, keys)) = brackets(&name) {
+        if fits(map.get(base), &keys) {
+            let slot = map
+                .entry(base.to_string())
+                .or_insert_with(|| empty_for(keys[0]));
+            put(slot, &keys, value);
+            return;
+        }
+    }
+    insert_flat(map, name, value);
+}
+
+/// At most this many `[key]` groups in one field name ([`insert_field`]).
+pub const MAX_NESTING: usize = 8;
+
+/// `a[b][]` → (`a`, [`b`, ``]); `None` when the name has no well-formed brackets.
+fn brackets(name: &str) -> Option<(&str, Vec<&str>)> {
+    let open = name.find('[')?;
+    let base = &name[..open];
+    if base.is_empty() || base.contains(']') {
+        return None;
+    }
+    let mut keys = Vec::new();
+    let mut rest = &name[open..];
+    while !rest.is_empty() {
+        let inner = rest.strip_prefix('[')?;
+        let close = inner.find(']')?;
+        let key = &inner[..close];
+        if key.contains('[') {
+            return None;
+        }
+        keys.push(key);
+        rest = &inner[close + 1..];
+    }
+    let append_only_last = keys[..keys.len() - 1].iter().all(|k| !k.is_empty());
+    (keys.len() <= MAX_NESTING && append_only_last).then_some((base, keys))
+}
+
+fn empty_for(key: &str) -> Value {
+    if key.is_empty() {
+        Value::Array(Vec::new())
+    } else {
+        Value::Object(Map::new())
+    }
+}
+
+/// Whether `keys` can be put under `slot` without changing what is there into something else.
+fn fits(slot: Option<&Value>, keys: &[&str]) -> bool {
+    let Some((k, rest)) = keys.split_first() else {
+        return true;
+    };
+    match slot {
+        None => true,
+        Some(Value::Array(_)) => k.is_empty(),
+        Some(Value::Object(m)) if !k.is_empty() => rest.is_empty() || fits(m.get(*k), rest),
+        Some(_) => false,
+    }
+}
+
+/// Put `value` under `keys` inside `slot` (checked by [`fits`] first).
+fn put(slot: &mut Value, keys: &[&str], value: Value) {
+    let Some((k, rest)) = keys.split_first() else {
+        return;
+    };
+    match slot {
+        Value::Array(a) => a.push(value),
+        Value::Object(m) if rest.is_empty() => insert_flat(m, k.to_string(), value),
+        Value::Object(m) => {
+            let child = m.entry(k.to_string()).or_insert_with(|| empty_for(rest[0]));
+            put(child, rest, value);
+        }
+        _ => {}
+    }
+}
+
+/// A member under its whole name; repeated, an array of its values.
+fn insert_flat(map: &mut Map<String, Value>, name: String, value: Value) {
     match map.get_mut(&name) {
         None => {
             map.insert(name, value);
@@ -336,7 +421,29 @@ fn coerce(v: &mut Value, schema: &Value, depth: usize) {
         return;
     }
     let items = schema.get("items").cloned().unwrap_or(Value::Null);
+    // Bracket indices (`items[0][price]=…`) where the schema says array: in index order.
+    if let Value::Object(m) = v {
+        if ts.iter().any(|t| t == "array")
+            && !m.is_empty()
+            && m.keys()
+                .all(|k| k.len() <= 6 && k.bytes().all(|b| b.is_ascii_digit()))
+        {
+            let mut pairs: Vec<(usize, Value)> = std::mem::take(m)
+                .into_iter()
+                .map(|(k, x)| (k.parse().unwrap_or(usize::MAX), x))
+                .collect();
+            pairs.sort_by_key(|(i, _)| *i);
+            *v = Value::Array(pairs.into_iter().map(|(_, x)| x).collect());
+        }
+    }
     match v {
+        Value::Object(m) if ts.iter().any(|t| t == "object") => {
+            for (name, x) in m.iter_mut() {
+                if let Some(s) = property(schema, name, 0) {
+                    coerce(x, &s, depth + 1);
+                }
+            }
+        }
         Value::Array(a) if ts.iter().any(|t| t == "array") => {
             for x in a {
                 coerce(x, &items, depth + 1);
@@ -429,6 +536,48 @@ mod tests {
         assert!(e.contains("more than 1000 fields"), "{e}");
         let long = format!("{}=1", "k".repeat(MAX_NAME + 1));
         assert!(parse_urlencoded(long.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn bracket_names_are_nested_members() {
+        let v = parse_urlencoded(
+            b"metadata[order_id]=6735&metadata[note]=x&tags[]=a&tags[]=b&card[address][city]=Paris&items[0][price]=p1&items[1][price]=p2&items[1][quantity]=2",
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "metadata": {"order_id": "6735", "note": "x"},
+                "tags": ["a", "b"],
+                "card": {"address": {"city": "Paris"}},
+                "items": {"0": {"price": "p1"}, "1": {"price": "p2", "quantity": "2"}},
+            })
+        );
+        // Names that are not well formed, or do not fit what is there, stay flat.
+        let v = parse_urlencoded(b"a=1&a[b]=2&[x]=3&c[d=4&e[]f=5&g[][h]=6&m[k]=1&m[k]=2").unwrap();
+        assert_eq!(
+            v,
+            json!({"a": "1", "a[b]": "2", "[x]": "3", "c[d": "4", "e[]f": "5", "g[][h]": "6", "m": {"k": ["1", "2"]}})
+        );
+        let deep = format!("d{}=1", "[k]".repeat(MAX_NESTING + 1));
+        let v = parse_urlencoded(deep.as_bytes()).unwrap();
+        assert!(v.get(&deep[..deep.len() - 2]).is_some(), "{v}");
+        // Typed by the schema: nested members, and indices where it says array.
+        let mut v =
+            parse_urlencoded(b"metadata[n]=3&items[1][quantity]=2&items[0][quantity]=1&tags[]=7")
+                .unwrap();
+        type_by_schema(
+            &mut v,
+            &json!({"properties": {
+                "metadata": {"type": "object", "properties": {"n": {"type": "integer"}}},
+                "items": {"type": "array", "items": {"type": "object", "properties": {"quantity": {"type": "integer"}}}},
+                "tags": {"type": "array", "items": {"type": "integer"}},
+            }}),
+        );
+        assert_eq!(
+            v,
+            json!({"metadata": {"n": 3}, "items": [{"quantity": 1}, {"quantity": 2}], "tags": [7]})
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The one atomic file write: a fresh temporary file beside the target (created exclusively,
 //! with its final mode from the start), written, fsynced, then renamed over the target, so a
 //! reader sees the old file or the new one, never half of one. Used for draft operation files
-//! (`record`), discovered operation files (`discover`) and the CA's key and certificate.
+//! (`record`), discovered operation files (`discover`) and the CA's key and certificate;
+//! [`write_atomic_all`] does the same for the thousands of files of one import at once.
 //!
 //! And path confinement ([`confined_dir`], [`links_stay_inside`]): a directory a command
 //! writes into must lie inside the project, reached without a symbolic link and without a
@@ -46,6 +47,75 @@ pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Resul
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// [`write_atomic`] for many files at once (an import writes thousands): every temporary file
+/// is written first, then all are fsynced together from a few threads (one fsync after
+/// another was most of a large import's time: each waits for its own journal commit, while
+/// concurrent ones share commits), then each is renamed over its target. A reader still sees
+/// each old file or the new one, never half of one. On an error the temporary files left are
+/// removed; the targets renamed before it stay written. The error names its file.
+pub fn write_atomic_all(files: &[(PathBuf, Vec<u8>)]) -> Result<(), (PathBuf, std::io::Error)> {
+    let mut tmps: Vec<PathBuf> = Vec::with_capacity(files.len());
+    let cleanup = |tmps: &[PathBuf]| {
+        for t in tmps {
+            let _ = std::fs::remove_file(t);
+        }
+    };
+    for (path, bytes) in files {
+        let made = (|| {
+            let tmp = temporary_beside(path)?;
+            tmps.push(tmp.clone());
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            f.write_all(bytes)
+        })();
+        if let Err(e) = made {
+            cleanup(&tmps);
+            return Err((path.clone(), e));
+        }
+    }
+    const THREADS: usize = 16;
+    let failed: std::sync::Mutex<Option<(PathBuf, std::io::Error)>> = Default::default();
+    std::thread::scope(|s| {
+        for chunk in tmps.chunks(tmps.len().div_ceil(THREADS).max(1)) {
+            let failed = &failed;
+            s.spawn(move || {
+                for t in chunk {
+                    if let Err(e) = std::fs::File::open(t).and_then(|f| f.sync_all()) {
+                        let mut slot = failed.lock().unwrap_or_else(|p| p.into_inner());
+                        slot.get_or_insert((t.clone(), e));
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        cleanup(&tmps);
+        return Err(e);
+    }
+    for (i, ((path, _), tmp)) in files.iter().zip(&tmps).enumerate() {
+        if let Err(e) = std::fs::rename(tmp, path) {
+            cleanup(&tmps[i..]);
+            return Err((path.clone(), e));
+        }
+    }
+    Ok(())
+}
+
+/// A fresh hidden temporary name beside `path`, ending in its name (see [`write_atomic_mode`]).
+fn temporary_beside(path: &Path) -> std::io::Result<PathBuf> {
+    let mut rnd = [0u8; 6];
+    getrandom::fill(&mut rnd).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let suffix: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(path.with_file_name(format!(".tmp-{suffix}-{name}")))
 }
 
 /// `p` made absolute against the current directory, with `.` dropped and `..` applied
@@ -157,6 +227,42 @@ pub fn links_stay_inside(dir: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_files_are_written_whole_and_no_temporary_file_is_left() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.json"), "old").unwrap();
+        let files: Vec<(PathBuf, Vec<u8>)> = (0..40)
+            .map(|i| {
+                let name = if i == 0 {
+                    "a.json".to_string()
+                } else {
+                    format!("f{i}.json")
+                };
+                (d.path().join(name), format!("content {i}").into_bytes())
+            })
+            .collect();
+        write_atomic_all(&files).unwrap();
+        for (p, b) in &files {
+            assert_eq!(&std::fs::read(p).unwrap(), b);
+        }
+        let names = |dir: &Path| -> Vec<String> {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(d.path()).len(), 40, "{:?}", names(d.path()));
+        // A target whose directory does not exist: the error names it, nothing is left behind.
+        let bad = vec![
+            (d.path().join("g.json"), b"g".to_vec()),
+            (d.path().join("missing/h.json"), b"h".to_vec()),
+        ];
+        let (f, _) = write_atomic_all(&bad).unwrap_err();
+        assert_eq!(f, d.path().join("missing/h.json"));
+        assert!(!d.path().join("g.json").exists());
+        assert!(names(d.path()).iter().all(|n| !n.starts_with(".tmp-")));
+    }
 
     #[cfg(unix)]
     #[test]

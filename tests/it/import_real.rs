@@ -133,8 +133,14 @@ async fn coverage(file: &Path) -> Coverage {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    // Every warning names the file and a JSON path.
+    // Every warning names the file, a JSON path inside it and why.
     for n in report["not_mapped"].as_array().into_iter().flatten() {
+        assert!(
+            n["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("paths/") || p.starts_with("components/")),
+            "a warning without its JSON path: {n}"
+        );
         assert!(
             n["file"]
                 .as_str()

@@ -26,14 +26,16 @@ use crate::author::record::Exchange;
 use crate::config::Scrub;
 use crate::contract::ProfileKind;
 use crate::contract::{valid_operation_id, OperationFile};
+use crate::operation::check::{check_integration, check_operation_hashed, Problem};
+use crate::operation::load::par_map;
 use crate::operation::load_dir;
-use crate::operation::{check_loaded, LoadedOperation};
+use crate::operation::LoadedOperation;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Something of the source that was not mapped, or mapped only in part.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Note {
     /// The source file.
     pub file: String,
@@ -228,27 +230,45 @@ pub fn finish(
     let existing_ids: BTreeSet<String> =
         existing.iter().map(|l| l.op.operation_id.clone()).collect();
     // What the directory will hold: kept existing files + the drafts that may be written.
+    let draft_ids: BTreeSet<&str> = drafts.iter().map(|d| d.op.operation_id.as_str()).collect();
     let mut all: Vec<LoadedOperation> = existing
         .iter()
-        .filter(|l| {
-            !(force
-                && drafts
-                    .iter()
-                    .any(|d| d.op.operation_id == l.op.operation_id))
-        })
+        .filter(|l| !(force && draft_ids.contains(l.op.operation_id.as_str())))
         .cloned()
         .collect();
-    for d in &drafts {
-        if existing_ids.contains(&d.op.operation_id) && !force {
-            continue;
-        }
-        all.push(LoadedOperation {
-            file: dir.join(format!("{}.json", d.op.operation_id)),
-            contract_hash: d.op.contract_hash(profile),
-            op: d.op.clone(),
-        });
+    let kept = all.len();
+    let new: Vec<&Draft> = drafts
+        .iter()
+        .filter(|d| force || !existing_ids.contains(&d.op.operation_id))
+        .collect();
+    // Hashing and checking each file are independent: on every core (as `check_loaded`
+    // does them one after another), then the cross-file checks.
+    all.extend(par_map(new, |d| LoadedOperation {
+        file: dir.join(format!("{}.json", d.op.operation_id)),
+        contract_hash: d.op.contract_hash(profile),
+        op: d.op.clone(),
+    }));
+    let mut problems: Vec<Problem> = par_map(all[kept..].iter().collect(), |l| {
+        check_operation_hashed(&l.op, profile, &l.file, Some(&l.contract_hash), None)
+    })
+    .into_iter()
+    .flatten()
+    .collect();
+    for l in &all[..kept] {
+        problems.extend(check_operation_hashed(
+            &l.op,
+            profile,
+            &l.file,
+            Some(&l.contract_hash),
+            None,
+        ));
     }
-    let problems = check_loaded(&all, profile);
+    problems.extend(check_integration(&all, profile));
+    let mut by_file: BTreeMap<&Path, Vec<&Problem>> = BTreeMap::new();
+    for p in &problems {
+        by_file.entry(p.file.as_path()).or_default().push(p);
+    }
+    let mut pending: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     for d in drafts {
         let id = d.op.operation_id.clone();
         if !valid_operation_id(&id) {
@@ -271,9 +291,10 @@ pub fn finish(
             });
             continue;
         }
-        let mine: Vec<String> = problems
-            .iter()
-            .filter(|p| p.file == main)
+        let mine: Vec<String> = by_file
+            .get(main.as_path())
+            .into_iter()
+            .flatten()
             .map(|p| {
                 if p.path.is_empty() {
                     p.message.clone()
@@ -302,8 +323,7 @@ pub fn finish(
         }
         let mut text = serde_json::to_string_pretty(&d.op).unwrap_or_default();
         text.push('\n');
-        crate::util::fs::write_atomic(&target, text.as_bytes())
-            .map_err(|e| format!("{}: cannot write: {e}", target.display()))?;
+        pending.push((target.clone(), text.into_bytes()));
         report.outcomes.push(Outcome {
             operation_id: id,
             status,
@@ -313,6 +333,10 @@ pub fn finish(
             reasons: d.reasons,
         });
     }
+    // Written together once every file is known (no symbolic link among the targets): one
+    // fsync after another was most of a large import's time (`write_atomic_all`).
+    crate::util::fs::write_atomic_all(&pending)
+        .map_err(|(f, e)| format!("{}: cannot write: {e}", f.display()))?;
     Ok(report)
 }
 

@@ -39,13 +39,14 @@
 //!   `callbacks`, `webhooks`, `security`, `servers` (the integration's `upstream` is the
 //!   base).
 
-use super::{capture_name, normalise_id, rehash, Draft, Imported, Note};
+use super::{capture_name, normalise_id, Draft, Imported, Note};
 use crate::contract::ProfileKind;
 use crate::contract::{MatchSpec, OperationFile};
 use crate::mock::path::pointer_push;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 const METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -80,13 +81,7 @@ pub fn import(file: &Path, text: &str, profile: ProfileKind) -> Result<Imported,
             file.display()
         ));
     };
-    let mut cx = Cx {
-        file,
-        doc: &doc,
-        v30,
-        notes: Vec::new(),
-        info: Vec::new(),
-    };
+    let mut cx = Cx::new(file, &doc, v30);
     for k in ["webhooks", "security", "servers"] {
         if doc.get(k).is_some() {
             cx.info.push(format!(
@@ -100,26 +95,46 @@ pub fn import(file: &Path, text: &str, profile: ProfileKind) -> Result<Imported,
             ));
         }
     }
-    let mut drafts = Vec::new();
     let empty = Map::new();
     let paths = doc
         .get("paths")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
+    // (path, method, path item with its `$ref` followed, operation, JSON path), in document order.
+    let mut jobs: Vec<(&str, &str, Arc<Value>, Value, String)> = Vec::new();
     for (path, item) in paths {
         let item_at = pointer_push("paths", path);
         let Some(item) = cx.follow(item, &item_at) else {
             continue;
         };
+        let item = Arc::new(item);
         for m in METHODS {
             let Some(operation) = item.get(*m) else {
                 continue;
             };
-            let at = format!("{item_at}/{m}");
-            if let Some(d) = cx.operation(path, m, &item, operation, &at, profile) {
-                drafts.push(d);
-            }
+            jobs.push((
+                path,
+                m,
+                item.clone(),
+                operation.clone(),
+                format!("{item_at}/{m}"),
+            ));
         }
+    }
+    // The operations are independent: drafted on every core (a 10 MB document has
+    // thousands), each with its own notes, merged in document order.
+    let done = crate::operation::load::par_map(jobs, |(path, m, item, operation, at)| {
+        let mut one = Cx::new(file, &doc, v30);
+        let d = one.operation(path, m, &item, &operation, &at, profile);
+        (d, one.notes, one.info)
+    });
+    let mut drafts = Vec::new();
+    for (d, notes, info) in done {
+        drafts.extend(d);
+        for n in notes {
+            cx.push_note(n);
+        }
+        cx.info.extend(info);
     }
     Ok(Imported {
         drafts,
@@ -133,14 +148,31 @@ struct Cx<'a> {
     doc: &'a Value,
     v30: bool,
     notes: Vec<Note>,
+    /// The notes already given, so each is given once (a set: a large document has tens of
+    /// thousands, and a list search per note made the import quadratic).
+    seen: HashSet<Note>,
     info: Vec<String>,
 }
 
-impl Cx<'_> {
+impl<'a> Cx<'a> {
+    fn new(file: &'a Path, doc: &'a Value, v30: bool) -> Cx<'a> {
+        Cx {
+            file,
+            doc,
+            v30,
+            notes: Vec::new(),
+            seen: HashSet::new(),
+            info: Vec::new(),
+        }
+    }
+
     /// A note, once (path-level parameters are seen by every method of the path).
     fn note(&mut self, at: &str, msg: impl Into<String>) {
-        let n = Note::new(self.file, at.trim_start_matches('/'), msg);
-        if !self.notes.contains(&n) {
+        self.push_note(Note::new(self.file, at.trim_start_matches('/'), msg));
+    }
+
+    fn push_note(&mut self, n: Note) {
+        if self.seen.insert(n.clone()) {
             self.notes.push(n);
         }
     }
@@ -482,15 +514,18 @@ impl Cx<'_> {
             result_form: None,
             mock: None,
         };
+        let hash = file.contract_hash(profile);
         file.mock = self.mock(
-            &file,
+            (&file, &hash),
             (status, data_schema.as_ref()),
             &examples,
             profile,
             &mut reasons,
             at,
         );
-        rehash(&mut file, profile);
+        if let Some(Value::Object(m)) = file.mock.as_mut() {
+            m.insert("contract_hash".into(), Value::String(hash));
+        }
         Some(Draft {
             op: file,
             sources: vec![format!(
@@ -569,7 +604,7 @@ impl Cx<'_> {
     /// One variant per named example; else `generate`; else none (reasons say why).
     fn mock(
         &mut self,
-        op: &OperationFile,
+        (op, hash): (&OperationFile, &str),
         (status, data_schema): (u16, Option<&Value>),
         examples: &[(String, Value, String)],
         profile: ProfileKind,
@@ -577,7 +612,7 @@ impl Cx<'_> {
         at: &str,
     ) -> Option<Value> {
         let has_data = data_schema.is_some();
-        let g = crate::author::generate::generate(op, profile);
+        let g = crate::author::generate::generate_hashed(op, profile, hash);
         for r in &g.replaced {
             self.note(
                 at,
@@ -738,13 +773,7 @@ mod tests {
     use super::*;
 
     fn cx(doc: &Value, v30: bool) -> Cx<'_> {
-        Cx {
-            file: Path::new("t.yaml"),
-            doc,
-            v30,
-            notes: Vec::new(),
-            info: Vec::new(),
-        }
+        Cx::new(Path::new("t.yaml"), doc, v30)
     }
 
     #[test]
