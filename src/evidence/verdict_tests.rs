@@ -203,3 +203,25 @@ fn verification_fails_whenever_the_verdict_fails() {
     assert!(passed);
     assert_eq!(answer["verdict"], "pass");
 }
+
+/// Each rule's title is its own (the JUnit report names a test case by it): killed the
+/// cargo-mutants survivors `Rule::title -> ""` and `-> "xyzzy"`.
+#[test]
+fn every_attempt_rule_has_its_own_title() {
+    let titles: std::collections::BTreeSet<&str> =
+        Rule::ATTEMPT_RULES.iter().map(Rule::title).collect();
+    assert_eq!(titles.len(), Rule::ATTEMPT_RULES.len(), "{titles:?}");
+    assert!(titles.iter().all(|t| t.len() > 10), "{titles:?}");
+    assert_eq!(
+        Rule::NoCalls.title(),
+        "the agent made at least one tool call or agent-side event"
+    );
+    assert_eq!(
+        Rule::Contract {
+            id: "c".into(),
+            check: "x".into()
+        }
+        .title(),
+        "every check of the blocking contract passed"
+    );
+}
