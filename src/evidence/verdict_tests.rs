@@ -225,3 +225,18 @@ fn every_attempt_rule_has_its_own_title() {
         "every check of the blocking contract passed"
     );
 }
+
+/// `Reason::at` keeps the rule's code, the message and the sequence: killed the cargo-mutants
+/// survivor `Reason::at -> Default::default()`.
+#[test]
+fn a_reason_at_a_sequence_names_its_rule_and_sequence() {
+    let r = Reason::at(&Rule::NoCalls, 7, "m");
+    assert_eq!(
+        r,
+        Reason {
+            code: "no_calls".into(),
+            message: "m".into(),
+            sequence: Some(7),
+        }
+    );
+}
