@@ -329,8 +329,6 @@ pub(crate) async fn end_attempt(app: &App, id: &str) -> ApiResult {
 pub const MAX_PAGE: u64 = 10_000;
 /// The page size when `after` is given without `limit`.
 pub const DEFAULT_PAGE: u64 = 1_000;
-/// Entries read from the store at a time while an envelope is written.
-const CHUNK: usize = 1_024;
 /// Bytes of envelope buffered before they are handed to the connection.
 const STREAM_BUFFER: usize = 64 * 1024;
 
@@ -378,6 +376,21 @@ pub(crate) struct EvidenceSnapshot {
     pub last_sequence: u64,
 }
 
+impl EvidenceSnapshot {
+    /// What the one evidence writer reads besides the timeline.
+    pub fn stream_snapshot<'a>(
+        &'a self,
+        redact: &'a [String],
+    ) -> crate::evidence::stream::Snapshot<'a> {
+        crate::evidence::stream::Snapshot {
+            attempt: &self.attempt,
+            final_state: &self.final_state,
+            last_sequence: self.last_sequence,
+            redact,
+        }
+    }
+}
+
 pub(crate) async fn evidence_snapshot(app: &App, id: &str) -> Result<EvidenceSnapshot, ApiError> {
     let a = lookup(app, id)?;
     let _g = a.lock.lock().await;
@@ -414,21 +427,11 @@ pub(crate) fn write_evidence(
     window: Option<crate::evidence::stream::Window>,
     out: &mut dyn std::io::Write,
 ) -> Result<crate::evidence::stream::Written, crate::evidence::stream::StreamError> {
-    let id = snap.attempt.attempt_id.clone();
-    let mut cursor = crate::store::TimelineCursor::new(0, snap.last_sequence);
-    let mut next = || {
-        let chunk = app
-            .store
-            .timeline_chunk(&id, &mut cursor, CHUNK)
-            .map_err(|e| e.to_string())?;
-        Ok((!chunk.is_empty()).then_some(chunk))
-    };
-    let s = crate::evidence::stream::Snapshot {
-        attempt: &snap.attempt,
-        final_state: &snap.final_state,
-        last_sequence: snap.last_sequence,
-        redact: &app.config.redact,
-    };
+    let mut chunks = app
+        .store
+        .timeline_chunks(&snap.attempt.attempt_id, snap.last_sequence);
+    let mut next = || chunks().map_err(|e| e.to_string());
+    let s = snap.stream_snapshot(&app.config.redact);
     crate::evidence::stream::write_envelope(out, &s, window, &mut next)
 }
 
@@ -438,21 +441,11 @@ pub(crate) fn judge_evidence(
     app: &App,
     snap: &EvidenceSnapshot,
 ) -> Result<crate::evidence::stream::Written, crate::evidence::stream::StreamError> {
-    let id = snap.attempt.attempt_id.clone();
-    let mut cursor = crate::store::TimelineCursor::new(0, snap.last_sequence);
-    let mut next = || {
-        let chunk = app
-            .store
-            .timeline_chunk(&id, &mut cursor, CHUNK)
-            .map_err(|e| e.to_string())?;
-        Ok((!chunk.is_empty()).then_some(chunk))
-    };
-    let s = crate::evidence::stream::Snapshot {
-        attempt: &snap.attempt,
-        final_state: &snap.final_state,
-        last_sequence: snap.last_sequence,
-        redact: &app.config.redact,
-    };
+    let mut chunks = app
+        .store
+        .timeline_chunks(&snap.attempt.attempt_id, snap.last_sequence);
+    let mut next = || chunks().map_err(|e| e.to_string());
+    let s = snap.stream_snapshot(&app.config.redact);
     crate::evidence::stream::judge_only(&s, &mut next)
 }
 

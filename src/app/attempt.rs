@@ -375,7 +375,7 @@ impl Attempt {
                 );
                 self.set_record(r);
                 tracing::error!(attempt = %self.id, error = %e, "cannot record the store failure in the attempt's record: the attempt fails in this process, and every open attempt is interrupted at the next start");
-                if let Err(e) = store.store_failure_unrecorded() {
+                if let Err(e) = store.store_failure_unrecorded(&self.id) {
                     tracing::error!(attempt = %self.id, error = %e, "cannot leave the sign of an unrecorded store failure either");
                 }
             }
@@ -563,6 +563,18 @@ impl Attempts {
             .cloned()
     }
 
+    /// At start: every stored attempt created `exclusive` whose lease is active is brought
+    /// into memory, so that a call without its token fails it ([`Attempts::note_outside`]
+    /// looks at the attempts in memory) even before a call with its token loads it again.
+    pub fn load_open_exclusive(&self, store: &Store, now: DateTime<Utc>) -> Result<(), StoreError> {
+        for rec in store.attempts()? {
+            if rec.exclusive && !rec.is_default && lease_of(&rec, now) == Lease::Active {
+                self.get(store, &rec.attempt_id)?;
+            }
+        }
+        Ok(())
+    }
+
     /// An attempt by id, loading it from the store when it is not in memory.
     pub fn get(&self, store: &Store, id: &str) -> Result<Option<Arc<Attempt>>, StoreError> {
         if let Some(a) = self.by_id.read().unwrap_or_else(|p| p.into_inner()).get(id) {
@@ -617,12 +629,8 @@ impl Attempts {
         let mut st = AttemptState::with_evidence(store.state(&id)?, &[]);
         // Chunk by chunk: an attempt of a million calls is rebuilt in the memory of its
         // idempotency table, not of its history.
-        let mut cursor = crate::store::TimelineCursor::new(0, store.last_sequence(&id)?);
-        loop {
-            let chunk = store.timeline_chunk(&id, &mut cursor, 1024)?;
-            if chunk.is_empty() {
-                break;
-            }
+        let mut chunks = store.timeline_chunks(&id, store.last_sequence(&id)?);
+        while let Some(chunk) = chunks()? {
             for e in &chunk {
                 if let crate::records::EvidenceEntry::Call(c) = e {
                     st.absorb(c);

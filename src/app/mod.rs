@@ -282,6 +282,9 @@ impl App {
             scheme: OnceLock::new(),
         };
         app.start_default_attempt()?;
+        // Exclusive attempts open before a restart keep failing calls that miss them.
+        app.attempts
+            .load_open_exclusive(&app.store, app.clock.now())?;
         tracing::info!(
             operations = app
                 .integrations

@@ -18,7 +18,7 @@ use super::Exit;
 use crate::cli::{EvidenceArgs, RemoteArgs};
 use crate::evidence::stream::{write_envelope, Snapshot, Window, Written};
 use crate::evidence::Verdict;
-use crate::store::{Store, StoreError, TimelineCursor};
+use crate::store::{Store, StoreError};
 
 /// Loads an attempt's whole envelope from an open store into memory (small attempts and
 /// tests; the commands stream it or read a page); `Ok(None)` when the attempt is unknown.
@@ -55,13 +55,8 @@ pub fn write_from_store(
         None => store.state(attempt_id).map_err(|e| e.to_string())?,
     };
     let last_sequence = store.last_sequence(attempt_id).map_err(|e| e.to_string())?;
-    let mut cursor = TimelineCursor::new(0, last_sequence);
-    let mut next = || {
-        let chunk = store
-            .timeline_chunk(attempt_id, &mut cursor, 1024)
-            .map_err(|e| e.to_string())?;
-        Ok((!chunk.is_empty()).then_some(chunk))
-    };
+    let mut chunks = store.timeline_chunks(attempt_id, last_sequence);
+    let mut next = || chunks().map_err(|e| e.to_string());
     let snap = Snapshot {
         attempt: &attempt,
         final_state: &final_state,

@@ -203,3 +203,40 @@ fn verification_fails_whenever_the_verdict_fails() {
     assert!(passed);
     assert_eq!(answer["verdict"], "pass");
 }
+
+/// Each rule's title is its own (the JUnit report names a test case by it): killed the
+/// cargo-mutants survivors `Rule::title -> ""` and `-> "xyzzy"`.
+#[test]
+fn every_attempt_rule_has_its_own_title() {
+    let titles: std::collections::BTreeSet<&str> =
+        Rule::ATTEMPT_RULES.iter().map(Rule::title).collect();
+    assert_eq!(titles.len(), Rule::ATTEMPT_RULES.len(), "{titles:?}");
+    assert!(titles.iter().all(|t| t.len() > 10), "{titles:?}");
+    assert_eq!(
+        Rule::NoCalls.title(),
+        "the agent made at least one tool call or agent-side event"
+    );
+    assert_eq!(
+        Rule::Contract {
+            id: "c".into(),
+            check: "x".into()
+        }
+        .title(),
+        "every check of the blocking contract passed"
+    );
+}
+
+/// `Reason::at` keeps the rule's code, the message and the sequence: killed the cargo-mutants
+/// survivor `Reason::at -> Default::default()`.
+#[test]
+fn a_reason_at_a_sequence_names_its_rule_and_sequence() {
+    let r = Reason::at(&Rule::NoCalls, 7, "m");
+    assert_eq!(
+        r,
+        Reason {
+            code: "no_calls".into(),
+            message: "m".into(),
+            sequence: Some(7),
+        }
+    );
+}

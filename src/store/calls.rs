@@ -25,6 +25,13 @@ impl TimelineCursor {
     }
 }
 
+/// The file, in the data dir of a process on the PostgreSQL store, of the store-failure marks
+/// it could not write to the database ([`Store::store_failure_unrecorded`]).
+pub const UNMARKED_STORE_FAILURES: &str = "unmarked-store-failures";
+
+/// Entries one [`Store::timeline_chunks`] read takes from the store at a time.
+pub const TIMELINE_CHUNK: usize = 1_024;
+
 impl Store {
     // ---- evidence ------------------------------------------------------------------------
 
@@ -182,6 +189,22 @@ impl Store {
         on!(self, b => b.timeline_chunk(attempt_id, cursor, limit))
     }
 
+    /// The attempt's timeline up to sequence `upto` (its counter, read first: see
+    /// [`Store::last_sequence`]), read [`TIMELINE_CHUNK`] entries at a time: each call of the
+    /// returned reader gives the next chunk in sequence order, `None` after the last. The one
+    /// chunked reader of every evidence writer and of an attempt's load.
+    pub fn timeline_chunks<'a>(
+        &'a self,
+        attempt_id: &'a str,
+        upto: u64,
+    ) -> impl FnMut() -> Result<Option<Vec<EvidenceEntry>>, StoreError> + 'a {
+        let mut cursor = TimelineCursor::new(0, upto);
+        move || {
+            let chunk = self.timeline_chunk(attempt_id, &mut cursor, TIMELINE_CHUNK)?;
+            Ok((!chunk.is_empty()).then_some(chunk))
+        }
+    }
+
     /// Test hook: removes event `seq` of a closed attempt from its evidence file, as a lost
     /// write would (the verdict must then fail). Not for serving code.
     #[cfg(any(test, feature = "test-hooks"))]
@@ -280,17 +303,67 @@ impl Store {
         }
     }
 
-    /// Even the mark of [`Store::mark_store_failure`] could not be written: leave a sign for
-    /// the next start, which marks every attempt open then `interrupted` (embedded: the open
-    /// marker is renamed, which needs no free space). `Err` when not even that worked.
-    pub fn store_failure_unrecorded(&self) -> Result<(), StoreError> {
+    /// Even the mark of [`Store::mark_store_failure`] could not be written for `attempt_id`:
+    /// leave a sign for the next start. Embedded: the open marker is renamed (no free space
+    /// needed) and the next open marks every attempt open then `interrupted`. PostgreSQL: the
+    /// attempt id is appended to [`UNMARKED_STORE_FAILURES`] in this process's own data dir
+    /// (the database is what failed), and the next open of the store writes the marks it
+    /// lists ([`Store::open_postgres`]). `Err` when not even that worked.
+    pub fn store_failure_unrecorded(&self, attempt_id: &str) -> Result<(), StoreError> {
         match &*self.inner {
             Backend::Embedded(e) => e.store_failure_unrecorded(),
-            // No marker is shared by a fleet: the attempt fails in this process only.
-            Backend::Postgres(_) => Err(StoreError::Backend(
-                "the PostgreSQL store keeps no marker for the next start".into(),
-            )),
+            Backend::Postgres(p) => {
+                use std::io::Write;
+                check_attempt_id(attempt_id)?;
+                let dir = p.data_dir();
+                let io = |e: std::io::Error| StoreError::Backend(e.to_string());
+                std::fs::create_dir_all(dir).map_err(io)?;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join(UNMARKED_STORE_FAILURES))
+                    .map_err(io)?;
+                f.write_all(format!("{attempt_id}\n").as_bytes())
+                    .and_then(|()| f.sync_all())
+                    .and_then(|()| std::fs::File::open(dir)?.sync_all())
+                    .map_err(io)
+            }
         }
+    }
+
+    /// At open of a PostgreSQL store: the store-failure marks this process could not write
+    /// before ([`Store::store_failure_unrecorded`]) are written now, one per line of
+    /// [`UNMARKED_STORE_FAILURES`], which is then removed. `Err` (the store does not open)
+    /// when a mark still cannot be written: serving on would forget a failure.
+    pub(super) fn write_unmarked_store_failures(&self) -> Result<(), StoreError> {
+        let path = self.data_dir().join(UNMARKED_STORE_FAILURES);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(StoreError::Backend(format!(
+                    "cannot read {}: {e}",
+                    path.display()
+                )))
+            }
+        };
+        for id in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            match self.mark_store_failure(id) {
+                Ok(_) => {}
+                // An attempt that is not in this database (another store, since removed).
+                Err(StoreError::Invalid(why)) => {
+                    tracing::warn!(attempt = id, %why, "an unmarked store failure names no attempt of this store")
+                }
+                Err(e) => {
+                    return Err(StoreError::Backend(format!(
+                        "cannot write the store failure of attempt {id} left in {}: {e}",
+                        path.display()
+                    )))
+                }
+            }
+        }
+        std::fs::remove_file(&path)
+            .map_err(|e| StoreError::Backend(format!("cannot remove {}: {e}", path.display())))
     }
 
     /// Test hook: the next `n` [`Store::mark_store_failure`] calls fail.

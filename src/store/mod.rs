@@ -204,7 +204,7 @@ use crate::records::{
     RevisionRecord, ToolEvent,
 };
 use crate::util::json::{deeper_than, MAX_STORED_DEPTH};
-pub use calls::TimelineCursor;
+pub use calls::{TimelineCursor, TIMELINE_CHUNK, UNMARKED_STORE_FAILURES};
 use embedded::Embedded;
 use keys::{check_attempt_id, check_key};
 use postgres::Postgres;
@@ -508,7 +508,9 @@ impl Store {
     /// Connects to PostgreSQL at `url`, creating or migrating the schema (`data_dir` is
     /// only reported by [`Store::data_dir`]).
     pub fn open_postgres(url: &str, data_dir: &Path) -> Result<Store, StoreError> {
-        Ok(Store::of(Backend::Postgres(Postgres::open(url, data_dir)?)))
+        let store = Store::of(Backend::Postgres(Postgres::open(url, data_dir)?));
+        store.write_unmarked_store_failures()?;
+        Ok(store)
     }
 
     /// Opens an existing store without creating anything; [`StoreError::NotFound`] when

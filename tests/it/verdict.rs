@@ -154,6 +154,48 @@ async fn an_unrecorded_store_failure_interrupts_every_open_attempt_at_the_next_s
     s.stop().await.unwrap();
 }
 
+/// On PostgreSQL, a store failure whose durable mark cannot be written either (the database
+/// is what failed) is kept in the process's own data dir and written to the database at the
+/// next start: a restarted process, or another one, still reads `fail` with `store_failure`.
+/// Without it the mark lived only in memory and a restart forgot it (found by the model
+/// test, `verdict_model`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrecorded_store_failure_on_postgres_is_written_at_the_next_start() {
+    let Some(pg) = crate::pg::shared() else {
+        return;
+    };
+    let p = standard_project();
+    crate::pg::Backend::Postgres(pg.fresh_db()).apply(&p);
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let url = format!("{}{LOOKUP}", a.base("crm"));
+    assert_eq!(s.call("GET", &url, None, &[]).await.status, 200);
+    s.app.store.fail_next_marks_for_test(1);
+    s.app.store.fail_next_flushes_for_test(1);
+    assert_eq!(s.call("GET", &url, None, &[]).await.status, 500);
+    assert_eq!(s.evidence(&a.id).await["verdict"], "fail");
+    let pending = p
+        .data_dir()
+        .join(understudy::store::UNMARKED_STORE_FAILURES);
+    assert_eq!(
+        std::fs::read_to_string(&pending).unwrap().trim(),
+        a.id,
+        "the unwritten mark is kept in the data dir"
+    );
+    s.stop().await.unwrap();
+
+    let s = Server::start(&p).await;
+    let env = s.evidence(&a.id).await;
+    assert_eq!(env["verdict"], "fail", "{env:#}");
+    assert_eq!(env["store_failures"], 1, "{env:#}");
+    assert!(
+        codes(&env).contains(&"store_failure".to_string()),
+        "{env:#}"
+    );
+    assert!(!pending.exists(), "written, then removed");
+    s.stop().await.unwrap();
+}
+
 /// An attempt with no call and no agent-side event fails `no_calls`, unless created with
 /// `"expect_calls": false`; an agent-side event alone is something that happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
