@@ -132,16 +132,18 @@ class Server:
 # ---- HTTP/1.1 over asyncio --------------------------------------------------------------------
 
 class Conn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, addr=None):
         self.reader, self.writer = reader, writer
+        # The listener's own name with its port (the server refuses other Host names).
+        self.host = f"{addr[0]}:{addr[1]}" if addr else "127.0.0.1"
 
     @classmethod
     async def open(cls, addr) -> "Conn":
-        return cls(*await asyncio.open_connection(*addr))
+        return cls(*await asyncio.open_connection(*addr), addr)
 
     async def request(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
         data = b"" if body is None else json.dumps(body).encode()
-        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
         self.writer.write(head.encode() + data)
         await self.writer.drain()
