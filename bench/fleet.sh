@@ -19,7 +19,8 @@
 #
 #   bash bench/fleet.sh            # DUR=15 s per run, WARM=3 s, C=64 (~2 min)
 #   SMOKE=1 BUILD=0 bash bench/fleet.sh    # DUR=2 WARM=1 C=8 ATTEMPTS=8: does it run?
-# Knobs: DUR, WARM, C, ATTEMPTS, BIN (default target/release/understudy; BUILD=1, the
+# Knobs: DUR, WARM, C, ATTEMPTS, PERF=1 (a perf profile of the two-process run over ATTEMPTS
+# attempts, to bench/results/*-fleet-perf.txt), BIN (default target/release/understudy; BUILD=1, the
 # default, builds it first: BUILD=0 BIN=<release binary> uses one as it is).
 set -euo pipefail
 export LC_ALL=C
@@ -180,7 +181,22 @@ R+=("$(measured "postgres, nginx + two processes" "$NG2/crm$STUB_PATH")")
 R+=("$(measured "postgres, nginx + three processes" "$NG3/crm$STUB_PATH")")
 R+=("$(measured "embedded, one process, $ATTEMPTS attempts" "$EMB/crm$STUB_PATH" "$T_EMB")")
 R+=("$(measured "postgres, one process, $ATTEMPTS attempts" "$PG1/crm$STUB_PATH" "$T_PG")")
+# PERF=1: a system-wide perf profile (99 Hz, call graphs) during this run: where the time goes
+if [ "${PERF:-0}" = 1 ]; then
+  perf record -F 99 -a -g -o "$WORK/perf.data" -- sleep "$((DUR + WARM))" >/dev/null 2>&1 &
+  PERF_PID=$!
+fi
 R+=("$(measured "postgres, nginx + two processes, $ATTEMPTS attempts" "$NG2/crm$STUB_PATH" "$T_PG")")
+if [ "${PERF:-0}" = 1 ]; then
+  wait "$PERF_PID" || true
+  OUTP="${PERF_OUT:-$ROOT/bench/results/$(date -u +%Y-%m-%dT%H%M)-fleet-perf.txt}"
+  { echo "# perf record -F 99 -a -g during: postgres, nginx + two processes, $ATTEMPTS attempts (DUR=$DUR WARM=$WARM C=$C)"
+    echo "## CPU samples by command"; perf report -i "$WORK/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15
+    echo "## top symbols, understudy"; perf report -i "$WORK/perf.data" --no-children --comms understudy,understudy-pg,tokio-runtime-w --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
+    echo "## top symbols, postgres"; perf report -i "$WORK/perf.data" --no-children --comms postgres --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
+  } > "$OUTP"
+  echo "bench/fleet.sh: profile in $OUTP" >&2
+fi
 R+=("$(measured "postgres, nginx + three processes, $ATTEMPTS attempts" "$NG3/crm$STUB_PATH" "$T_PG")")
 LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$($PGBIN/postgres --version)" "$("$BIN" --version 2>&1 | head -1)" "DUR=$DUR WARM=$WARM C=$C ATTEMPTS=$ATTEMPTS bash bench/fleet.sh" "$LOAD" "${R[@]}" <<'PY'

@@ -240,7 +240,7 @@ pub(super) fn fail_conn(s: &Shared, gen: u64, why: &str) {
     for w in open.waiters {
         let _ = w.send(Err(StoreError::Backend(why.to_string())));
     }
-    s.inflight.send_modify(|x| *x -= n);
+    s.inflight.send_modify(|x| *x = x.saturating_sub(n));
 }
 
 impl Shared {
@@ -574,11 +574,12 @@ impl Shared {
             o.last_used = Instant::now();
             end_hold(&mut st);
             let (tx, rx) = oneshot::channel();
+            // Counted before the lane can take it (its commit subtracts it).
+            self.inflight.send_modify(|n| *n += 1);
             st.open.entries.push((attempt_id.to_string(), prev, entry));
             st.open.waiters.push(tx);
             drop(st);
             lock(&self.seen).insert(attempt_id.to_string(), seq);
-            self.inflight.send_modify(|n| *n += 1);
             self.lane.wake.notify_one();
             return Ok((seq, rx));
         }
@@ -711,7 +712,7 @@ pub(super) async fn run(s: Arc<Shared>) {
                     }
                 }
             }
-            s.inflight.send_modify(|x| *x -= n);
+            s.inflight.send_modify(|x| *x = x.saturating_sub(n));
             s.lane.done.send_replace(no);
             give_back(&s).await;
             continue;
