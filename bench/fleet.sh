@@ -81,7 +81,9 @@ serve() {
 # run LABEL URL [TOKENS] → one JSON object (TOKENS: spread the calls over those attempts)
 run() {
   local label="$1" url="$2" tokens="${3:-}" lua="$HERE/wrk_report.lua"
-  curl -sf -o /dev/null "$url" || { echo "bench/fleet.sh: $label: $url does not answer 200" >&2; exit 1; }
+  local first
+  first="$(curl -s -w ' HTTP %{http_code}' "$url")"
+  case "$first" in *" HTTP 200") ;; *) echo "bench/fleet.sh: $label: $url does not answer 200: $first" >&2; exit 1 ;; esac
   if [ -n "$tokens" ]; then lua="$WORK/tokens_report.lua"; cat "$HERE/wrk_tokens.lua" "$HERE/wrk_report.lua" > "$lua"; fi
   WRK_TOKENS="$tokens" wrk -t1 -c"$C" -d"${WARM}s" --timeout 5s -s "$lua" "$url" >/dev/null 2>&1 || true
   echo "bench/fleet.sh: $label c=$C ${DUR}s" >&2
@@ -113,7 +115,7 @@ for p in os.listdir("/proc"):
         continue
     comm = st[st.index("(") + 1:st.rindex(")")]
     f = st[st.rindex(")") + 2:].split()
-    t = (int(f[11]) + int(f[12])) / tick
+    t = (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / tick  # + reaped children (exited backends)
     if comm.startswith("postgres"):
         pg += t
     elif p in mine:

@@ -454,7 +454,8 @@ impl Shared {
             // Another writer of this process read it first and may have written since.
             Some(o) if o.own_id == own_id && o.current => Ok(None),
             Some(o) if o.own_id == own_id => {
-                o.last_seq = last_seq;
+                // Never below a sequence already given out under this lease.
+                o.last_seq = o.last_seq.max(last_seq);
                 o.current = true;
                 Ok(fresh)
             }
@@ -589,12 +590,8 @@ impl Shared {
     pub(super) async fn hold_direct(self: &Arc<Self>, attempt_id: &str) -> Result<u64, StoreError> {
         let (own_id, fresh) = self.hold(attempt_id).await?;
         if fresh.is_some() {
-            // No caller applies it: the next call reads afresh.
-            let mut st = lock(&self.lane.st);
-            if let Some(o) = st.owned.get_mut(attempt_id).filter(|o| o.own_id == own_id) {
-                o.current = false;
-            }
-            drop(st);
+            // No in-memory copy to apply it to here: the sequence is right (read under the
+            // lease), and a process restarted on this store reads the state afresh.
             lock(&self.seen).remove(attempt_id);
         }
         Ok(own_id)
