@@ -23,6 +23,16 @@ SEED (random; printed) NOFILE (the server's open-files limit; default: inherited
 BUILD (1: `nice cargo build --release` first; 0: skip) BIN (default: $CARGO_TARGET_DIR or
 ./target, release) KEEP=1 (keep the work dir) STARTUP_TIMEOUT (60 s).
 
+FLEET=1: the same against a fleet — a PostgreSQL server started here (initdb in the work dir,
+fsync on) and TWO `understudy serve` processes on it. Each call goes to the process its attempt
+is routed to (attempt j → process j mod 2, as nginx's `hash … consistent` keeps an attempt on
+one process); at the random moment ONE of the two (chosen at random) gets SIGKILL, the
+connections that were on it move to the survivor, and the load goes on for SURVIVE_S (1.5) s
+more. "Served by the survivor" is measured per attempt of the killed process: from the kill
+to the survivor's first 200 answer for it (`takeover_ms`, max over every trial; the promise is
+< 1000). The killed process is started again for the next trial. Evidence is read back
+through a live process; after the last trial a fresh process reads everything back.
+
 Stdlib only: the load generator is asyncio over raw HTTP/1.1.
 """
 from __future__ import annotations
@@ -122,16 +132,18 @@ class Server:
 # ---- HTTP/1.1 over asyncio --------------------------------------------------------------------
 
 class Conn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, addr=None):
         self.reader, self.writer = reader, writer
+        # The listener's own name with its port (the server refuses other Host names).
+        self.host = f"{addr[0]}:{addr[1]}" if addr else "127.0.0.1"
 
     @classmethod
     async def open(cls, addr) -> "Conn":
-        return cls(*await asyncio.open_connection(*addr))
+        return cls(*await asyncio.open_connection(*addr), addr)
 
     async def request(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
         data = b"" if body is None else json.dumps(body).encode()
-        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
         self.writer.write(head.encode() + data)
         await self.writer.drain()
@@ -250,6 +262,8 @@ def filesystem_of(path: str) -> str:
 
 
 def main() -> int:
+    if os.environ.get("FLEET", "0") == "1":
+        return fleet_main()
     if BUILD:
         log("nice cargo build --release")
         subprocess.run(["nice", "cargo", "build", "--release"], cwd=ROOT, check=True,
@@ -335,6 +349,188 @@ def main() -> int:
         "ok": ok,
     }
     print(json.dumps(out))
+    return 0 if ok else 1
+
+
+# ---- FLEET=1: two processes on one PostgreSQL -------------------------------------------------
+
+SURVIVE_S = float(os.environ.get("SURVIVE_S", "1.5"))
+
+
+def start_postgres(work: str) -> tuple[str, callable]:
+    """initdb + pg_ctl start on a free port (as `pgtest` when root); returns (url, stop)."""
+    import glob
+    import pwd
+    import socket
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: [int(x) for x in p.split("/")[4].split(".") if x.isdigit()])
+    if not bins:
+        raise RuntimeError("PostgreSQL is required (apt-get install postgresql)")
+    pgbin = bins[-1]
+    root = os.getuid() == 0
+    user = "pgtest" if root else pwd.getpwuid(os.getuid()).pw_name
+    if root:
+        subprocess.run(["id", user], capture_output=True).returncode == 0 or subprocess.run(["useradd", "-m", user], check=True)
+    pre = ["runuser", "-u", user, "--"] if root else []
+    data = os.path.join(work, "pg")
+    os.makedirs(data)
+    if root:
+        shutil.chown(work, user)
+        shutil.chown(data, user)
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    subprocess.run(pre + [f"{pgbin}/initdb", "-D", data, "-A", "trust", "-U", user, "-E", "UTF8"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(pre + [f"{pgbin}/pg_ctl", "-D", data, "-l", os.path.join(work, "pg.log"), "-w", "-o",
+                          f"-p {port} -k /tmp -c listen_addresses=127.0.0.1", "start"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(pre + [f"{pgbin}/psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", user, "-d", "postgres",
+                          "-c", "CREATE DATABASE crashloop"], check=True)
+
+    def stop():
+        subprocess.run(pre + [f"{pgbin}/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"], capture_output=True)
+    return f"postgres://{user}@127.0.0.1:{port}/crashloop", stop
+
+
+async def fleet_load(servers: list, attempts, next_n: list[int], delay: float, failures: list[str],
+                     rng: random.Random):
+    """The load of one FLEET trial; returns (acked, sent, victim index, takeover ms per attempt
+    of the victim)."""
+    acked: dict[str, list[int]] = {a: [] for a, _ in attempts}
+    sent = 0
+    victim = rng.randrange(2)
+    killed_at: list[float] = []
+    takeover: dict[str, float] = {}
+    stop_at: list[float] = []
+
+    async def client(i: int):
+        nonlocal sent
+        k = i
+        conns: dict[int, Conn] = {}
+        try:
+            while not stop_at or time.monotonic() < stop_at[0]:
+                j = k % len(attempts)
+                attempt_id, token = attempts[j]
+                k += CONNS
+                home = j % 2
+                target = home if not (killed_at and home == victim) else 1 - home
+                try:
+                    if target not in conns:
+                        conns[target] = await Conn.open(servers[target].addr)
+                    n = next_n[0]
+                    next_n[0] += 1
+                    sent += 1
+                    status, body = await conns[target].request("POST", f"/~{token}/api/counter", {"n": n})
+                except (OSError, asyncio.IncompleteReadError, ConnectionError):
+                    conns.pop(target, None)
+                    if target == victim and not killed_at:
+                        await asyncio.sleep(0.001)
+                    continue
+                if status != 200 or b'"previous"' not in body:
+                    failures.append(f"call {n} answered {status}: {body[:300]!r}")
+                    return
+                acked[attempt_id].append(n)
+                if killed_at and home == victim and attempt_id not in takeover:
+                    takeover[attempt_id] = (time.monotonic() - killed_at[0]) * 1000
+        finally:
+            for c in conns.values():
+                c.close()
+
+    def kill():
+        os.kill(servers[victim].proc.pid, signal.SIGKILL)
+        killed_at.append(time.monotonic())
+        stop_at.append(killed_at[0] + SURVIVE_S)
+
+    loop = asyncio.get_running_loop()
+    loop.call_later(delay, kill)
+    await asyncio.gather(*(client(i) for i in range(CONNS)))
+    servers[victim].kill()
+    victims = {a for j, (a, _) in enumerate(attempts) if j % 2 == victim}
+    missing = victims - set(takeover)
+    for a in missing:
+        failures.append(f"attempt {a} of the killed process was not served by the survivor within {SURVIVE_S} s")
+    return acked, sent, victim, takeover
+
+
+def fleet_main() -> int:
+    if BUILD:
+        log("nice cargo build --release")
+        subprocess.run(["nice", "cargo", "build", "--release"], cwd=ROOT, check=True, stdout=sys.stderr)
+    work = tempfile.mkdtemp(prefix="understudy-crashloop-fleet.", dir=os.environ.get("TMPDIR"))
+    os.chmod(work, 0o755)
+    url, stop_pg = start_postgres(work)
+    proj = os.path.join(work, "project")
+    os.makedirs(os.path.join(proj, "mocks", "api"))
+    with open(os.path.join(proj, "mocks", "api", "bump.json"), "w") as f:
+        json.dump(COUNTER_OP, f)
+    config = os.path.join(proj, "understudy.json")
+    with open(config, "w") as f:
+        json.dump({"data_dir": "data", "store": url, "integrations": {
+            "api": {"profile": "rest", "operations": "mocks/api"}}}, f)
+    stderr_path = os.path.join(work, "server.log")
+    rng = random.Random(SEED)
+    started = time.monotonic()
+    tally = new_tally()
+    every: dict[str, list[int]] = {}
+    previous: dict[str, list[int]] = {}
+    delays, calls, takeovers = [], [], []
+    next_n = [0]
+    servers = [None, None]
+    ok_run = True
+    try:
+        for trial in range(TRIALS):
+            for i in range(2):
+                if servers[i] is None or servers[i].proc.poll() is not None:
+                    servers[i] = Server(config, stderr_path)
+            asyncio.run(read_back(servers[trial % 2].addr, previous, tally))
+            attempts = asyncio.run(create_attempts(servers[0].addr, ATTEMPTS))
+            delay = rng.uniform(KILL_MIN_S, KILL_MAX_S)
+            acked, sent, victim, takeover = asyncio.run(
+                fleet_load(servers, attempts, next_n, delay, tally["errors"], rng))
+            servers[victim] = None
+            delays.append(delay)
+            calls.append(sent)
+            takeovers.append(max(takeover.values(), default=0.0))
+            previous = acked
+            every.update(acked)
+            log(f"trial {trial + 1}/{TRIALS}: process {victim} killed -9 after {delay * 1000:.0f} ms, "
+                f"{sum(len(v) for v in acked.values())} acknowledged of {sent} sent, "
+                f"survivor served its attempts within {takeovers[-1]:.0f} ms")
+        for s in servers:
+            if s is not None:
+                s.kill()
+        final_server = Server(config, stderr_path)
+        asyncio.run(read_back(final_server.addr, previous, tally))
+        final = new_tally()
+        asyncio.run(read_back(final_server.addr, every, final))
+        tally["final_recheck"] = {k: final[k] for k in ("attempts", "attempts_read_back", "acknowledged", "present")}
+        tally["errors"] += final["errors"]
+        tally["stop_exit"] = final_server.stop()
+    except RuntimeError as e:
+        tally["errors"].append(str(e))
+        ok_run = False
+    finally:
+        for s in servers:
+            if s is not None and s.proc.poll() is None:
+                s.kill()
+        stop_pg()
+        if not KEEP:
+            shutil.rmtree(work, ignore_errors=True)
+    lost = tally["acknowledged"] - tally["present"]
+    unreadable = tally["attempts"] - tally["attempts_read_back"]
+    worst = max(takeovers, default=0.0)
+    ok = ok_run and lost == 0 and unreadable == 0 and not tally["errors"] and worst < 1000
+    print(json.dumps({
+        "bench": "crashloop-fleet",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "trials": len(delays), "processes": 2, "connections": CONNS, "attempts_per_trial": ATTEMPTS,
+        "seed": SEED, "acknowledged": tally["acknowledged"], "present": tally["present"], "lost": lost,
+        "unacknowledged_present": tally["unacknowledged_present"],
+        "attempts": tally["attempts"], "attempts_read_back": tally["attempts_read_back"],
+        "final_recheck": tally.get("final_recheck"),
+        "takeover_ms": {"max": round(worst), "median": round(statistics.median(takeovers)) if takeovers else 0},
+        "kill_after_ms": {"min": round(min(delays, default=0) * 1000), "max": round(max(delays, default=0) * 1000)},
+        "calls_sent_per_trial": {"min": min(calls, default=0), "median": statistics.median(calls) if calls else 0,
+                                 "max": max(calls, default=0)},
+        "stop_exit": tally.get("stop_exit"), "wall_s": round(time.monotonic() - started, 1),
+        "errors": tally["errors"][:10], "ok": ok,
+    }))
     return 0 if ok else 1
 
 

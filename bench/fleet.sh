@@ -4,20 +4,23 @@
 #      through one process on the embedded store;
 #   2. the same through one process on PostgreSQL (a server started here: initdb in a temp
 #      dir, Debian defaults, fsync on);
-#   3. the same through nginx (round robin, keep-alive) in front of two processes sharing that
-#      PostgreSQL;
+#   3. the same through nginx (hash on the attempt token, keep-alive, as examples/fleet) in
+#      front of two, then three processes sharing that PostgreSQL;
 #   4. runs 1–3 again with the calls spread round robin over ATTEMPTS attempts (tokens in the
-#      Understudy-Attempt header).
-# Runs 1–3 call the default attempt, so on PostgreSQL every call takes that ONE attempt's row
-# lock and waits for the previous call's commit: the serialized worst case (docs/src/operations/fleet-store.md: calls of
-# one attempt are linearizable). Calls of different attempts commit concurrently (run 4).
-# Output: one JSON document on stdout (progress on stderr), with `ratios`: PostgreSQL one
-# process ÷ embedded one process, and nginx + two processes ÷ one process (both on
-# PostgreSQL), for rps and p99, for the default attempt and for ATTEMPTS attempts. Not a test.
+#      Understudy-Attempt header);
+#   0. first, nginx serving the same body as a static file (the reference).
+# Runs 1–3 call the default attempt: ONE attempt, whose calls are linearizable
+# (docs/src/operations/fleet-store.md), served by the process holding its lease; its calls
+# share commits. Calls of different attempts share commits too (run 4).
+# Output: one JSON document on stdout with `targets` (issue 34's two fleet targets, each
+# ratio with its threshold and met / not met), `scaling` (1, 2, 3 processes, with
+# PostgreSQL's CPU share of the machine) and every run; on stderr the same as Markdown
+# tables. Not a test.
 #
 #   bash bench/fleet.sh            # DUR=15 s per run, WARM=3 s, C=64 (~2 min)
 #   SMOKE=1 BUILD=0 bash bench/fleet.sh    # DUR=2 WARM=1 C=8 ATTEMPTS=8: does it run?
-# Knobs: DUR, WARM, C, ATTEMPTS, BIN (default target/release/understudy; BUILD=1, the
+# Knobs: DUR, WARM, C, ATTEMPTS, PERF=1 (a perf profile of the two-process run over ATTEMPTS
+# attempts, to bench/results/*-fleet-perf.txt), BIN (default target/release/understudy; BUILD=1, the
 # default, builds it first: BUILD=0 BIN=<release binary> uses one as it is).
 set -euo pipefail
 export LC_ALL=C
@@ -78,7 +81,9 @@ serve() {
 # run LABEL URL [TOKENS] → one JSON object (TOKENS: spread the calls over those attempts)
 run() {
   local label="$1" url="$2" tokens="${3:-}" lua="$HERE/wrk_report.lua"
-  curl -sf -o /dev/null "$url" || { echo "bench/fleet.sh: $label: $url does not answer 200" >&2; exit 1; }
+  local first
+  first="$(curl -s -w ' HTTP %{http_code}' "$url")"
+  case "$first" in *" HTTP 200") ;; *) echo "bench/fleet.sh: $label: $url does not answer 200: $first" >&2; exit 1 ;; esac
   if [ -n "$tokens" ]; then lua="$WORK/tokens_report.lua"; cat "$HERE/wrk_tokens.lua" "$HERE/wrk_report.lua" > "$lua"; fi
   WRK_TOKENS="$tokens" wrk -t1 -c"$C" -d"${WARM}s" --timeout 5s -s "$lua" "$url" >/dev/null 2>&1 || true
   echo "bench/fleet.sh: $label c=$C ${DUR}s" >&2
@@ -95,64 +100,145 @@ tokens() {
   echo "$t"
 }
 
-serve embedded --data-dir "$WORK/data-embedded"; EMB="$URL"
-R1="$(run "embedded, one process" "$EMB/crm$STUB_PATH")"
-serve pg1 --store "$STORE"; PG1="$URL"
-R2="$(run "postgres, one process" "$PG1/crm$STUB_PATH")"
-serve pg2 --store "$STORE"; PG2="$URL"
-NPORT="$(free_port)"
-mkdir -p "$WORK/ngx"; chmod 777 "$WORK/ngx"
-cat >"$WORK/nginx.conf" <<CONF
+# cpu → cumulative CPU seconds of PostgreSQL's processes and of the understudy processes
+cpu() {
+  python3 - "${PIDS[@]}" <<'PY'
+import os, sys
+tick = os.sysconf("SC_CLK_TCK"); pg = us = 0.0
+mine = set(sys.argv[1:])
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        st = open(f"/proc/{p}/stat").read()
+    except OSError:
+        continue
+    comm = st[st.index("(") + 1:st.rindex(")")]
+    f = st[st.rindex(")") + 2:].split()
+    t = (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / tick  # + reaped children (exited backends)
+    if comm.startswith("postgres"):
+        pg += t
+    elif p in mine:
+        us += t
+print(f"{pg:.2f} {us:.2f}")
+PY
+}
+# measured LABEL URL [TOKENS] → run's JSON with the CPU seconds PostgreSQL and understudy used
+measured() {
+  local before after line
+  before="$(cpu)"
+  line="$(run "$@")"
+  after="$(cpu)"
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); b=sys.argv[2].split(); a=sys.argv[3].split(); d=float(sys.argv[4])
+r["cpu_s"]={"postgres":round(float(a[0])-float(b[0]),2),"understudy":round(float(a[1])-float(b[1]),2),"wall_s":d}; print(json.dumps(r))' "$line" "$before" "$after" "$((DUR + WARM))"
+}
+# nginx_for NAME URL... → starts nginx in front of those processes (hash on the attempt token,
+# as examples/fleet does) and sets NG to its base URL
+nginx_for() {
+  local name="$1"; shift
+  local port ups="" u
+  port="$(free_port)"
+  for u in "$@"; do ups="$ups server ${u#http://};"; done
+  mkdir -p "$WORK/ngx-$name"; chmod 777 "$WORK/ngx-$name"
+  cat >"$WORK/nginx-$name.conf" <<CONF
 worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx.err warn;
+pid $WORK/nginx-$name.pid;
+error_log $WORK/nginx-$name.err warn;
 events { worker_connections 4096; }
 http {
   access_log off;
-  client_body_temp_path $WORK/ngx/b; proxy_temp_path $WORK/ngx/p; fastcgi_temp_path $WORK/ngx/f;
-  uwsgi_temp_path $WORK/ngx/u; scgi_temp_path $WORK/ngx/s;
+  client_body_temp_path $WORK/ngx-$name/b; proxy_temp_path $WORK/ngx-$name/p; fastcgi_temp_path $WORK/ngx-$name/f;
+  uwsgi_temp_path $WORK/ngx-$name/u; scgi_temp_path $WORK/ngx-$name/s;
   keepalive_requests 10000000;
-  upstream understudy { server ${PG1#http://}; server ${PG2#http://}; keepalive 128; }
+  map \$uri \$understudy_path_token { ~^/~(?<t>[^/]+) \$t; default ""; }
+  map "\$http_understudy_attempt\$understudy_path_token" \$understudy_attempt_key { "" default; default \$http_understudy_attempt\$understudy_path_token; }
+  upstream understudy { hash \$understudy_attempt_key consistent; $ups keepalive 128; }
   server {
-    listen 127.0.0.1:$NPORT;
+    listen 127.0.0.1:$port;
+    location = /static.json { default_type application/json; alias $HERE/body.json; }
     location / { proxy_pass http://understudy; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Host \$http_host; }
   }
 }
 CONF
-"$NGINX" -p "$WORK" -e "$WORK/nginx.err" -c "$WORK/nginx.conf"
-sleep 0.3
-R3="$(run "postgres, nginx + two processes" "http://127.0.0.1:$NPORT/crm$STUB_PATH")"
+  "$NGINX" -p "$WORK" -e "$WORK/nginx-$name.err" -c "$WORK/nginx-$name.conf"
+  NGINX_PIDFILES+=("$WORK/nginx-$name.pid")
+  sleep 0.3
+  NG="http://127.0.0.1:$port"
+}
+NGINX_PIDFILES=()
+trap 'for f in "${NGINX_PIDFILES[@]}"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; cleanup' EXIT
+
+serve embedded --data-dir "$WORK/data-embedded"; EMB="$URL"
+serve pg1 --store "$STORE"; PG1="$URL"
+serve pg2 --store "$STORE"; PG2="$URL"
+serve pg3 --store "$STORE"; PG3="$URL"
+nginx_for two "$PG1" "$PG2"; NG2="$NG"
+nginx_for three "$PG1" "$PG2" "$PG3"; NG3="$NG"
 T_EMB="$(tokens "$EMB")"; T_PG="$(tokens "$PG1")"
-R4="$(run "embedded, one process, $ATTEMPTS attempts" "$EMB/crm$STUB_PATH" "$T_EMB")"
-R5="$(run "postgres, one process, $ATTEMPTS attempts" "$PG1/crm$STUB_PATH" "$T_PG")"
-R6="$(run "postgres, nginx + two processes, $ATTEMPTS attempts" "http://127.0.0.1:$NPORT/crm$STUB_PATH" "$T_PG")"
-python3 - "$R1" "$R2" "$R3" "$R4" "$R5" "$R6" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$($PGBIN/postgres --version)" "$("$BIN" --version 2>&1 | head -1)" "DUR=$DUR WARM=$WARM C=$C ATTEMPTS=$ATTEMPTS bash bench/fleet.sh" <<'PY'
+R=()
+R+=("$(measured "nginx, static body" "$NG2/static.json")")
+R+=("$(measured "embedded, one process" "$EMB/crm$STUB_PATH")")
+R+=("$(measured "postgres, one process" "$PG1/crm$STUB_PATH")")
+R+=("$(measured "postgres, nginx + two processes" "$NG2/crm$STUB_PATH")")
+R+=("$(measured "postgres, nginx + three processes" "$NG3/crm$STUB_PATH")")
+R+=("$(measured "embedded, one process, $ATTEMPTS attempts" "$EMB/crm$STUB_PATH" "$T_EMB")")
+R+=("$(measured "postgres, one process, $ATTEMPTS attempts" "$PG1/crm$STUB_PATH" "$T_PG")")
+# PERF=1: a system-wide perf profile (99 Hz, call graphs) during this run: where the time goes
+if [ "${PERF:-0}" = 1 ]; then
+  perf record -F 99 -a -g -o "$WORK/perf.data" -- sleep "$((DUR + WARM))" >/dev/null 2>&1 &
+  PERF_PID=$!
+fi
+R+=("$(measured "postgres, nginx + two processes, $ATTEMPTS attempts" "$NG2/crm$STUB_PATH" "$T_PG")")
+if [ "${PERF:-0}" = 1 ]; then
+  wait "$PERF_PID" || true
+  OUTP="${PERF_OUT:-$ROOT/bench/results/$(date -u +%Y-%m-%dT%H%M)-fleet-perf.txt}"
+  { echo "# perf record -F 99 -a -g during: postgres, nginx + two processes, $ATTEMPTS attempts (DUR=$DUR WARM=$WARM C=$C)"
+    echo "## CPU samples by command"; perf report -i "$WORK/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15
+    echo "## top symbols, understudy"; perf report -i "$WORK/perf.data" --no-children --comms understudy,understudy-pg,tokio-runtime-w --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
+    echo "## top symbols, postgres"; perf report -i "$WORK/perf.data" --no-children --comms postgres --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
+  } > "$OUTP"
+  echo "bench/fleet.sh: profile in $OUTP" >&2
+fi
+R+=("$(measured "postgres, nginx + three processes, $ATTEMPTS attempts" "$NG3/crm$STUB_PATH" "$T_PG")")
+LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$($PGBIN/postgres --version)" "$("$BIN" --version 2>&1 | head -1)" "DUR=$DUR WARM=$WARM C=$C ATTEMPTS=$ATTEMPTS bash bench/fleet.sh" "$LOAD" "${R[@]}" <<'PY'
 import json, sys, time
-r = [json.loads(x) for x in sys.argv[1:7]]
-
-
-def q(a, b, key):
-    x, y = a["wrk"][key], b["wrk"][key]
-    return round(x / y, 3) if y else None
-
-
-ratios = []
-for label, (emb, pg1, pg2) in (("default attempt (one row lock)", r[0:3]), (f"{r[3]['target'].split(', ')[-1]} (round robin)", r[3:6])):
-    for x in (emb, pg1, pg2):
-        x["ratio_to_embedded"] = q(x, emb, "rps")
-    ratios.append({"calls_on": label,
-                   "postgres_one_vs_embedded_one": {"rps": q(pg1, emb, "rps"), "p99": q(pg1, emb, "p99_us")},
-                   "nginx_two_vs_one_process_postgres": {"rps": q(pg2, pg1, "rps"), "p99": q(pg2, pg1, "p99_us")}})
-print(json.dumps({"bench": "fleet", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "command": sys.argv[11], "understudy": sys.argv[10], "cores": int(sys.argv[7]),
-                  "cpu": sys.argv[8], "postgres": sys.argv[9], "ratios": ratios, "runs": r}, indent=1))
-PY
-python3 - "$R1" "$R2" "$R3" "$R4" "$R5" "$R6" <<'PY' >&2
-import json, sys
-r = [json.loads(x) for x in sys.argv[1:]]
-print("\n| run | rps | p50 ms | p99 ms | errors | ÷ embedded rps |\n|---|---|---|---|---|---|")
-for g in (r[0:3], r[3:6]):
+cores, cpu, pgv, usv, command, load = sys.argv[1:7]
+r = [json.loads(x) for x in sys.argv[7:]]
+ngx, e1, p1, p2, p3, eN, pN1, pN2, pN3 = r
+rps = lambda x: x["wrk"]["rps"]
+def ratio(a, b):
+    return round(rps(a) / rps(b), 3) if rps(b) else None
+for x in r:
+    x["ratio_to_nginx"] = ratio(x, ngx)
+for g in ((e1, p1, p2, p3), (eN, pN1, pN2, pN3)):
     for x in g:
-        w = x["wrk"]; e = sum(v for k, v in w.items() if k.startswith("err_"))
-        print(f"| {x['target']} | {w['rps']:.0f} | {w['p50_us'] / 1000:.2f} | {w['p99_us'] / 1000:.2f} | {e} | {w['rps'] / g[0]['wrk']['rps']:.3f} |")
+        x["ratio_to_embedded"] = ratio(x, g[0])
+        c = x["cpu_s"]
+        x["postgres_cpu_share"] = round(c["postgres"] / (c["wall_s"] * int(cores)), 3)
+targets = [
+    {"target": f"nginx + two processes, {eN['target'].split(', ')[-1]}, c={eN['c']}: >= 1.0 x one embedded process",
+     "ratio": ratio(pN2, eN), "threshold": 1.0},
+    {"target": f"nginx + two processes, one attempt, c={e1['c']}: >= 0.5 x one embedded process",
+     "ratio": ratio(p2, e1), "threshold": 0.5},
+]
+for t in targets:
+    t["met"] = t["ratio"] is not None and t["ratio"] >= t["threshold"]
+scaling = [{"processes": n, "one_attempt_rps": round(rps(a)), "one_attempt_ratio": ratio(a, e1),
+            "attempts_rps": round(rps(b)), "attempts_ratio": ratio(b, eN),
+            "postgres_cpu_share_attempts": b["postgres_cpu_share"]}
+           for n, a, b in ((1, p1, pN1), (2, p2, pN2), (3, p3, pN3))]
+print(json.dumps({"bench": "fleet", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "command": command, "understudy": usv, "cores": int(cores), "cpu": cpu,
+                  "loadavg_at_end": load, "postgres": pgv, "targets": targets,
+                  "scaling": scaling, "runs": r}, indent=1))
+print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cores} cores ({cpu}), load {load}, `{command}`", file=sys.stderr)
+print("\n| run | rps | p50 ms | p99 ms | errors | ÷ embedded | ÷ nginx static | PostgreSQL CPU share |\n|---|---|---|---|---|---|---|---|", file=sys.stderr)
+for x in r:
+    w = x["wrk"]; e = sum(v for k, v in w.items() if k.startswith("err_"))
+    print(f"| {x['target']} | {w['rps']:.0f} | {w['p50_us'] / 1000:.2f} | {w['p99_us'] / 1000:.2f} | {e} | "
+          f"{x.get('ratio_to_embedded', '')} | {x['ratio_to_nginx']} | {x.get('postgres_cpu_share', '')} |", file=sys.stderr)
+print("\n| target | ratio | threshold | met |\n|---|---|---|---|", file=sys.stderr)
+for t in targets:
+    print(f"| {t['target']} | {t['ratio']} | {t['threshold']} | {'met' if t['met'] else 'NOT met'} |", file=sys.stderr)
 PY

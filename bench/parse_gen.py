@@ -1,5 +1,5 @@
-# Copied from the peer harness (shared/bench/peers/parse_gen.py, 2026-11-29) so understudy is
-# measured the same way; the project does not read ../shared at run time.
+# Copied from the peer harness (bench/peers/parse_gen.py, 2026-11-29) so understudy is
+# measured the same way; nothing outside the repository is read at run time.
 """Normalize wrk (RESULT line from wrk_report.lua) or oha (--output-format json) output from stdin
 into one JSON object: requests, rps, p50_us, p90_us, p99_us, p999_us, max_us, errors, detail."""
 import json, sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One sitting, one command: the peer mock servers (shared/bench/peers: nginx, WireMock,
+# One sitting, one command: the peer mock servers (bench/peers, vendored: nginx, WireMock,
 # Mountebank, mockttp, mitmproxy, Prism), then understudy's own harness (bench/run.sh), on the
 # same machine minutes apart, with the same generator (wrk -t1), durations and concurrencies.
 # Prints Markdown tables with understudy's ratios to every peer and issue 20's targets (target,
@@ -9,12 +9,12 @@
 #                                              # ~10, run.sh ~7, plus the builds)
 #   DUR=30 WARM=5 bash bench/side_by_side.sh   # the peers' own default durations
 #
-# Env: PEERS_DIR (default ../shared/bench/peers beside the repo), PERF_HOME (/tmp/peer-bench),
+# Env: PEERS_DIR (default bench/peers, in this repository), PERF_HOME (/tmp/peer-bench),
 # OUT (bench/results), DUR, WARM, QUIET_MAX/QUIET_CORES (passed to both harnesses).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/bench/peers}"
+PEERS_DIR="${PEERS_DIR:-$HERE/peers}"
 export PERF_HOME="${PERF_HOME:-/tmp/peer-bench}"
 export DUR="${DUR:-15}" WARM="${WARM:-3}" GENS=wrk CONCS="1 64"
 OUT="${OUT:-$ROOT/bench/results}"

@@ -1,5 +1,5 @@
--- Copied from the peer harness (shared/bench/peers/wrk_report.lua, 2026-11-29) so understudy is
--- measured the same way; the project does not read ../shared at run time.
+-- Copied from the peer harness (bench/peers/wrk_report.lua, 2026-11-29) so understudy is
+-- measured the same way; nothing outside the repository is read at run time.
 -- wrk done() hook: print one machine-readable line. Latencies in microseconds.
 done = function(summary, latency, requests)
   local e = summary.errors

@@ -123,8 +123,14 @@ for i in $(seq 1 "$PROCS"); do
   log "understudy $i on 127.0.0.1:$P (pid ${PIDS[-1]})"
 done
 
-# 4. nginx, round robin, keep-alive to the upstreams. A non-idempotent request is never
-# retried on another process (nginx's default since 1.9.13): a call reaches one process.
+# 4. nginx, keep-alive to the upstreams, routing by attempt token (`hash … consistent`): the
+# calls of one attempt reach the process that holds its lease (docs/src/operations/fleet-store.md),
+# which answers without asking PostgreSQL first; another process would have to take the lease
+# over. The token is the `Understudy-Attempt` header or the `/~<token>/` path prefix; calls
+# without one (the fleet's default attempt) share the key "default". A process that goes
+# away: nginx sends its attempts to the next one on the ring, which takes their leases over. A
+# non-idempotent request is never retried on another process (nginx's default since
+# 1.9.13): a call reaches one process.
 mkdir -p "$DIR/nginx-tmp"; chmod 777 "$DIR/nginx-tmp"
 cat >"$DIR/nginx.conf" <<CONF
 worker_processes 1;
@@ -139,7 +145,10 @@ http {
   uwsgi_temp_path $DIR/nginx-tmp/uwsgi;
   scgi_temp_path $DIR/nginx-tmp/scgi;
   client_max_body_size 10m;
+  map \$uri \$understudy_path_token { ~^/~(?<t>[^/]+) \$t; default ""; }
+  map "\$http_understudy_attempt\$understudy_path_token" \$understudy_attempt_key { "" default; default \$http_understudy_attempt\$understudy_path_token; }
   upstream understudy {
+    hash \$understudy_attempt_key consistent;
 $UPSTREAMS    keepalive 64;
   }
   server {

@@ -17,7 +17,7 @@
 //! | `events.rs` | the per-attempt evidence files and their lanes |
 //! | `frame.rs` | the `length | crc | payload` frame of the journal and the evidence files: one writer, one reader |
 //! | `keys.rs` | the sled key encodings |
-//! | `postgres.rs` | the PostgreSQL backend: schema and migrations, the per-call transaction under the attempt's row lock, the change listener |
+//! | `postgres/` | the PostgreSQL backend: schema and migrations, the attempts' leases and the commit lane (many attempts' calls per transaction), the change listener |
 //!
 //! # Backend interface
 //!

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use deadpool_postgres::Object;
 use serde_json::{Map, Value};
 
+use super::lane::Entry;
 use super::{lock, pg_err, pool_err, text, to_i64, to_u64, Postgres, Shared};
 use crate::records::{AgentEvent, EvidenceEntry, ResultStatus, ToolEvent};
 use crate::store::embedded::{decode_json, encode_json};
@@ -15,8 +16,7 @@ use crate::store::{CallRecord, EncodedResult, StoreError};
 
 pub(super) const S_CALL_ROW: &str = "INSERT INTO understudy_calls (attempt_id) SELECT $1::text \
      WHERE EXISTS (SELECT 1 FROM understudy_attempts WHERE attempt_id = $1::text) ON CONFLICT DO NOTHING";
-const S_LOCK: &str =
-    "SELECT last_seq, writer FROM understudy_calls WHERE attempt_id = $1 FOR UPDATE";
+const S_ROW: &str = "SELECT last_seq, writer FROM understudy_calls WHERE attempt_id = $1";
 const S_STATE: &str =
     "SELECT integration, state FROM understudy_state WHERE attempt_id = $1 ORDER BY integration";
 const S_IDEM: &str =
@@ -33,19 +33,13 @@ const S_CHAOS: &str = "SELECT (e.event::jsonb->>'integration') || '/' || (e.even
      AND e.event::jsonb->>'source' = 'mock' AND e.event::jsonb->>'operation_id' IS NOT NULL \
      AND (e.event::jsonb->>'result_status' = 'ok' OR (e.event::jsonb->>'result_status' = 'blocked' AND e.event::jsonb ? 'fault')) \
      GROUP BY 1";
-const S_EVENT: &str =
-    "INSERT INTO understudy_events (attempt_id, sequence, kind, event) VALUES ($1, $2, $4, $3)";
 /// `understudy_events.kind` of a call's event.
 const KIND_TOOL: &str = "tool";
 /// `understudy_events.kind` of an agent-side event (docs/src/reference/events.md): same table, same sequence.
 const KIND_AGENT: &str = "agent";
-const S_SEQ: &str = "UPDATE understudy_calls SET last_seq = $2, writer = $3 WHERE attempt_id = $1";
 pub(super) const S_PUT_STATE: &str =
     "INSERT INTO understudy_state (attempt_id, integration, state) VALUES ($1, $2, $3) \
      ON CONFLICT (attempt_id, integration) DO UPDATE SET state = EXCLUDED.state";
-const S_PUT_IDEM: &str =
-    "INSERT INTO understudy_idempotency (attempt_id, operation, key_ref, sequence, event) \
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
 
 /// The pre-call state read under the row lock, when this process's copy is not current.
 #[derive(Debug, Default)]
@@ -60,48 +54,7 @@ pub struct Fresh {
     pub chaos: Vec<(String, u64, u64)>,
 }
 
-/// A row lock taken for one call, with the token of its [`super::CallLock`] (so that a late
-/// release never drops the next call's lock).
-pub(super) enum Held {
-    Locked {
-        conn: TxConn,
-        last_seq: u64,
-        token: u64,
-    },
-    Failed(String, u64),
-}
-
-impl Held {
-    fn token(&self) -> u64 {
-        match self {
-            Held::Locked { token, .. } | Held::Failed(_, token) => *token,
-        }
-    }
-}
-
-/// A pooled connection inside a transaction. Dropped without [`TxConn::done`] (a failure, a
-/// lock nobody consumed, a caller gone) it is taken out of the pool and closed, which rolls
-/// the transaction back and releases the row lock; it never goes back to the pool mid-
-/// transaction.
-pub(super) struct TxConn(Option<Box<Object>>);
-
-impl TxConn {
-    fn get(&self) -> &Object {
-        self.0.as_ref().expect("a live connection")
-    }
-    /// The transaction ended (committed): the connection goes back to the pool.
-    fn done(mut self) {
-        self.0.take();
-    }
-}
-
-impl Drop for TxConn {
-    fn drop(&mut self) {
-        if let Some(conn) = self.0.take() {
-            drop(Object::take(*conn));
-        }
-    }
-}
+pub(super) type Commit = tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
 
 /// Who awaits a commit: the tokio task that called `write_call` (so an `.await` between
 /// `write_call` and `wait_durable` is harmless), else the thread (sync callers).
@@ -120,14 +73,13 @@ impl Waiter {
     }
 }
 
-pub(super) type Commit = tokio::task::JoinHandle<Result<(), StoreError>>;
-
 impl Postgres {
     // ---- calls ---------------------------------------------------------------------------
 
-    /// Step 1 of a call (module doc): the attempt's row lock. `Ok(None)`: this process's
-    /// in-memory state is current; `Ok(Some)`: the state and idempotency entries to use.
-    /// On `Err` the failure is also kept, so the attempt's `write_call` returns it.
+    /// Step 1 of a call (module doc): a hold on the attempt's lease ([`super::lane`]).
+    /// `Ok(None)`: this process's in-memory state is current; `Ok(Some)`: the state and
+    /// idempotency entries to use. On `Err` the failure is also kept, so the attempt's
+    /// `write_call` returns it.
     pub(in crate::store) async fn lock_call(
         &self,
         attempt_id: &str,
@@ -135,67 +87,26 @@ impl Postgres {
     ) -> Result<Option<Fresh>, StoreError> {
         let s = self.shared.clone();
         let id = attempt_id.to_string();
-        let seen = lock(&s.seen).get(attempt_id).copied();
-        // Inserted into `held` here, after the await: a caller dropped meanwhile leaves the
-        // connection in the task's output, which closes it.
-        let r = self
-            .handle
-            .spawn(async move { lock_row(&s, &id, seen).await })
+        self.handle
+            .spawn(async move { s.lock_call(&id, token).await })
             .await
-            .unwrap_or_else(|_| Err(StoreError::Backend("the store runtime stopped".into())));
-        let mut held = lock(&self.shared.held);
-        match r {
-            Ok((conn, last_seq, fresh)) => {
-                held.insert(
-                    attempt_id.to_string(),
-                    Held::Locked {
-                        conn,
-                        last_seq,
-                        token,
-                    },
-                );
-                Ok(fresh)
-            }
-            Err(e) => {
-                held.insert(attempt_id.to_string(), Held::Failed(e.to_string(), token));
-                Err(e)
-            }
-        }
+            .unwrap_or_else(|_| Err(StoreError::Backend("the store runtime stopped".into())))
     }
 
-    /// Drops a row lock that no `write_call` consumed (rolls its transaction back).
+    /// Ends a hold that no `write_call` consumed.
     pub(in crate::store) fn release_call(&self, attempt_id: &str, token: u64) {
-        let held = {
-            let mut held = lock(&self.shared.held);
-            match held.get(attempt_id) {
-                Some(h) if h.token() == token => held.remove(attempt_id),
-                _ => None,
-            }
-        };
-        if let Some(Held::Locked { conn, .. }) = held {
-            lock(&self.shared.seen).remove(attempt_id);
-            // Closing the connection ends its transaction; the pool opens a new one.
-            drop(conn);
-        }
+        self.shared.release_call(attempt_id, token);
     }
 
-    /// The row lock of the attempt's next write: the one `lock_call` took (whose pre-call
-    /// state the caller applied), else taken now (a path without `lock_call`: blocking).
-    /// Returns the locked connection, the row's `last_seq`, and whether this process's
-    /// in-memory copy of the attempt is current.
-    fn take_lock(&self, attempt_id: &str) -> Result<(TxConn, u64, bool), StoreError> {
-        let held = lock(&self.shared.held).remove(attempt_id);
-        match held {
-            Some(Held::Locked { conn, last_seq, .. }) => Ok((conn, last_seq, true)),
-            Some(Held::Failed(m, _)) => Err(StoreError::Backend(m)),
-            None => {
-                let id = attempt_id.to_string();
-                let seen = lock(&self.shared.seen).get(attempt_id).copied();
-                let (conn, last_seq, fresh) =
-                    self.block(move |s| async move { lock_row(&s, &id, seen).await })?;
-                Ok((conn, last_seq, fresh.is_none()))
-            }
+    /// The hold a write goes under: the one `lock_call` took for the attempt (`None`), else
+    /// one taken now (blocking; several such writers of one attempt may run at once).
+    fn direct_hold(&self, attempt_id: &str) -> Result<Option<u64>, StoreError> {
+        if self.shared.has_hold(attempt_id) {
+            return Ok(None);
         }
+        let id = attempt_id.to_string();
+        self.block(move |s| async move { s.hold_direct(&id).await })
+            .map(Some)
     }
 
     pub(in crate::store) fn write_call(
@@ -203,94 +114,73 @@ impl Postgres {
         attempt_id: &str,
         mut rec: CallRecord,
     ) -> Result<u64, StoreError> {
-        let (conn, last_seq, current) = self.take_lock(attempt_id)?;
-        let seq = last_seq + 1;
-        rec.event.sequence = seq;
-        let event = text(crate::store::event_json::encode(
-            &rec.event,
-            rec.result_json.as_ref().map(EncodedResult::as_bytes),
-        )?);
-        let state = match &rec.state {
-            Some((integ, map)) => Some((integ.clone(), text(encode_json(map)?))),
-            None => None,
-        };
-        let idem = match (&rec.event.idempotency_key_ref, &rec.event.operation_id) {
-            (Some(r), Some(op)) if rec.event.result_status == ResultStatus::Ok => {
-                Some((format!("{}/{op}", rec.event.integration), r.clone()))
-            }
-            _ => None,
-        };
-        let entry = Entry {
-            seq,
-            kind: KIND_TOOL,
-            event,
-            state,
-            idem,
-        };
-        self.spawn_commit(attempt_id, conn, current, entry);
+        let direct = self.direct_hold(attempt_id)?;
+        let (seq, rx) = self.shared.queue(attempt_id, direct, |seq| {
+            rec.event.sequence = seq;
+            let event = text(crate::store::event_json::encode(
+                &rec.event,
+                rec.result_json.as_ref().map(EncodedResult::as_bytes),
+            )?);
+            let state = match &rec.state {
+                Some((integ, map)) => Some((integ.clone(), text(encode_json(map)?))),
+                None => None,
+            };
+            let idem = match (&rec.event.idempotency_key_ref, &rec.event.operation_id) {
+                (Some(r), Some(op)) if rec.event.result_status == ResultStatus::Ok => {
+                    Some((format!("{}/{op}", rec.event.integration), r.clone()))
+                }
+                _ => None,
+            };
+            Ok(Entry {
+                seq,
+                kind: KIND_TOOL,
+                event,
+                state,
+                idem,
+            })
+        })?;
+        self.pend(rx);
         Ok(seq)
     }
 
-    /// An agent-side event: the attempt's next sequence under its row lock, kind `agent`;
+    /// An agent-side event: the attempt's next sequence under its lease, kind `agent`;
     /// durable once `wait_durable` (from this task) returns.
     pub(in crate::store) fn write_agent_event(
         &self,
         attempt_id: &str,
         mut ev: AgentEvent,
     ) -> Result<u64, StoreError> {
-        let (conn, last_seq, current) = self.take_lock(attempt_id)?;
-        let seq = last_seq + 1;
-        ev.sequence = seq;
-        let entry = Entry {
-            seq,
-            kind: KIND_AGENT,
-            event: text(encode_json(&ev)?),
-            state: None,
-            idem: None,
-        };
-        self.spawn_commit(attempt_id, conn, current, entry);
+        let direct = self.direct_hold(attempt_id)?;
+        let (seq, rx) = self.shared.queue(attempt_id, direct, |seq| {
+            ev.sequence = seq;
+            Ok(Entry {
+                seq,
+                kind: KIND_AGENT,
+                event: text(encode_json(&ev)?),
+                state: None,
+                idem: None,
+            })
+        })?;
+        self.pend(rx);
         Ok(seq)
     }
 
-    /// Spawns the commit of one entry on the locked connection and queues it for the
-    /// current task's `wait_durable`. `current`: this process's in-memory copy of the
-    /// attempt was current under the lock, so it stays current after this write (the row's
-    /// `writer` says so); otherwise the row is marked for every process to reload.
-    fn spawn_commit(&self, attempt_id: &str, conn: TxConn, current: bool, entry: Entry) {
-        let seq = entry.seq;
-        if current {
-            lock(&self.shared.seen).insert(attempt_id.to_string(), seq);
-        } else {
-            lock(&self.shared.seen).remove(attempt_id);
-        }
-        let s = self.shared.clone();
-        let id = attempt_id.to_string();
-        s.inflight.send_modify(|n| *n += 1);
-        let job = self.handle.spawn(async move {
-            let writer = if current { s.writer.as_str() } else { "" };
-            let r = commit(&s, conn, &id, writer, entry).await;
-            if r.is_err() {
-                lock(&s.seen).remove(&id);
-            } else {
-                s.commits.fetch_add(1, Ordering::Relaxed);
-            }
-            s.inflight.send_modify(|n| *n -= 1);
-            r
-        });
+    /// Queues a commit for the current task's `wait_durable`.
+    fn pend(&self, rx: Commit) {
         lock(&self.shared.pending)
             .entry(Waiter::current())
             .or_default()
-            .push(job);
+            .push(rx);
     }
 
-    /// The commits spawned by the current task (or thread) and not yet awaited.
+    /// The commits awaited by the current task (or thread) and not yet awaited.
     pub(in crate::store) fn take_pending(&self) -> Vec<Commit> {
         lock(&self.shared.pending)
             .remove(&Waiter::current())
             .unwrap_or_default()
     }
 
-    /// Every commit in flight, whichever thread spawned it (shutdown's `flush`).
+    /// Every commit in flight, whichever thread queued it (shutdown's `flush`).
     pub(in crate::store) async fn wait_idle(&self) {
         let mut rx = self.shared.inflight.subscribe();
         let _ = rx.wait_for(|n| *n == 0).await;
@@ -456,144 +346,62 @@ pub(super) async fn read_state(
     Ok(out)
 }
 
-/// BEGIN, insert-if-missing, `SELECT … FOR UPDATE` (one round trip), and the pre-call state
-/// when `seen` (the sequence this process last wrote) is not what the row says.
-async fn lock_row(
+/// Under the attempt's lease: its row (inserted when missing) and, unless `seen` (the
+/// sequence this process last wrote) is what the row says and this process wrote it, the
+/// pre-call state, idempotency entries and chaos counters. Returns the row's `last_seq`.
+pub(super) async fn read_row(
     s: &Shared,
+    conn: &Object,
     id: &str,
     seen: Option<u64>,
-) -> Result<(TxConn, u64, Option<Fresh>), StoreError> {
-    let conn = TxConn(Some(Box::new(s.pool.get().await.map_err(pool_err)?)));
-    let run = async {
-        let conn = conn.get();
-        let (ins, sel) =
-            tokio::try_join!(conn.prepare_cached(S_CALL_ROW), conn.prepare_cached(S_LOCK))
-                .map_err(pg_err)?;
-        let p_id: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
-        let (_, _, row) = tokio::try_join!(
-            conn.batch_execute("BEGIN"),
-            conn.execute(&ins, &p_id),
-            conn.query_opt(&sel, &p_id),
-        )
+) -> Result<(u64, Option<Fresh>), StoreError> {
+    let (ins, sel) = tokio::try_join!(conn.prepare_cached(S_CALL_ROW), conn.prepare_cached(S_ROW))
         .map_err(pg_err)?;
-        let Some(row) = row else {
-            return Err(StoreError::Invalid(format!(
-                "cannot record a call for unknown attempt {id}"
-            )));
-        };
-        let last_seq = to_u64(row.get(0));
-        let writer: &str = row.get(1);
-        if seen == Some(last_seq) && writer == s.writer {
-            return Ok((last_seq, None));
-        }
-        let (idem, chaos) =
-            tokio::try_join!(conn.prepare_cached(S_IDEM), conn.prepare_cached(S_CHAOS))
-                .map_err(pg_err)?;
-        let (state, rows, chaos) = tokio::try_join!(
-            read_state(conn, id),
-            async { conn.query(&idem, &[&id]).await.map_err(pg_err) },
-            async { conn.query(&chaos, &[&id]).await.map_err(pg_err) },
-        )?;
-        let chaos = chaos
-            .iter()
-            .map(|r| {
-                (
-                    r.get::<_, Option<String>>(0).unwrap_or_default(),
-                    to_u64(r.get(1)),
-                    to_u64(r.get(2)),
-                )
-            })
-            .collect();
-        let idempotent = rows
-            .iter()
-            .map(|r| {
-                decode_json(
-                    r.get::<_, &str>(0).as_bytes(),
-                    &format!("idempotency entry of {id}"),
-                )
-            })
-            .collect::<Result<Vec<ToolEvent>, _>>()?;
-        Ok((
-            last_seq,
-            Some(Fresh {
-                state,
-                idempotent,
-                chaos,
-            }),
-        ))
+    let p_id: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+    let (_, row) = tokio::try_join!(conn.execute(&ins, &p_id), conn.query_opt(&sel, &p_id),)
+        .map_err(pg_err)?;
+    let Some(row) = row else {
+        return Err(StoreError::Invalid(format!(
+            "cannot record a call for unknown attempt {id}"
+        )));
     };
-    // On `Err`, `conn` is dropped: closed, never back in the pool mid-transaction.
-    let (last_seq, fresh) = run.await?;
-    Ok((conn, last_seq, fresh))
-}
-
-/// One write under a row lock: a call's event (with its state change and first-`ok`
-/// idempotency row) or an agent-side event.
-struct Entry {
-    seq: u64,
-    /// [`KIND_TOOL`] or [`KIND_AGENT`].
-    kind: &'static str,
-    event: String,
-    state: Option<(String, String)>,
-    idem: Option<(String, String)>,
-}
-
-/// Step 2 of a call (or an agent event): the writes and COMMIT, pipelined; on failure the
-/// connection is dropped (the server rolls back). `writer` is what the row's `writer`
-/// becomes (this process's id, or empty: every process reloads).
-async fn commit(
-    #[allow(unused_variables)] s: &Shared,
-    conn: TxConn,
-    id: &str,
-    writer: &str,
-    entry: Entry,
-) -> Result<(), StoreError> {
-    let Entry {
-        seq,
-        kind,
-        event,
-        state,
-        idem,
-    } = entry;
-    #[cfg(any(test, feature = "test-hooks"))]
-    {
-        let mut rx = s.paused.subscribe();
-        let _ = rx.wait_for(|p| !p).await;
+    let last_seq = to_u64(row.get(0));
+    let writer: &str = row.get(1);
+    if seen == Some(last_seq) && writer == s.writer {
+        return Ok((last_seq, None));
     }
-    let seq = to_i64(seq);
-    let run = async {
-        let conn = conn.get();
-        let (ev, up, st, im) = tokio::try_join!(
-            conn.prepare_cached(S_EVENT),
-            conn.prepare_cached(S_SEQ),
-            conn.prepare_cached(S_PUT_STATE),
-            conn.prepare_cached(S_PUT_IDEM),
-        )?;
-        let p_ev: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&id, &seq, &event, &kind];
-        let p_up: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&id, &seq, &writer];
-        tokio::try_join!(
-            conn.execute(&ev, &p_ev),
-            conn.execute(&up, &p_up),
-            async {
-                match &state {
-                    Some((integ, json)) => conn.execute(&st, &[&id, integ, json]).await,
-                    None => Ok(0),
-                }
-            },
-            async {
-                match &idem {
-                    Some((op, r)) => conn.execute(&im, &[&id, op, r, &seq, &event]).await,
-                    None => Ok(0),
-                }
-            },
-            conn.batch_execute("COMMIT"),
-        )
-    };
-    match run.await {
-        Ok(_) => {
-            conn.done();
-            Ok(())
-        }
-        Err(e) => Err(pg_err(e)), // `conn` is dropped: closed
-    }
+    let (idem, chaos) = tokio::try_join!(conn.prepare_cached(S_IDEM), conn.prepare_cached(S_CHAOS))
+        .map_err(pg_err)?;
+    let (state, rows, chaos) = tokio::try_join!(
+        read_state(conn, id),
+        async { conn.query(&idem, &[&id]).await.map_err(pg_err) },
+        async { conn.query(&chaos, &[&id]).await.map_err(pg_err) },
+    )?;
+    let chaos = chaos
+        .iter()
+        .map(|r| {
+            (
+                r.get::<_, Option<String>>(0).unwrap_or_default(),
+                to_u64(r.get(1)),
+                to_u64(r.get(2)),
+            )
+        })
+        .collect();
+    let idempotent = rows
+        .iter()
+        .map(|r| {
+            decode_json(
+                r.get::<_, &str>(0).as_bytes(),
+                &format!("idempotency entry of {id}"),
+            )
+        })
+        .collect::<Result<Vec<ToolEvent>, _>>()?;
+    Ok((
+        last_seq,
+        Some(Fresh {
+            state,
+            idempotent,
+            chaos,
+        }),
+    ))
 }

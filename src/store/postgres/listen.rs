@@ -41,9 +41,15 @@ pub(super) async fn listen(cfg: tokio_postgres::Config, s: Arc<Shared>) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         let client = match cfg.connect(NoTls).await {
             Ok((client, mut conn)) => {
+                let s = s.clone();
                 tokio::spawn(async move {
                     while let Some(m) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
                         match m {
+                            Ok(tokio_postgres::AsyncMessage::Notification(n))
+                                if n.channel() == super::lane::WANT =>
+                            {
+                                s.wanted(n.payload());
+                            }
                             Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
                                 let _ = tx.send(());
                             }
@@ -60,7 +66,7 @@ pub(super) async fn listen(cfg: tokio_postgres::Config, s: Arc<Shared>) {
             }
         };
         if client
-            .batch_execute(&format!("LISTEN {CHANNEL}"))
+            .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {}", super::lane::WANT))
             .await
             .is_err()
         {

@@ -10,32 +10,32 @@
 //! called from this runtime's own threads (nothing here does).
 //!
 //! **A call** ([`Postgres::lock_call`] → [`Postgres::write_call`] → [`Postgres::wait_durable`])
-//! is ONE transaction on one pooled connection:
+//! runs under the attempt's **lease** and is committed by the **commit lane** ([`lane`]):
 //!
-//! 1. `BEGIN`; insert the attempt's `understudy_calls` row if missing; `SELECT last_seq,
-//!    writer … FOR UPDATE` — the attempt's row lock, held until the commit, so calls of one
-//!    attempt through any process are serialized; the pre-call state and the idempotency
-//!    table are read under it (`Fresh`) unless this process wrote the row last (`writer` is
-//!    this process's random id and `last_seq` the sequence it wrote: its in-memory copy is
-//!    then current);
-//! 2. the caller evaluates (pure, in memory) and calls `write_call`, which takes the locked
-//!    connection (sequence = `last_seq + 1`) and spawns the commit: the event, the new
-//!    `last_seq`, the state and the first-`ok` idempotency row, then `COMMIT`, pipelined in
-//!    one round trip;
-//! 3. `wait_durable` (from the task that called `write_call`) awaits that commit:
-//!    acknowledged means committed.
+//! 1. `lock_call` holds the lease: at once when this process holds it (its in-memory state is
+//!    then current: no round trip before evaluation); otherwise it takes it
+//!    (`pg_try_advisory_lock` on the lane's connection, asking the holder with
+//!    `NOTIFY understudy_want` and retrying until `lock_timeout`), then reads the attempt's
+//!    row and — unless this process wrote it last (`writer` is this process's random id and
+//!    `last_seq` the sequence it wrote) — the pre-call state, idempotency entries and chaos
+//!    counters (`Fresh`);
+//! 2. the caller evaluates (pure, in memory) and calls `write_call`, which gives the call
+//!    `last_seq + 1` and queues its event, state and first-`ok` idempotency row in the open
+//!    batch;
+//! 3. `wait_durable` (from the task that called `write_call`) awaits the commit of that
+//!    batch — one transaction carrying many attempts' calls ([`batch`]): acknowledged means
+//!    committed.
 //!
-//! **An agent-side event** (docs/src/reference/events.md, [`Postgres::write_agent_event`]) is the same
-//! transaction without evaluation: under the attempt's row lock (the one `lock_call` took
-//! for it, else taken there) it gets `last_seq + 1` — the calls' sequence — and is inserted
-//! into `understudy_events` with kind `agent`; `wait_durable` awaits its commit. The
+//! **An agent-side event** (docs/src/reference/events.md, [`Postgres::write_agent_event`]) is
+//! queued the same way without evaluation, under the hold `lock_call` took for it (else one
+//! taken there): it gets `last_seq + 1` — the calls' sequence — with kind `agent`. The
 //! timeline ([`Postgres::timeline`]) reads both kinds in sequence order.
 //!
-//! `lock_timeout` (5 s) and `statement_timeout` (10 s) are set on every connection; pool waits
-//! and connects time out after 5 s; any failure is a [`StoreError`] (the pipeline answers
-//! `store_error`, never a pass). A failed lock is kept for the attempt so that its
-//! `write_call` returns the error; a lock not consumed is released by [`Postgres::release_call`]
-//! (its connection is dropped, which rolls the transaction back).
+//! `lock_timeout` (5 s, also the longest wait for another process's lease) and
+//! `statement_timeout` (10 s) are set on every connection; pool waits and connects time out
+//! after 5 s; any failure is a [`StoreError`] (the pipeline answers `store_error`, never a
+//! pass). A failed hold is kept for the attempt so that its `write_call` returns the error; a
+//! hold not consumed ends with [`Postgres::release_call`].
 //!
 //! **Revisions** are appended under a transaction-scoped advisory lock on the operation key
 //! and the unique (integration, operation, revision) key, so processes syncing the same
@@ -49,7 +49,10 @@
 //! | `mod.rs` | opening (pool, runtime), revisions, attempt records, state |
 //! | [`schema`] | the migrations and applying them |
 //! | [`calls`] | a call's row lock and pipelined commit, agent-side events, the timeline |
-//! | [`listen`] | the listener of other processes' changes ([`Changes`]) |
+//! | [`lane`] | the attempts' leases and the commit lane (batches of many attempts' calls) |
+//! | [`batch`] | one batch's statements and the leases given back |
+//! | `state.rs` | an attempt's state outside calls |
+//! | [`listen`] | the listener of other processes' changes ([`Changes`]) and of lease requests |
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -59,20 +62,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
+mod batch;
 mod calls;
+mod lane;
 mod listen;
 mod schema;
+mod state;
 
 pub use calls::Fresh;
 pub use listen::Changes;
 pub use schema::SCHEMA_VERSION;
 
-use calls::{read_state, Commit, Held, Waiter, S_CALL_ROW, S_PUT_STATE};
+use calls::{Commit, Waiter};
 use listen::{listen, CHANNEL};
 use schema::migrate;
 
@@ -95,9 +101,10 @@ struct Shared {
     pool: Pool,
     /// This process's writer id (random): `understudy_calls.writer` of the calls it commits.
     writer: String,
-    /// Row locks taken by `lock_call`, by attempt (one per attempt: the caller holds the
-    /// attempt's in-memory lock).
-    held: Mutex<HashMap<String, Held>>,
+    /// The connection settings (the lane and the listener open their own).
+    cfg: tokio_postgres::Config,
+    /// The commit lane and the leases this process holds ([`lane`]).
+    lane: lane::Lane,
     /// The sequence this process last wrote per attempt (its in-memory state is current when
     /// the locked row still says so).
     seen: Mutex<HashMap<String, u64>>,
@@ -119,12 +126,13 @@ pub(super) struct Postgres {
     /// The data dir of the project (drafts, certificates live there; not the store).
     data_dir: PathBuf,
     listener: tokio::task::JoinHandle<()>,
+    lane_task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Postgres {
     fn drop(&mut self) {
         self.listener.abort();
-        lock(&self.shared.held).clear();
+        self.lane_task.abort();
         if let Some(rt) = self.rt.take() {
             rt.shutdown_background();
         }
@@ -237,7 +245,8 @@ impl Postgres {
         let shared = Arc::new(Shared {
             pool,
             writer: crate::util::ids::random_hex(8),
-            held: Mutex::new(HashMap::new()),
+            cfg: cfg.clone(),
+            lane: lane::Lane::new(),
             seen: Mutex::new(HashMap::new()),
             commits: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
@@ -254,12 +263,14 @@ impl Postgres {
             return Err(open_err(e.to_string()));
         }
         let listener = handle.spawn(listen(cfg, shared.clone()));
+        let lane_task = handle.spawn(lane::run(shared.clone()));
         Ok(Postgres {
             shared,
             rt: Some(rt),
             handle,
             data_dir: data_dir.to_path_buf(),
             listener,
+            lane_task,
         })
     }
 
@@ -664,72 +675,6 @@ impl Postgres {
                 |r| format!("attempt {}", r.get::<_, &str>(1)),
             )
             .await
-        })
-    }
-
-    // ---- state ---------------------------------------------------------------------------
-
-    pub(super) fn state(
-        &self,
-        attempt_id: &str,
-    ) -> Result<BTreeMap<String, Map<String, Value>>, StoreError> {
-        let id = attempt_id.to_string();
-        self.block(move |s| async move {
-            let conn = s.pool.get().await.map_err(pool_err)?;
-            read_state(&conn, &id).await
-        })
-    }
-
-    /// Outside a call: under the attempt's row lock, and it marks the row so that every
-    /// process reloads the state on its next call.
-    pub(super) fn put_state(
-        &self,
-        attempt_id: &str,
-        integration: &str,
-        state: &Map<String, Value>,
-    ) -> Result<(), StoreError> {
-        let (id, integ) = (attempt_id.to_string(), integration.to_string());
-        let json = text(encode_json(state)?);
-        self.block(move |s| async move {
-            let mut conn = s.pool.get().await.map_err(pool_err)?;
-            let tx = conn.transaction().await.map_err(pg_err)?;
-            tx.execute(S_CALL_ROW, &[&id]).await.map_err(pg_err)?;
-            tx.execute(
-                "UPDATE understudy_calls SET writer = '' WHERE attempt_id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(pg_err)?;
-            tx.execute(S_PUT_STATE, &[&id, &integ, &json])
-                .await
-                .map_err(pg_err)?;
-            tx.commit().await.map_err(pg_err)
-        })
-    }
-
-    pub(super) fn clear_state(&self, attempt_id: &str) -> Result<usize, StoreError> {
-        let id = attempt_id.to_string();
-        self.block(move |s| async move {
-            let mut conn = s.pool.get().await.map_err(pool_err)?;
-            let tx = conn.transaction().await.map_err(pg_err)?;
-            tx.execute(
-                "UPDATE understudy_calls SET writer = '' WHERE attempt_id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(pg_err)?;
-            tx.execute("DELETE FROM understudy_state WHERE attempt_id = $1", &[&id])
-                .await
-                .map_err(pg_err)?;
-            tx.commit().await.map_err(pg_err)?;
-            let row = conn
-                .query_one(
-                    "SELECT count(*) FROM understudy_state WHERE attempt_id = $1",
-                    &[&id],
-                )
-                .await
-                .map_err(pg_err)?;
-            Ok(to_u64(row.get(0)) as usize)
         })
     }
 }
