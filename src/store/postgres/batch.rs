@@ -3,9 +3,32 @@
 
 use std::collections::HashMap;
 
-use super::lane::{Entry, LaneConn};
+use tokio_postgres::{Client, Statement};
+
 use super::{pg_err, to_i64, Shared};
 use crate::store::StoreError;
+
+/// One write: a call's event (with its state change and first-`ok` idempotency row) or an
+/// agent-side event.
+pub(super) struct Entry {
+    pub seq: u64,
+    pub kind: &'static str,
+    pub event: String,
+    pub state: Option<(String, String)>,
+    pub idem: Option<(String, String)>,
+}
+
+/// The lane's connection: the session that holds this process's leases.
+pub(super) struct LaneConn {
+    pub(super) client: Client,
+    pub(super) gen: u64,
+    pub(super) s_try: Statement,
+    pub(super) s_unlock: Statement,
+    pub(super) s_events: Statement,
+    pub(super) s_states: Statement,
+    pub(super) s_idems: Statement,
+    pub(super) s_seqs: Statement,
+}
 
 pub(super) const S_EVENTS: &str =
     "INSERT INTO understudy_events (attempt_id, sequence, kind, event) \

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use deadpool_postgres::Object;
 use serde_json::{Map, Value};
 
-use super::lane::Entry;
+use super::batch::Entry;
 use super::{lock, pg_err, pool_err, text, to_i64, to_u64, Postgres, Shared};
 use crate::records::{AgentEvent, EvidenceEntry, ResultStatus, ToolEvent};
 use crate::store::embedded::{decode_json, encode_json};

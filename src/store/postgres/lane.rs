@@ -33,8 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch, Notify};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::NoTls;
 
+use super::batch::{Entry, LaneConn};
 use super::{lock, pg_err, Shared};
 use crate::store::StoreError;
 
@@ -58,28 +59,6 @@ pub(super) const WANT: &str = "understudy_want";
 const S_TRY: &str = "SELECT pg_try_advisory_lock(hashtextextended($1, 34))";
 const S_UNLOCK: &str =
     "SELECT pg_advisory_unlock(hashtextextended(x, 34)) FROM unnest($1::text[]) AS x";
-/// One write: a call's event (with its state change and first-`ok` idempotency row) or an
-/// agent-side event.
-pub(super) struct Entry {
-    pub seq: u64,
-    pub kind: &'static str,
-    pub event: String,
-    pub state: Option<(String, String)>,
-    pub idem: Option<(String, String)>,
-}
-
-/// The lane's connection: the session that holds this process's leases.
-pub(super) struct LaneConn {
-    pub(super) client: Client,
-    pub(super) gen: u64,
-    pub(super) s_try: Statement,
-    pub(super) s_unlock: Statement,
-    pub(super) s_events: Statement,
-    pub(super) s_states: Statement,
-    pub(super) s_idems: Statement,
-    pub(super) s_seqs: Statement,
-}
-
 /// An attempt whose lease this process holds.
 struct Owned {
     /// The connection generation that holds it.
