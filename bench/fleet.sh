@@ -80,11 +80,11 @@ serve() {
 
 # run LABEL URL [TOKENS] → one JSON object (TOKENS: spread the calls over those attempts)
 run() {
-  local label="$1" url="$2" tokens="${3:-}" lua="$HERE/wrk_report.lua"
+  local label="$1" url="$2" tokens="${3:-}" lua="$HERE/peers/wrk_report.lua"
   local first
   first="$(curl -s -w ' HTTP %{http_code}' "$url")"
   case "$first" in *" HTTP 200") ;; *) echo "bench/fleet.sh: $label: $url does not answer 200: $first" >&2; exit 1 ;; esac
-  if [ -n "$tokens" ]; then lua="$WORK/tokens_report.lua"; cat "$HERE/wrk_tokens.lua" "$HERE/wrk_report.lua" > "$lua"; fi
+  if [ -n "$tokens" ]; then lua="$WORK/tokens_report.lua"; cat "$HERE/wrk_tokens.lua" "$HERE/peers/wrk_report.lua" > "$lua"; fi
   WRK_TOKENS="$tokens" wrk -t1 -c"$C" -d"${WARM}s" --timeout 5s -s "$lua" "$url" >/dev/null 2>&1 || true
   echo "bench/fleet.sh: $label c=$C ${DUR}s" >&2
   local line

@@ -255,7 +255,7 @@ bench_run() {
     [ "$target" = nginx ] || f1=$(store_flushes "$base")
     mem=$(mem_kb "$pid")
     printf '%s\n' "$out" > "$raw"
-    res=$(printf '%s\n' "$out" | python3 "$HERE/parse_gen.py" "$gen") || { log "$gen produced no result for $target $wl c=$c"; res=null; }
+    res=$(printf '%s\n' "$out" | python3 "$HERE/peers/parse_gen.py" "$gen") || { log "$gen produced no result for $target $wl c=$c"; res=null; }
     printf '{"target":"%s","workload":"%s","conc":%s,"gen":"%s","dur_s":%s,"loadavg_before":"%s","server_cpu_ticks":%s,"busy_ticks":%s,"gen_cpu":"%s","clk_tck":%s,"mem":%s,"flushes_before":%s,"flushes_after":%s,"r":%s}\n' \
       "$target" "$wl" "$c" "$gen" "$dur" "$load" "$((t1 - t0))" "$((b1 - b0))" "$(cat "$tf" 2>/dev/null | tr '\n' ' ')" "$CLK_TCK" "$mem" "$f0" "$f1" "$res" >> "$RUNS"
     log "$target $wl $gen c=$c (load $load) -> $res"
@@ -266,9 +266,9 @@ bench_run() {
 # prepended to wrk_report.lua)
 wrk_script() {
   case "$1" in
-    get) echo "$HERE/wrk_report.lua" ;;
-    post) cat "$HERE/wrk_post.lua" "$HERE/wrk_report.lua" > "$WORK/wrk_post_report.lua"; echo "$WORK/wrk_post_report.lua" ;;
-    attempts) cat "$HERE/wrk_attempts.lua" "$HERE/wrk_report.lua" > "$WORK/wrk_attempts_report.lua"; echo "$WORK/wrk_attempts_report.lua" ;;
+    get) echo "$HERE/peers/wrk_report.lua" ;;
+    post) cat "$HERE/wrk_post.lua" "$HERE/peers/wrk_report.lua" > "$WORK/wrk_post_report.lua"; echo "$WORK/wrk_post_report.lua" ;;
+    attempts) cat "$HERE/wrk_attempts.lua" "$HERE/peers/wrk_report.lua" > "$WORK/wrk_attempts_report.lua"; echo "$WORK/wrk_attempts_report.lua" ;;
   esac
 }
 

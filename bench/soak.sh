@@ -158,7 +158,7 @@ request = function()
   end
 end
 EOF
-cat "$WORK/soak.lua" "$HERE/wrk_report.lua" > "$WORK/soak_report.lua"
+cat "$WORK/soak.lua" "$HERE/peers/wrk_report.lua" > "$WORK/soak_report.lua"
 
 # ---- 2. server and attempts -------------------------------------------------------------------
 spawn_server soak --config "$PROJ/understudy.json" --listen 127.0.0.1:0 --data-dir "$WORK/data" \
@@ -203,7 +203,7 @@ left=$DUR; seg=0
 while [ "$left" -gt 0 ]; do
   d=$(( left < SEG ? left : SEG ))
   out=$(SOAK_TOKENS="$TOKENS" wrk -t1 -c"$CONNS" -d"${d}s" --timeout 10s --latency -s "$WORK/soak_report.lua" "$US" 2>&1) || true
-  res=$(printf '%s\n' "$out" | python3 "$HERE/parse_gen.py" wrk) || res=null
+  res=$(printf '%s\n' "$out" | python3 "$HERE/peers/parse_gen.py" wrk) || res=null
   printf '{"segment":%d,"start_s":%d,"dur_s":%d,"alive":%s,"r":%s}\n' "$seg" "$((DUR - left))" "$d" \
     "$(alive "$PID" && echo true || echo false)" "$res" >> "$WORK/segments.jsonl"
   log "segment $seg (${d}s): $res"
