@@ -79,27 +79,8 @@ pub fn idempotency_key_ref(secret_hex: &str, key: &str) -> String {
 /// (docs/src/reference/evidence-envelope.md#tool-events: version `00` layout, `ff` forbidden, lowercase hex, non-zero ids).
 /// Future versions (`01`–`fe`) are parsed by their first four fields, as the spec asks.
 pub fn trace_id(traceparent: &str) -> Option<String> {
-    let t = traceparent.trim_matches([' ', '\t']);
-    let parts: Vec<&str> = t.split('-').collect();
-    if parts.len() < 4 {
-        return None;
-    }
-    let (ver, tid, pid, flags) = (parts[0], parts[1], parts[2], parts[3]);
-    let lhex = |s: &str, n: usize| {
-        s.len() == n
-            && s.bytes()
-                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-    };
-    if !lhex(ver, 2) || ver == "ff" || !lhex(tid, 32) || !lhex(pid, 16) || !lhex(flags, 2) {
-        return None;
-    }
-    if ver == "00" && parts.len() != 4 {
-        return None;
-    }
-    if tid.bytes().all(|c| c == b'0') || pid.bytes().all(|c| c == b'0') {
-        return None;
-    }
-    Some(tid.to_string())
+    // One parser of the header: the span export reads the same one ([`crate::telemetry::Caller`]).
+    crate::telemetry::Caller::parse(traceparent).map(|c| c.trace_id.to_string())
 }
 
 // ---------------------------------------------------------------------------------------------
