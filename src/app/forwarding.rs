@@ -119,7 +119,7 @@ impl Forwarding {
 pub const OPENING_WAIT: Duration = Duration::from_secs(1);
 
 /// The `GET` streams of MCP sessions being opened upstream, so that a later request of the
-/// same session does not overtake them (docs/src/reference/mcp.md, "Forwarding").
+/// same session does not overtake them (docs/src/reference/mcp.md, "Recording an MCP server").
 ///
 /// A client opens a session's `GET` stream and sends its next `POST` at once, on two
 /// connections. Straight to the server the `GET` nearly always arrives first; through a proxy
