@@ -827,3 +827,111 @@ async fn a_lease_held_by_another_process_is_handed_over_on_request() {
         );
     }
 }
+
+/// One call of the counter through a raw connection that its client closes after `hang_up`
+/// (the call still in flight, as every connection of a load generator at its end); the
+/// answer, when it came sooner, is ignored.
+async fn call_and_hang_up(base: &str, token: &str, n: i64, hang_up: Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = base.strip_prefix("http://").unwrap();
+    let Ok(mut s) = tokio::net::TcpStream::connect(host).await else {
+        return;
+    };
+    let body = json!({ "n": n }).to_string();
+    let req = format!(
+        "POST /~{token}/api/counter HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return;
+    }
+    let mut buf = [0u8; 512];
+    let _ = tokio::time::timeout(hang_up, s.read(&mut buf)).await;
+    // Dropped: the socket closes, and the server drops the call wherever it is.
+}
+
+/// Clients that hang up mid-call never keep the attempt's lease: while B keeps taking the
+/// lease back, 32 connections to A each send a call of the same attempt and close within
+/// 0–23 ms (so that many close while their call waits for the hand-over), for 1.5 s. Then
+/// B's calls are answered 200 within the hand-over bound — not `store_error` after the 5 s
+/// lease wait, which is what a hold left counted by a dropped call gives, on every call, for
+/// as long as A lives. And every call that was recorded, through either process, saw the
+/// previous one's write (a lease taken for a call that went away must not leave A serving
+/// the next call from a copy older than B's writes: it did, before, from the state read for
+/// a call that had gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn clients_hanging_up_mid_call_never_keep_the_attempts_lease() {
+    let Some((p, url)) = fleet_project() else {
+        return;
+    };
+    let (a, b) = (Proc::start(&p, &url), Proc::start(&p, &url));
+    let (id, token) = new_attempt(&a).await;
+    let churn = Duration::from_millis(1500);
+    let until = std::time::Instant::now() + churn;
+    let next = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..32u64 {
+        let (base, token, next) = (a.base.clone(), token.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = c;
+            while std::time::Instant::now() < until {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                call_and_hang_up(&base, &token, n, Duration::from_millis(i % 24)).await;
+                i += 7;
+            }
+        }));
+    }
+    let (b_base, b_token, b_next) = (b.base.clone(), token.clone(), next.clone());
+    tasks.push(tokio::spawn(async move {
+        let u = format!("{b_base}/~{b_token}/api/counter");
+        while std::time::Instant::now() < until {
+            let n = 1_000_000 + b_next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = send(&u, "POST", Some(&json!({ "n": n })), &[]).await;
+        }
+    }));
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let u = b.url(&format!("/~{token}/api/counter"));
+    for n in [-10i64, -11, -12] {
+        let started = std::time::Instant::now();
+        let r = send(&u, "POST", Some(&json!({ "n": n })), &[]).await;
+        assert_eq!(
+            r.status,
+            200,
+            "a call through B after A's clients hung up ({:?}): {}",
+            started.elapsed(),
+            r.text
+        );
+        // The lease wait is 5 s; a hand-over (even behind calls A's store still runs for
+        // clients that went away) is well within it.
+        assert!(
+            started.elapsed() < Duration::from_millis(4000),
+            "hand-over took {:?}",
+            started.elapsed()
+        );
+    }
+    let ev = evidence(&b, &id).await;
+    let events = ev["tool_events"].as_array().unwrap();
+    assert!(events.len() > 3, "calls went through: {}", events.len());
+    let shown: Vec<String> = events
+        .iter()
+        .map(|e| {
+            let (d, a) = (&e["result"]["data"], &e["arguments"]);
+            format!("#{} n={} previous={}", e["sequence"], a["n"], d["previous"])
+        })
+        .collect();
+    let mut prev = -1;
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["sequence"], i as u64 + 1, "sequences are dense");
+        assert_eq!(
+            e["result"]["data"]["previous"],
+            prev,
+            "event {} did not see the previous call's write (A's calls are n < 1000000):\n{}",
+            i + 1,
+            shown.join("\n")
+        );
+        prev = e["arguments"]["n"].as_i64().unwrap();
+    }
+    assert_eq!(ev["verdict"], "pass");
+}

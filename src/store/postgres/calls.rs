@@ -3,7 +3,8 @@
 //! `commit`), who awaits it, and the timeline read back in sequence order.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use deadpool_postgres::Object;
 use serde_json::{Map, Value};
@@ -87,24 +88,26 @@ impl Postgres {
     ) -> Result<Option<Fresh>, StoreError> {
         let s = self.shared.clone();
         let id = attempt_id.to_string();
-        let task = self
-            .handle
-            .spawn(async move { s.lock_call(&id, token).await });
         // The caller's future may be dropped while it waits (a client that hangs up: every
         // connection of a load generator at its end). The spawned task still takes the hold;
-        // nobody would ever release it, the lease would never be given back and every other
-        // process would time out on the attempt. So a dropped wait releases the hold once the
-        // task has taken it.
+        // nobody would release it, the lease would never be given back and every other
+        // process would time out on the attempt — and a state read for the caller would never
+        // be applied, so this process would serve the next call from a stale copy. So a
+        // dropped wait tells the lane ([`Shared::abandon`]), which ends the hold whichever
+        // of the two comes second.
+        let gone = Arc::new(AtomicBool::new(false));
         let mut guard = Abandoned {
-            task: Some(task),
+            gone: gone.clone(),
             shared: self.shared.clone(),
-            handle: self.handle.clone(),
             attempt_id: attempt_id.to_string(),
             token,
+            armed: true,
         };
-        let task = guard.task.as_mut().expect("set above");
-        let r = task.await;
-        guard.task = None;
+        let r = self
+            .handle
+            .spawn(async move { s.lock_call(&id, token, &gone).await })
+            .await;
+        guard.armed = false;
         r.unwrap_or_else(|_| Err(StoreError::Backend("the store runtime stopped".into())))
     }
 
@@ -421,28 +424,20 @@ pub(super) async fn read_row(
     ))
 }
 
-/// A `lock_call` whose caller went away before its hold was taken: releases the hold when
-/// the spawned task has taken it (see [`Postgres::lock_call`]).
+/// A `lock_call` whose caller went away before it returned ([`Postgres::lock_call`]).
 struct Abandoned {
-    task: Option<tokio::task::JoinHandle<Result<Option<Fresh>, StoreError>>>,
-    shared: std::sync::Arc<Shared>,
-    handle: tokio::runtime::Handle,
+    gone: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     attempt_id: String,
     token: u64,
+    armed: bool,
 }
 
 impl Drop for Abandoned {
     fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            let (s, id, token) = (
-                self.shared.clone(),
-                std::mem::take(&mut self.attempt_id),
-                self.token,
-            );
-            self.handle.spawn(async move {
-                let _ = task.await;
-                s.release_call(&id, token);
-            });
+        if self.armed {
+            self.shared
+                .abandon(&self.attempt_id, self.token, &self.gone);
         }
     }
 }

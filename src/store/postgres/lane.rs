@@ -35,9 +35,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch, Notify};
 use tokio_postgres::NoTls;
 
+mod holds;
+
 use super::batch::{Entry, LaneConn};
 use super::{lock, pg_err, Shared};
 use crate::store::StoreError;
+use holds::Hold;
 
 /// A lease unused this long is given back.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(2);
@@ -79,20 +82,6 @@ struct Owned {
     /// The batch holding its last write (given back only once that one has committed).
     last_batch: u64,
     last_used: Instant,
-}
-
-/// A call's hold of an attempt, from `lock_call` to its write.
-enum Hold {
-    Owned { token: u64, own_id: u64 },
-    Failed { token: u64, message: String },
-}
-
-impl Hold {
-    fn token(&self) -> u64 {
-        match self {
-            Hold::Owned { token, .. } | Hold::Failed { token, .. } => *token,
-        }
-    }
 }
 
 #[derive(Default)]
@@ -223,69 +212,12 @@ pub(super) fn fail_conn(s: &Shared, gen: u64, why: &str) {
 }
 
 impl Shared {
-    /// Step 1 of a call: hold the attempt's lease (taking it when this process has not got
-    /// it). `Ok(None)`: this process's in-memory state is current; `Ok(Some)`: apply it.
-    pub(super) async fn lock_call(
-        self: &Arc<Self>,
-        attempt_id: &str,
-        token: u64,
-    ) -> Result<Acquired, StoreError> {
-        let r = self.hold(attempt_id).await;
-        let mut st = lock(&self.lane.st);
-        match r {
-            Ok((own_id, fresh)) => {
-                let before = st
-                    .holds
-                    .insert(attempt_id.to_string(), Hold::Owned { token, own_id });
-                // One hold per attempt is kept: a hold still there belongs to a call that went
-                // away before writing (its client hung up). It ends now, or it would count in
-                // `holders` for ever and the lease would never be given back.
-                if let Some(Hold::Owned { own_id: old, .. }) = before {
-                    if let Some(o) = st.owned.get_mut(attempt_id).filter(|o| o.own_id == old) {
-                        o.holders = o.holders.saturating_sub(1);
-                    }
-                }
-                Ok(fresh)
-            }
-            Err(e) => {
-                st.holds.insert(
-                    attempt_id.to_string(),
-                    Hold::Failed {
-                        token,
-                        message: e.to_string(),
-                    },
-                );
-                Err(e)
-            }
-        }
-    }
-
-    /// A hold no write consumed (a read, a failed call) ends.
-    pub(super) fn release_call(&self, attempt_id: &str, token: u64) {
-        let mut st = lock(&self.lane.st);
-        let hold = match st.holds.get(attempt_id) {
-            Some(h) if h.token() == token => st.holds.remove(attempt_id),
-            _ => None,
-        };
-        if let Some(Hold::Owned { own_id, .. }) = hold {
-            if let Some(o) = st.owned.get_mut(attempt_id) {
-                if o.own_id == own_id {
-                    o.holders = o.holders.saturating_sub(1);
-                    if o.wanted.is_some() && o.holders == 0 {
-                        self.lane.wake.notify_one();
-                    }
-                }
-            }
-        }
-    }
-
-    /// Whether a `lock_call` of the attempt waits for its write.
-    pub(super) fn has_hold(&self, attempt_id: &str) -> bool {
-        lock(&self.lane.st).holds.contains_key(attempt_id)
-    }
-
     /// Takes one hold on the attempt's lease; returns the acquisition id and the state to
     /// apply when this process's copy is not current.
+    ///
+    /// Not cancel-safe (a hold counted before its read, `taking`, a lock granted before it
+    /// is recorded): it runs only in a task of its own on the store runtime, which nothing
+    /// cancels — `lock_call`'s spawned task, or a sync method's `block`.
     async fn hold(self: &Arc<Self>, attempt_id: &str) -> Result<(u64, Acquired), StoreError> {
         let deadline = Instant::now() + Duration::from_millis(super::LOCK_TIMEOUT_MS);
         loop {
@@ -558,6 +490,9 @@ impl Shared {
                 continue;
             }
             let prev = o.last_seq;
+            // A copy in memory that is not current must not pass for current once this
+            // write commits (`seen` is what `read_row` trusts).
+            let current = o.current;
             o.last_seq = seq;
             o.last_batch = open_no;
             o.last_used = Instant::now();
@@ -568,7 +503,11 @@ impl Shared {
             st.open.entries.push((attempt_id.to_string(), prev, entry));
             st.open.waiters.push(tx);
             drop(st);
-            lock(&self.seen).insert(attempt_id.to_string(), seq);
+            if current {
+                lock(&self.seen).insert(attempt_id.to_string(), seq);
+            } else {
+                lock(&self.seen).remove(attempt_id);
+            }
             self.lane.wake.notify_one();
             return Ok((seq, rx));
         }
@@ -579,7 +518,11 @@ impl Shared {
         let (own_id, fresh) = self.hold(attempt_id).await?;
         if fresh.is_some() {
             // No in-memory copy to apply it to here: the sequence is right (read under the
-            // lease), and a process restarted on this store reads the state afresh.
+            // lease), but the attempt's copy in memory is not — the next call reads it.
+            let mut st = lock(&self.lane.st);
+            if let Some(o) = st.owned.get_mut(attempt_id).filter(|o| o.own_id == own_id) {
+                o.current = false;
+            }
             lock(&self.seen).remove(attempt_id);
         }
         Ok(own_id)

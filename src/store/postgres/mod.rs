@@ -50,6 +50,7 @@
 //! | [`schema`] | the migrations and applying them |
 //! | [`calls`] | a call's row lock and pipelined commit, agent-side events, the timeline |
 //! | [`lane`] | the attempts' leases and the commit lane (batches of many attempts' calls) |
+//! | `lane/holds.rs` | a call's hold of the lease and how it ends without a write (a caller that went away included) |
 //! | [`batch`] | one batch's statements and the leases given back |
 //! | `state.rs` | an attempt's state outside calls |
 //! | [`listen`] | the listener of other processes' changes ([`Changes`]) and of lease requests |
