@@ -346,7 +346,7 @@ fn builtin_default(
     consumed: usize,
     info: &mut CallInfo,
 ) -> Option<Decision> {
-    use crate::profile::salesforce::{defaults, login, org};
+    use crate::profile::salesforce::{defaults, login, model, org};
     if profile.kind() != Some(crate::contract::ProfileKind::Salesforce) {
         return None;
     }
@@ -369,7 +369,7 @@ fn builtin_default(
         if let Some(a) = defaults::org_variant(&b.operation_id, ctx.variant) {
             return Some(default_decision(a, ctx.variant, info));
         }
-        let call = org::Call::of(
+        let call = model::Call::of(
             req,
             rel,
             integ.name(),

@@ -82,7 +82,7 @@ pub struct Decision {
     /// A call of the Salesforce default org, answered under the state lock from the org the
     /// attempt's state holds (`super::call::settle_org`): until then `response` is a
     /// placeholder.
-    pub org: Option<Box<crate::profile::salesforce::org::Call>>,
+    pub org: Option<Box<crate::profile::salesforce::model::Call>>,
 }
 
 impl Decision {
