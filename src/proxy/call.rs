@@ -367,7 +367,9 @@ fn builtin_default(
     if org::WITH_STATE.contains(&b.operation_id.as_str()) {
         // The org answers under the state lock (`settle_org`); a variant decides alone.
         if let Some(a) = defaults::org_variant(&b.operation_id, ctx.variant) {
-            return Some(default_decision(a, ctx.variant, info));
+            let mut d = default_decision(a, ctx.variant, info);
+            d.chaos = Some(key);
+            return Some(d);
         }
         let call = model::Call::of(
             req,
@@ -387,10 +389,13 @@ fn builtin_default(
             ResultStatus::Ok,
         );
         d.org = Some(Box::new(call));
+        d.chaos = Some(key);
         return Some(d);
     }
     let a = defaults::answer(&b.operation_id, &ctx, req, rel)?;
-    Some(default_decision(a, ctx.variant, info))
+    let mut d = default_decision(a, ctx.variant, info);
+    d.chaos = Some(key);
+    Some(d)
 }
 
 /// A default answer as the call's decided end.
@@ -431,6 +436,7 @@ fn settle_org(state: &AttemptState, mut d: Decision) -> Decision {
     let mut out = Decision::answered(a.response, status);
     out.result = a.result;
     out.variant = d.variant;
+    out.chaos = d.chaos;
     if let Some(o) = changed {
         let mut s = pre.cloned().unwrap_or_default();
         s.insert(org::STATE_KEY.into(), o);
@@ -618,7 +624,15 @@ pub async fn run_mocked_with_faults<T>(
             };
             (d, plan)
         }
-        Err(d) => (settle_org(&state, *d), None),
+        Err(d) => {
+            let mut d = settle_org(&state, *d);
+            // A built-in's default answer: the attempt's chaos for it (no definition fault).
+            let plan = match d.chaos.take() {
+                Some(key) if faults => plan_fault_of(attempt, &mut state, &key, None, &mut d),
+                _ => None,
+            };
+            (d, plan)
+        }
     };
     let seen = seen(&decision);
     let committed = commit(app, attempt, state, info, decision).await?;
@@ -642,17 +656,28 @@ pub fn plan_fault(
     d: &mut Decision,
 ) -> Option<FaultPlan> {
     let definition = d.fault.take();
+    plan_fault_of(attempt, state, &p.op.key(), definition, d)
+}
+
+/// [`plan_fault`] for the operation `key` whose definition chose the fault `definition`
+/// (`None` for a built-in's default answer: only the attempt's chaos can fault it).
+fn plan_fault_of(
+    attempt: &Attempt,
+    state: &mut AttemptState,
+    key: &str,
+    definition: Option<crate::mock::model::Fault>,
+    d: &mut Decision,
+) -> Option<FaultPlan> {
     if d.result_status != ResultStatus::Ok {
         return None;
     }
-    let key = p.op.key();
-    let chaos = attempt.read_record().faults.get(&key).cloned();
+    let chaos = attempt.read_record().faults.get(key).cloned();
     let plan = match &chaos {
         Some(c) => {
-            let counter = state.chaos.entry(key.clone()).or_default();
-            fault::decide(definition.as_ref(), Some(c), counter, &key)
+            let counter = state.chaos.entry(key.to_string()).or_default();
+            fault::decide(definition.as_ref(), Some(c), counter, key)
         }
-        None => fault::decide(definition.as_ref(), None, &mut Default::default(), &key),
+        None => fault::decide(definition.as_ref(), None, &mut Default::default(), key),
     }?;
     if !plan.commit_effect {
         d.new_state = None;
