@@ -214,6 +214,15 @@ pub fn identify<'a>(
         // Stage 2: the input.
         let include_query = matches!(matched.target, Target::Builtin(_));
         let mut body = body.map(|b| b.cloned()).map_err(Clone::clone);
+        // A CSV body (a Salesforce Bulk API 2.0 upload) is text to an operation file: the
+        // input's `body`, as the recorder drafts it. (The built-in upload records only its
+        // columns and row count.)
+        let file = matches!(matched.target, Target::File(_));
+        if file && body.is_err() && req.header("content-type").is_some_and(is_csv) {
+            if let Ok(text) = std::str::from_utf8(&req.body) {
+                body = Ok(Some(Value::String(text.to_string())));
+            }
+        }
         // A form body's fields are text: typed by the operation's input schema.
         if let (Ok(Some(b)), Some(_), Target::File(op)) =
             (&mut body, req.form_body(), &matched.target)
@@ -517,10 +526,19 @@ fn no_pin_message(app: &App, integ: &Integration, op: &Operation, attempt_id: &s
     }
 }
 
+/// Whether a `Content-Type` is CSV (`text/csv`, any parameters).
+fn is_csv(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/csv"))
+}
+
 /// Stage 2 — build the input (docs/src/reference/operation-files.md#matching step 2): path captures, query captures (for built-in
 /// templates, which have no query templates, every query parameter), then the JSON body:
 /// an object's members are merged in (a member overrides a capture of the same name), any
-/// other JSON value goes under `body`. A body that is not JSON is an input error.
+/// other JSON value goes under `body`. A body that is not JSON is an input error (a CSV
+/// body, read as text by the caller, is not).
 pub fn build_input(
     matched: &Matched,
     query: &[(String, String)],
