@@ -92,17 +92,9 @@ async fn walk(c: &reqwest::Client, base: &str, token: &str) -> Vec<Step> {
             s
         }};
     }
-    let acct = call!(
-        "POST",
-        "sobjects/Account",
-        js(json!({"Name": "Acme"}))
-    );
+    let acct = call!("POST", "sobjects/Account", js(json!({"Name": "Acme"})));
     let acct_id = acct.body["id"].as_str().expect("account id").to_string();
-    call!(
-        "GET",
-        "query?q=SELECT+Id,+Name+FROM+Account",
-        None
-    );
+    call!("GET", "query?q=SELECT+Id,+Name+FROM+Account", None);
     let coll = call!(
         "POST",
         "composite/sobjects",
