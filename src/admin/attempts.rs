@@ -153,7 +153,9 @@ fn fault_problems(app: &App, faults: &crate::records::ChaosFaults) -> Result<(),
     let mut unknown = Vec::new();
     let mut problems = Vec::new();
     for (key, spec) in faults {
-        if app.operation(key).is_none() {
+        // An operation file, or a built-in with a default answer (the Salesforce login,
+        // reads and default org), which chaos can fault too.
+        if app.operation(key).is_none() && !app.builtin_default(key) {
             unknown.push(json!(key));
             continue;
         }

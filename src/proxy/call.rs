@@ -214,6 +214,15 @@ pub fn identify<'a>(
         // Stage 2: the input.
         let include_query = matches!(matched.target, Target::Builtin(_));
         let mut body = body.map(|b| b.cloned()).map_err(Clone::clone);
+        // A CSV body (a Salesforce Bulk API 2.0 upload) is text to an operation file: the
+        // input's `body`, as the recorder drafts it. (The built-in upload records only its
+        // columns and row count.)
+        let file = matches!(matched.target, Target::File(_));
+        if file && body.is_err() && req.header("content-type").is_some_and(is_csv) {
+            if let Ok(text) = std::str::from_utf8(&req.body) {
+                body = Ok(Some(Value::String(text.to_string())));
+            }
+        }
         // A form body's fields are text: typed by the operation's input schema.
         if let (Ok(Some(b)), Some(_), Target::File(op)) =
             (&mut body, req.form_body(), &matched.target)
@@ -346,7 +355,7 @@ fn builtin_default(
     consumed: usize,
     info: &mut CallInfo,
 ) -> Option<Decision> {
-    use crate::profile::salesforce::{defaults, login, org};
+    use crate::profile::salesforce::{defaults, login, model, org};
     if profile.kind() != Some(crate::contract::ProfileKind::Salesforce) {
         return None;
     }
@@ -367,9 +376,11 @@ fn builtin_default(
     if org::WITH_STATE.contains(&b.operation_id.as_str()) {
         // The org answers under the state lock (`settle_org`); a variant decides alone.
         if let Some(a) = defaults::org_variant(&b.operation_id, ctx.variant) {
-            return Some(default_decision(a, ctx.variant, info));
+            let mut d = default_decision(a, ctx.variant, info);
+            d.chaos = Some(key);
+            return Some(d);
         }
-        let call = org::Call::of(
+        let call = model::Call::of(
             req,
             rel,
             integ.name(),
@@ -387,10 +398,13 @@ fn builtin_default(
             ResultStatus::Ok,
         );
         d.org = Some(Box::new(call));
+        d.chaos = Some(key);
         return Some(d);
     }
     let a = defaults::answer(&b.operation_id, &ctx, req, rel)?;
-    Some(default_decision(a, ctx.variant, info))
+    let mut d = default_decision(a, ctx.variant, info);
+    d.chaos = Some(key);
+    Some(d)
 }
 
 /// A default answer as the call's decided end.
@@ -431,6 +445,7 @@ fn settle_org(state: &AttemptState, mut d: Decision) -> Decision {
     let mut out = Decision::answered(a.response, status);
     out.result = a.result;
     out.variant = d.variant;
+    out.chaos = d.chaos;
     if let Some(o) = changed {
         let mut s = pre.cloned().unwrap_or_default();
         s.insert(org::STATE_KEY.into(), o);
@@ -511,10 +526,19 @@ fn no_pin_message(app: &App, integ: &Integration, op: &Operation, attempt_id: &s
     }
 }
 
+/// Whether a `Content-Type` is CSV (`text/csv`, any parameters).
+fn is_csv(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/csv"))
+}
+
 /// Stage 2 — build the input (docs/src/reference/operation-files.md#matching step 2): path captures, query captures (for built-in
 /// templates, which have no query templates, every query parameter), then the JSON body:
 /// an object's members are merged in (a member overrides a capture of the same name), any
-/// other JSON value goes under `body`. A body that is not JSON is an input error.
+/// other JSON value goes under `body`. A body that is not JSON is an input error (a CSV
+/// body, read as text by the caller, is not).
 pub fn build_input(
     matched: &Matched,
     query: &[(String, String)],
@@ -618,7 +642,15 @@ pub async fn run_mocked_with_faults<T>(
             };
             (d, plan)
         }
-        Err(d) => (settle_org(&state, *d), None),
+        Err(d) => {
+            let mut d = settle_org(&state, *d);
+            // A built-in's default answer: the attempt's chaos for it (no definition fault).
+            let plan = match d.chaos.take() {
+                Some(key) if faults => plan_fault_of(attempt, &mut state, &key, None, &mut d),
+                _ => None,
+            };
+            (d, plan)
+        }
     };
     let seen = seen(&decision);
     let committed = commit(app, attempt, state, info, decision).await?;
@@ -642,17 +674,28 @@ pub fn plan_fault(
     d: &mut Decision,
 ) -> Option<FaultPlan> {
     let definition = d.fault.take();
+    plan_fault_of(attempt, state, &p.op.key(), definition, d)
+}
+
+/// [`plan_fault`] for the operation `key` whose definition chose the fault `definition`
+/// (`None` for a built-in's default answer: only the attempt's chaos can fault it).
+fn plan_fault_of(
+    attempt: &Attempt,
+    state: &mut AttemptState,
+    key: &str,
+    definition: Option<crate::mock::model::Fault>,
+    d: &mut Decision,
+) -> Option<FaultPlan> {
     if d.result_status != ResultStatus::Ok {
         return None;
     }
-    let key = p.op.key();
-    let chaos = attempt.read_record().faults.get(&key).cloned();
+    let chaos = attempt.read_record().faults.get(key).cloned();
     let plan = match &chaos {
         Some(c) => {
-            let counter = state.chaos.entry(key.clone()).or_default();
-            fault::decide(definition.as_ref(), Some(c), counter, &key)
+            let counter = state.chaos.entry(key.to_string()).or_default();
+            fault::decide(definition.as_ref(), Some(c), counter, key)
         }
-        None => fault::decide(definition.as_ref(), None, &mut Default::default(), &key),
+        None => fault::decide(definition.as_ref(), None, &mut Default::default(), key),
     }?;
     if !plan.commit_effect {
         d.new_state = None;
@@ -674,124 +717,4 @@ pub async fn delay(ms: u64) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::contract::template::CompiledMatch;
-    use crate::contract::MatchSpec;
-    use crate::mock::path::DotPath;
-    use hyper::http::HeaderMap;
-    use serde_json::{json, Map};
-
-    fn builtin_match(captures: Map<String, Value>) -> Matched {
-        let m = CompiledMatch::compile(&MatchSpec {
-            method: "GET".into(),
-            path: "/x".into(),
-            query: Default::default(),
-            headers: Default::default(),
-        })
-        .unwrap();
-        Matched {
-            target: Target::Builtin(Arc::new(crate::app::BuiltinOp {
-                operation_id: "x".into(),
-                description: None,
-                matcher: m,
-                write: None,
-            })),
-            captures,
-            near_files: None,
-        }
-    }
-
-    #[test]
-    fn input_merges_captures_query_and_body() {
-        let mut caps = Map::new();
-        caps.insert("id".into(), json!("001"));
-        let m = builtin_match(caps);
-        let q = vec![("q".to_string(), "SELECT Id".to_string())];
-        let v = build_input(&m, &q, true, Ok(Some(json!({"Name": "A"})))).unwrap();
-        assert_eq!(v, json!({"id": "001", "q": "SELECT Id", "Name": "A"}));
-        let v = build_input(&m, &q, false, Ok(Some(json!([1, 2])))).unwrap();
-        assert_eq!(v, json!({"id": "001", "body": [1, 2]}));
-        let v = build_input(&m, &q, false, Ok(Some(json!({"id": "body wins"})))).unwrap();
-        assert_eq!(v, json!({"id": "body wins"}));
-        let e = build_input(
-            &m,
-            &q,
-            false,
-            Err(crate::http::request::BodyError::NotJson("x".into())),
-        )
-        .unwrap_err();
-        assert_eq!(e.status, 400);
-    }
-
-    fn req_with(headers: &[(&str, &str)]) -> Request {
-        let mut h = HeaderMap::new();
-        for (k, v) in headers {
-            h.append(
-                hyper::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.parse().unwrap(),
-            );
-        }
-        Request::new(
-            "POST",
-            "/crm/x",
-            None,
-            h,
-            bytes::Bytes::new(),
-            "127.0.0.1:9".parse().unwrap(),
-            std::time::Instant::now(),
-        )
-    }
-
-    #[test]
-    fn idempotency_keys() {
-        let by_header = IdempotencySource::Header("Idempotency-Key".into());
-        let r = req_with(&[("idempotency-key", "\"8e03978e\"")]);
-        assert_eq!(
-            idempotency_key(Some(&by_header), &r, &json!({})).as_deref(),
-            Some("8e03978e")
-        );
-        let r = req_with(&[("idempotency-key", "abc")]);
-        assert_eq!(
-            idempotency_key(Some(&by_header), &r, &json!({})).as_deref(),
-            Some("abc")
-        );
-        assert_eq!(
-            idempotency_key(Some(&by_header), &req_with(&[]), &json!({})),
-            None
-        );
-        let by_input = IdempotencySource::Input(DotPath::parse("order.key").unwrap());
-        let input = json!({"order": {"key": "k-1"}});
-        assert_eq!(
-            idempotency_key(Some(&by_input), &r, &input).as_deref(),
-            Some("k-1")
-        );
-        assert_eq!(idempotency_key(None, &r, &input), None);
-    }
-
-    #[test]
-    fn traceparent_header() {
-        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        assert_eq!(
-            trace_id(&req_with(&[("traceparent", ok)])).as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
-        );
-        assert_eq!(
-            trace_id(&req_with(&[("traceparent", ok), ("traceparent", ok)])),
-            None
-        );
-        assert_eq!(trace_id(&req_with(&[("traceparent", "nope")])), None);
-    }
-
-    #[test]
-    fn harness_decision_shape() {
-        let d = Decision::harness(HarnessError::new(HarnessCode::UnmatchedRequest, "m"));
-        assert_eq!(d.response.status, 500);
-        assert_eq!(d.result_status, ResultStatus::HarnessError);
-        assert_eq!(d.result["status"], 500);
-        assert_eq!(
-            d.result["data"]["understudy_error"]["code"],
-            "unmatched_request"
-        );
-    }
-}
+mod tests;

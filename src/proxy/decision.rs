@@ -82,7 +82,11 @@ pub struct Decision {
     /// A call of the Salesforce default org, answered under the state lock from the org the
     /// attempt's state holds (`super::call::settle_org`): until then `response` is a
     /// placeholder.
-    pub org: Option<Box<crate::profile::salesforce::org::Call>>,
+    pub org: Option<Box<crate::profile::salesforce::model::Call>>,
+    /// The operation key (`<integration>/<operation_id>`) of a built-in operation's default
+    /// answer (a Salesforce built-in without a file): decided without evaluation, yet the
+    /// attempt's chaos for that key applies to it (`super::call::run_mocked_with_faults`).
+    pub chaos: Option<String>,
 }
 
 impl Decision {
@@ -104,6 +108,7 @@ impl Decision {
             fault_record: None,
             shared: None,
             org: None,
+            chaos: None,
         }
     }
 

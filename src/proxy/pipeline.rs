@@ -66,12 +66,16 @@ pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
             return super::forward::run(&app, attempt, req, info, id, plan).await
         }
     };
+    // The profile a `status` fault answers in: the operation's, or for a call decided
+    // before evaluation (a built-in's default answer) the integration's.
     let profile = match &prepared {
         Ok(Prepared {
             wire: Wire::Http(p),
             ..
         }) => Some(p.clone()),
-        _ => None,
+        _ => app
+            .integration_for(&attempt, &integration)
+            .and_then(|i| i.wire.http().cloned()),
     };
     let limit_info = app
         .integration_for(&attempt, &integration)

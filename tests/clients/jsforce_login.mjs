@@ -29,9 +29,12 @@ async function api(method, path, body) {
   return [r.status, await r.json()];
 }
 
-async function attempt(variants) {
-  const [status, a] = await api('POST', '/_understudy/api/attempts', variants ? { variants } : {});
-  check(status === 201, `attempt created: ${status}`);
+async function attempt(variants, faults) {
+  const body = {};
+  if (variants) body.variants = variants;
+  if (faults) body.faults = faults;
+  const [status, a] = await api('POST', '/_understudy/api/attempts', body);
+  check(status === 201, `attempt created: ${status} ${JSON.stringify(a)}`);
   return a;
 }
 
@@ -119,6 +122,42 @@ async function evidence(a) {
   check(conn.limitInfo.apiUsage && conn.limitInfo.apiUsage.used === 2, `limitInfo after the refusal ${JSON.stringify(conn.limitInfo)}`);
   const ev = await evidence(a);
   check(ev.tool_events[1].http_status === 403, 'the refusal is recorded');
+}
+
+// 4b. Over the daily limit as chaos, not a variant: the attempt's `status` fault 403 on the
+// default org's query (once) and on describeGlobal answers Salesforce's REQUEST_LIMIT_EXCEEDED;
+// jsforce raises it and reads the usage into conn.limitInfo; the next query goes through.
+{
+  const a = await attempt(undefined, {
+    'crm/query': { kind: 'status', status: 403, after_effect: false, times: 1 },
+    'crm/describe_global': { kind: 'status', status: 403, after_effect: false },
+  });
+  const conn = new jsforce.Connection({ oauth2: { loginUrl: a.base_urls.crm, clientId: 'CK-js', clientSecret: CONSUMER_SECRET }, version: '59.0' });
+  await conn.login('ada@healthplus.example', PASSWORD);
+  let err = null;
+  try {
+    await conn.query('SELECT Id, Name FROM Account');
+  } catch (e) {
+    err = e;
+  }
+  check(err && err.errorCode === 'REQUEST_LIMIT_EXCEEDED', `chaos limit error: ${err && err.errorCode} ${err}`);
+  check(conn.limitInfo.apiUsage && conn.limitInfo.apiUsage.used === 2 && conn.limitInfo.apiUsage.limit === 15000,
+    `limitInfo after the chaos refusal ${JSON.stringify(conn.limitInfo)}`);
+  const again = await conn.query('SELECT Id, Name FROM Account');
+  check(again.totalSize === 0, `the query after the fault: ${JSON.stringify(again)}`);
+  err = null;
+  try {
+    await conn.describeGlobal();
+  } catch (e) {
+    err = e;
+  }
+  check(err && err.errorCode === 'REQUEST_LIMIT_EXCEEDED', `chaos on describeGlobal: ${err && err.errorCode} ${err}`);
+  const ev = await evidence(a);
+  const [, q, q2, d] = ev.tool_events;
+  check(q.operation_id === 'query' && q.result_status === 'blocked' && q.fault && q.fault.kind === 'status',
+    `the faulted query is recorded: ${JSON.stringify(q)}`);
+  check(q2.result_status === 'ok' && !q2.fault, `the next query is not faulted: ${JSON.stringify(q2)}`);
+  check(d.operation_id === 'describe_global' && d.fault, `describeGlobal faulted: ${JSON.stringify(d)}`);
 }
 
 // 5. Through the forward proxy (jsforce's Bulk API 2.0 resolves its URLs against the

@@ -41,6 +41,7 @@ mod regression;
 mod report;
 mod salesforce;
 mod salesforce_modes;
+mod salesforce_record;
 mod schemas;
 mod secrets;
 mod serve;

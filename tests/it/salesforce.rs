@@ -19,7 +19,7 @@ const SECRETS: &[&str] = &[
     "Consumer-Secret-Never-Stored",
 ];
 
-fn available(cmd: &str, args: &[&str], what: &str) -> bool {
+pub(crate) fn available(cmd: &str, args: &[&str], what: &str) -> bool {
     let ok = Command::new(cmd)
         .args(args)
         .stdout(Stdio::null())
@@ -50,9 +50,9 @@ fn jsforce_dir(root: &Path) -> Option<PathBuf> {
     None
 }
 
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Drop for Served {
@@ -63,15 +63,27 @@ impl Drop for Served {
 }
 
 fn serve(dir: &Path) -> Served {
-    let bin = env!("CARGO_BIN_EXE_understudy");
-    let out = Command::new(bin)
+    ca_init(dir);
+    spawn_serve(
+        dir,
+        &["serve", "--forward-proxy", "--listen", "127.0.0.1:0"],
+    )
+}
+
+/// `understudy ca init` in the project `dir` (the forward proxy's CA).
+pub(crate) fn ca_init(dir: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_understudy"))
         .args(["ca", "init"])
         .current_dir(dir)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let mut child = Command::new(bin)
-        .args(["serve", "--forward-proxy", "--listen", "127.0.0.1:0"])
+}
+
+/// The real binary run with `args` in the project `dir`, once it said where it listens.
+pub(crate) fn spawn_serve(dir: &Path, args: &[&str]) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(args)
         .current_dir(dir)
         .env_remove("UNDERSTUDY_ADMIN_TOKEN")
         .stdout(Stdio::piped())
@@ -88,7 +100,7 @@ fn serve(dir: &Path) -> Served {
 }
 
 /// Every file under `dir`, as bytes.
-fn files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+pub(crate) fn files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
         if p.is_dir() {

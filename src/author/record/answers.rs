@@ -15,6 +15,9 @@ const KEPT_HEADERS: &[(&str, &str)] = &[
     ("location", "Location"),
     ("content-location", "Content-Location"),
     ("sforce-limit-info", "Sforce-Limit-Info"),
+    // Bulk API 2.0 result pages: the next page's locator and this page's row count.
+    ("sforce-locator", "Sforce-Locator"),
+    ("sforce-numberofrecords", "Sforce-NumberOfRecords"),
     ("retry-after", "Retry-After"),
     ("etag", "ETag"),
     ("last-modified", "Last-Modified"),
@@ -47,7 +50,17 @@ pub(super) fn envelope(h: &HttpCall) -> Value {
         if is_secret_header(k, &[]) || v.contains(SCRUBBED) {
             continue;
         }
-        if let Some(name) = kept_header(k) {
+        // A text answer that is not JSON (a Bulk API 2.0 CSV result) keeps its media type,
+        // so replay sends the text as it is.
+        let text_type = k.eq_ignore_ascii_case("content-type")
+            && !v.to_ascii_lowercase().contains("json")
+            && matches!(h.response_body, Some(Value::String(_)));
+        let kept = if text_type {
+            Some("Content-Type".to_string())
+        } else {
+            kept_header(k)
+        };
+        if let Some(name) = kept {
             if crate::profile::header_problem(&name, v).is_none() {
                 headers
                     .entry(name)

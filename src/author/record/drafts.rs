@@ -9,6 +9,8 @@
 //!
 //! # How exchanges become operations
 //! 1. Every exchange is scrubbed ([`scrub_exchange`]) and the list is put in `at_ms` order.
+//!    A Salesforce login exchange (token endpoint, SOAP login, userinfo, revoke) is left out
+//!    (noted): its answer names the real session, and replay answers the login itself.
 //! 2. An HTTP exchange belongs to the existing operation the server says it matched, else to
 //!    the most specific existing operation whose `match` holds (as `serve` routes), else to a
 //!    new operation keyed by method + path template. An MCP tool call belongs to the operation
@@ -28,8 +30,10 @@
 //! # How answers become a mock
 //! - An answer is the native envelope `{"status","data"?,"headers"?}` (no `data` without a
 //!   body, nor for 204/304; `headers` keeps only `Location`, `Content-Location`,
-//!   `Sforce-Limit-Info`, `Retry-After`, `ETag`, `Last-Modified`, `Link`, `WWW-Authenticate`,
-//!   rate-limit and deprecation headers, never a secret one), or for MCP the tool's structured
+//!   `Sforce-Limit-Info`, `Sforce-Locator`, `Sforce-NumberOfRecords`, `Retry-After`, `ETag`,
+//!   `Last-Modified`, `Link`, `WWW-Authenticate`, rate-limit and deprecation headers, and the
+//!   `Content-Type` of a text answer that is not JSON such as a CSV — never a secret one), or
+//!   for MCP the tool's structured
 //!   output (operations with `result_form` structured) or the CallToolResult (`content`,
 //!   `structuredContent`, `isError`; a new tool is drafted as `call_tool_result`).
 //!   Arrays longer than `MAX_ARRAY_ITEMS` (50, `ctx.rs`) are cut (noted).
@@ -109,9 +113,14 @@ pub fn drafts(
     let mut list: Vec<Exchange> = Vec::new();
     let mut scrubbed: BTreeMap<String, usize> = BTreeMap::new();
     let mut foreign = 0usize;
+    let mut logins = 0usize;
     for ex in exchanges {
         if ex.integration != integration {
             foreign += 1;
+            continue;
+        }
+        if is_salesforce_login(profile, ex) {
+            logins += 1;
             continue;
         }
         let mut ex = ex.clone();
@@ -124,6 +133,11 @@ pub fn drafts(
     if foreign > 0 {
         notes.push(format!(
             "{integration}: {foreign} exchange(s) of other integrations were passed and skipped (drafts are made per integration)"
+        ));
+    }
+    if logins > 0 {
+        notes.push(format!(
+            "{integration}: {logins} login exchange(s) not drafted (the OAuth token endpoint, the SOAP login, userinfo, revoke): their answers name the real session and instance URL; in replay the built-in login answers with a synthetic session that brings the client back to understudy"
         ));
     }
     if !scrubbed.is_empty() {
@@ -446,4 +460,16 @@ fn object_schema<'v>(inputs: impl IntoIterator<Item = &'v Value>) -> Value {
         m.insert("type".into(), json!("object"));
     }
     s
+}
+
+/// A Salesforce login exchange ([`crate::profile::salesforce::login::is_login_exchange`]):
+/// never drafted, whatever it matched.
+fn is_salesforce_login(profile: ProfileKind, ex: &Exchange) -> bool {
+    match &ex.call {
+        Call::Http(h) => {
+            profile == ProfileKind::Salesforce
+                && crate::profile::salesforce::login::is_login_exchange(&h.method, &h.path)
+        }
+        _ => false,
+    }
 }

@@ -1,5 +1,5 @@
 //! Bulk API 2.0 in the default org (docs/src/guides/salesforce.md#bulk-api-20): ingest and
-//! query jobs as a state machine kept in the org ([`super::org::Org::jobs`]).
+//! query jobs as a state machine kept in the org ([`super::model::Org::jobs`]).
 //!
 //! - **Ingest**: `POST …/jobs/ingest` creates an `Open` job; `PUT …/{id}/batches` uploads its
 //!   CSV (once); `PATCH …/{id}` `{"state":"UploadComplete"}` closes it (or `Aborted`); each
@@ -17,51 +17,12 @@
 //! The CSV is [`super::csv`]'s. Pure: [`answer`] changes the org it is given.
 
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::csv;
 use super::login::Answer;
-use super::org::{ok, rest_error, Call, Org, RecordError};
+use super::model::{ok, rest_error, Call, Job, Org, RecordError};
 use crate::http::NativeResponse;
-
-/// One job.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Job {
-    pub id: String,
-    /// `ingest` or `query`.
-    pub kind: String,
-    pub operation: String,
-    pub object: String,
-    #[serde(default)]
-    pub external_id: Option<String>,
-    pub column_delimiter: String,
-    pub line_ending: String,
-    pub state: String,
-    pub api_version: String,
-    pub created_ms: i64,
-    /// An ingest job's uploaded CSV, until it is processed.
-    #[serde(default)]
-    pub upload: Option<String>,
-    /// A query job's SOQL.
-    #[serde(default)]
-    pub query: Option<String>,
-    #[serde(default)]
-    pub processed: u64,
-    #[serde(default)]
-    pub failed: u64,
-    #[serde(default)]
-    pub error_message: Option<String>,
-    /// The uploaded columns (ingest) or the query's fields.
-    #[serde(default)]
-    pub header: Vec<String>,
-    /// Ingest: `sf__Id`, `sf__Created` then the row; query: the result rows.
-    #[serde(default)]
-    pub rows: Vec<Vec<String>>,
-    /// Ingest: `sf__Id`, `sf__Error` then the row.
-    #[serde(default)]
-    pub failures: Vec<Vec<String>>,
-}
 
 fn date(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

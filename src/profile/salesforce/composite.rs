@@ -6,14 +6,15 @@
 //! HTTP 200 even when one fails) and Composite Graph (`…/composite/graph`, each graph all or
 //! nothing), with `@{ref.path}` resolved from the earlier subrequests' answers. A subrequest
 //! is an sObject row (get, create, update, upsert, delete) or a query, answered by the org
-//! like the call itself ([`super::org`]).
+//! like the call itself ([`super::rows`]).
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
 use super::login::Answer;
-use super::org::{dispatch, get_ci, ok, rest_error, Call, Org, RecordError};
+use super::model::{decode_segment, get_ci, ok, rest_error, Call, Org, RecordError};
+use super::rows;
 
 /// sObject Collections: at most this many records per request.
 pub const MAX_COLLECTION: usize = 200;
@@ -253,7 +254,7 @@ fn subrequest(
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
-        .map(super::org::decode_segment)
+        .map(decode_segment)
         .collect();
     let query = crate::contract::template::parse_query(query);
     // `/services/data/vNN.N/<tail>`
@@ -300,7 +301,7 @@ fn subrequest(
         secret: call.secret.clone(),
         now_ms: call.now_ms,
     };
-    let a = dispatch(&sub, org);
+    let a = rows::answer(&sub, org);
     let mut headers = Map::new();
     for (k, v) in &a.response.headers {
         headers.insert(k.clone(), json!(v));

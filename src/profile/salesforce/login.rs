@@ -125,6 +125,28 @@ pub fn identity(secret: &str) -> Identity {
     }
 }
 
+/// Whether `method path` (the path after the integration, as sent) is one of the login
+/// family — the OAuth token endpoint, the SOAP `login`, `userinfo` and `revoke` — whose
+/// answers name a real session: its token, its instance URL, its user. Record mode does not
+/// draft them; in replay the built-in operations answer them with the attempt's synthetic
+/// session ([`identity`], [`instance_url`]).
+pub fn is_login_exchange(method: &str, path: &str) -> bool {
+    let segs: Vec<&str> = path
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let post = method.eq_ignore_ascii_case("POST");
+    match segs.as_slice() {
+        ["services", "oauth2", "token" | "revoke"] => post,
+        ["services", "oauth2", "userinfo"] => true,
+        ["services", "Soap", "u", _] => post,
+        _ => false,
+    }
+}
+
 /// The characters of a session id's secret part.
 const BASE64ISH: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._";
 

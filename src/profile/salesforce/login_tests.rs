@@ -230,3 +230,26 @@ fn revoke_and_userinfo() {
         identity("00112233").org_id
     );
 }
+
+#[test]
+fn the_login_family_is_told_from_the_rest() {
+    for (m, p) in [
+        ("POST", "/services/oauth2/token"),
+        ("post", "/services/oauth2/token/"),
+        ("POST", "/services/oauth2/revoke"),
+        ("GET", "/services/oauth2/userinfo"),
+        ("POST", "/services/Soap/u/59.0"),
+        ("POST", "/services/Soap/u/59.0?x=1"),
+    ] {
+        assert!(is_login_exchange(m, p), "{m} {p}");
+    }
+    for (m, p) in [
+        ("GET", "/services/oauth2/token"),
+        ("POST", "/services/Soap/c/59.0"),
+        ("POST", "/services/data/v59.0/sobjects/Account"),
+        ("GET", "/services/data/v59.0/query"),
+        ("POST", "/services/oauth2/token/extra"),
+    ] {
+        assert!(!is_login_exchange(m, p), "{m} {p}");
+    }
+}

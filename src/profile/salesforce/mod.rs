@@ -8,15 +8,18 @@
 //! The built-in operations that answer without any file — the login ([`login`], [`soap`]),
 //! the versions list, describeGlobal, `/limits`, SOSL and the Tooling query — are
 //! [`defaults`]. The records, queries, Collections, Composite, Composite Graph and Bulk API
-//! 2.0 answer from one coherent org kept in the attempt's state: [`org`] ([`soql`],
-//! [`composite`], [`bulk`], [`csv`]).
+//! 2.0 answer from one coherent org kept in the attempt's state: [`org`] routes each call to
+//! [`rows`], [`composite`] or [`bulk`], which share the org's data ([`model`]) and use
+//! [`soql`] and [`csv`].
 
 pub mod bulk;
 pub mod composite;
 pub mod csv;
 pub mod defaults;
 pub mod login;
+pub mod model;
 pub mod org;
+pub mod rows;
 pub mod soap;
 pub mod soql;
 

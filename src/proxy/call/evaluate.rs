@@ -45,6 +45,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
                         fault_record: None,
                         shared: None,
                         org: None,
+                        chaos: None,
                     },
                     Err(e) => Decision::harness_on(&p.wire, e),
                 };
@@ -114,6 +115,7 @@ pub fn evaluate(state: &mut AttemptState, p: &Prepared) -> Decision {
         fault_record: None,
         shared,
         org: None,
+        chaos: None,
     }
 }
 
