@@ -688,6 +688,7 @@ mod tests {
             path: "/x".into(),
             query: Default::default(),
             headers: Default::default(),
+            body: None,
         })
         .unwrap();
         Matched {
