@@ -268,6 +268,12 @@ async fn coverage(file: &Path) -> Coverage {
                     .is_some_and(|f| f.ends_with(file.file_name().unwrap().to_str().unwrap())),
                 "a warning without its file: {n}"
             );
+            // … and the JSON path of what it is about, and why.
+            assert!(
+                n["path"].as_str().is_some_and(|p| !p.is_empty())
+                    && n["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "a warning without its JSON path or reason: {n}"
+            );
             (
                 n["path"].as_str().unwrap_or("").to_string(),
                 n["message"].as_str().unwrap_or("").to_string(),
