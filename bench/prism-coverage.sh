@@ -5,6 +5,10 @@
 # the import generated from the operation's input schema — and judged the same way (2xx, and
 # the body satisfies the operation's response schema). Prints one table, both coverages per
 # document, from one sitting. Only loopback addresses get traffic.
+# A `*.postman_collection.json` (tests/fixtures/postman-real: the same documents converted by
+# openapi-to-postmanv2) is imported with `--from postman` and served by `prism mock` too (Prism
+# reads Postman collections); each request is sent as a Postman client sends it (its auth
+# included) and counts when the answer is its saved response (status, and JSON body).
 #
 #   bash bench/prism-coverage.sh                    # the three vendored documents
 #   BUILD=0 VERBOSE=1 bash bench/prism-coverage.sh tests/fixtures/openapi-real/twilio_messaging_v1.json
@@ -36,7 +40,10 @@ fi
 if [ "$#" -eq 0 ]; then
     set -- tests/fixtures/openapi-real/twilio_api_v2010.json \
            tests/fixtures/openapi-real/twilio_messaging_v1.json \
-           tests/fixtures/openapi-real/mistral_openapi.yaml
+           tests/fixtures/openapi-real/mistral_openapi.yaml \
+           tests/fixtures/postman-real/twilio_api_v2010.postman_collection.json \
+           tests/fixtures/postman-real/twilio_messaging_v1.postman_collection.json \
+           tests/fixtures/postman-real/mistral_openapi.postman_collection.json
 fi
 echo "understudy $("$BIN" --version | cut -d' ' -f2) ($PROFILE), prism $("$PRISM" --version), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$PY" bench/prism_coverage.py "$BIN" "$PRISM" "$@"

@@ -19,6 +19,13 @@ For each document:
    schema, references inlined). An operation with no request (the import wrote neither a
    mock nor a draft with an example) counts for neither.
 
+A Postman collection (`*.postman_collection.json`) is imported with `--from postman` and
+given to `prism mock` as it is; each of its requests is sent as Postman sends it (path
+variables, collection variables, enabled query and headers, raw / urlencoded / formdata body,
+the request's or collection's auth) to both, and counts when the answer is the request's
+saved response: the first 2xx one (else the first), its status and its JSON body (a value
+understudy scrubbed as a secret counts as equal) — what tests/it/import_postman_real.rs checks.
+
 Prints one table: document, operations, understudy working, Prism working. Only loopback
 addresses get traffic. Needs: python3 with `jsonschema`, the understudy binary, prism.
 """
@@ -287,15 +294,203 @@ def coverage(binary, prism, doc_path, work, verbose):
                 os.killpg(p.pid, signal.SIGKILL)
 
 
+def pm_subst(s, variables):
+    """`{{name}}` → the collection variable's value (kept as written when undefined)."""
+    out, rest = "", s
+    while "{{" in rest:
+        i = rest.index("{{")
+        out += rest[:i]
+        j = rest.find("}}", i + 2)
+        if j < 0:
+            return out + rest[i:]
+        name = rest[i + 2 : j]
+        out += text(variables[name]) if name in variables else rest[i : j + 2]
+        rest = rest[j + 2 :]
+    return out + rest
+
+
+def pm_enabled(lst):
+    return [x for x in (lst or []) if not x.get("disabled")]
+
+
+def pm_requests(items, at, out):
+    for i, item in enumerate(items):
+        if "item" in item:
+            pm_requests(item["item"], f"{at}/{i}/item", out)
+        else:
+            out.append((f"{at}/{i}", item))
+
+
+def pm_auth(auth, variables):
+    """The header a Postman client sends for an `auth` block (basic, bearer, apikey)."""
+    if not auth:
+        return None
+    kind = auth.get("type")
+    vals = {x.get("key"): pm_subst(text(x.get("value") or ""), variables) for x in auth.get(kind) or []}
+    if kind == "basic":
+        raw = f"{vals.get('username', '')}:{vals.get('password', '')}".encode()
+        return "Authorization", "Basic " + base64.b64encode(raw).decode()
+    if kind == "bearer":
+        return "Authorization", "Bearer " + vals.get("token", "")
+    if kind == "apikey" and vals.get("in", "header") == "header":
+        return vals.get("key", "X-API-Key"), vals.get("value", "")
+    return None
+
+
+def pm_call(req, variables, coll_auth=None):
+    """(method, path?query, headers, body) a Postman client sends for a v2.1 request, relative
+    to `{{baseUrl}}` (the call tests/it/import_postman_real.rs makes, plus the request's or
+    the collection's `auth`: Prism checks credentials, understudy never does)."""
+    method = req.get("method", "GET").upper()
+    url = req["url"]
+    pvars = {v["key"]: v.get("value") for v in url.get("variable") or [] if "key" in v}
+    segs = []
+    for s in url.get("path") or []:
+        s = text(pvars.get(s[1:], "")) if s.startswith(":") else pm_subst(s, variables)
+        segs.append(urllib.parse.quote(s, safe="-_.~!$&'()*+,;=:@"))
+    path = "/" + "/".join(segs)
+    q = [f"{enc(pm_subst(x.get('key') or '', variables))}={enc(pm_subst(text(x.get('value') or ''), variables))}"
+         for x in pm_enabled(url.get("query"))]
+    if q:
+        path += "?" + "&".join(q)
+    headers = [(h["key"], pm_subst(text(h.get("value") or ""), variables)) for h in pm_enabled(req.get("header"))]
+    auth = pm_auth(req.get("auth") or coll_auth, variables)
+    if auth and not any(k.lower() == auth[0].lower() for k, _ in headers):
+        headers.append(auth)
+    has_ct = any(k.lower() == "content-type" for k, _ in headers)
+    body = None
+    b = req.get("body") or {}
+    mode = b.get("mode")
+    if mode == "raw":
+        body = pm_subst(b.get("raw") or "", variables).encode()
+        if not has_ct and ((b.get("options") or {}).get("raw") or {}).get("language") == "json":
+            headers.append(("Content-Type", "application/json"))
+    elif mode == "urlencoded":
+        body = "&".join(f"{enc(pm_subst(f.get('key') or '', variables))}={enc(pm_subst(text(f.get('value') or ''), variables))}"
+                        for f in pm_enabled(b.get("urlencoded"))).encode()
+        if not has_ct:
+            headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+    elif mode == "formdata":
+        t = ""
+        for f in pm_enabled(b.get("formdata")):
+            if f.get("type") == "file":
+                continue
+            t += f'--pmBoundary\r\nContent-Disposition: form-data; name="{pm_subst(f.get("key") or "", variables)}"\r\n\r\n{pm_subst(text(f.get("value") or ""), variables)}\r\n'
+        body = (t + "--pmBoundary--\r\n").encode()
+        headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
+        headers.append(("Content-Type", "multipart/form-data; boundary=pmBoundary"))
+    return method, path, headers, body
+
+
+def pm_send(base, method, path, headers, body):
+    req = urllib.request.Request(base + path, data=body, method=method)
+    for k, v in headers:
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except Exception as e:
+        return 0, str(e).encode()
+
+
+def pm_judge(status, raw, saved):
+    """Working: the saved response's status (the first 2xx, else the first), and its body when
+    that is JSON (a value understudy scrubbed as a secret, `[scrubbed]`, counts as equal)."""
+    want = saved["code"]
+    if status != want:
+        return f"answered {status}, saved {want}: {raw[:300]!r}"
+    try:
+        want_body = json.loads(saved.get("body") or "")
+    except ValueError:
+        return None
+    try:
+        got = json.loads(raw)
+    except ValueError:
+        return f"not JSON: {raw[:80]!r}"
+    return None if same_but_scrubbed(got, want_body) else f"not the saved body: {raw[:200]!r}"
+
+
+def same_but_scrubbed(got, want):
+    if got == "[scrubbed]" and want is not None:
+        return True
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(same_but_scrubbed(got[k], want[k]) for k in got)
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(same_but_scrubbed(g, w) for g, w in zip(got, want))
+    return got == want
+
+
+def postman_coverage(binary, prism, coll_path, work, verbose):
+    """A Postman collection: `import --from postman` + replay, and `prism mock` on the same
+    collection (Prism reads Postman v2.1), each asked every request of the collection as
+    Postman sends it, judged against the request's saved 2xx response."""
+    coll = json.load(open(coll_path))
+    variables = {v["key"]: v.get("value") for v in coll.get("variable") or [] if "key" in v}
+    reqs = []
+    pm_requests(coll.get("item") or [], "item", reqs)
+    proj = os.path.join(work, "project")
+    os.makedirs(proj)
+    with open(os.path.join(proj, "understudy.json"), "w") as f:
+        json.dump({"integrations": {"api": {"profile": "rest", "upstream": "https://api.example.test", "operations": "mocks/api"}}}, f)
+    subprocess.run(
+        [binary, "import", "--from", "postman", "--integration", "api", "--format", "json",
+         "--config", os.path.join(proj, "understudy.json"), "--out", os.path.join(proj, "mocks/api"), coll_path],
+        capture_output=True)
+    up, pp = free_port(), free_port()
+    logs = open(os.path.join(work, "servers.log"), "wb")
+    us = subprocess.Popen([binary, "serve", "--config", os.path.join(proj, "understudy.json"), "--mode", "replay",
+                           "--listen", f"127.0.0.1:{up}", "--data-dir", os.path.join(work, "data")],
+                          stdout=logs, stderr=logs, start_new_session=True)
+    pr = subprocess.Popen([prism, "mock", "-h", "127.0.0.1", "-p", str(pp), "-v", "error", coll_path],
+                          stdout=logs, stderr=logs, start_new_session=True)
+    try:
+        if not wait_http(f"http://127.0.0.1:{up}/_understudy/api/health", 60):
+            sys.exit(f"understudy serve did not start (log: {work}/servers.log)")
+        if not wait_http(f"http://127.0.0.1:{pp}/", 120):
+            sys.exit(f"prism mock did not start (log: {work}/servers.log)")
+        u_ok = p_ok = sent = 0
+        for at, item in reqs:
+            saved_all = [r for r in item.get("response") or [] if r.get("code")]
+            saved = next((r for r in saved_all if 200 <= r["code"] < 300), saved_all[0] if saved_all else None)
+            if saved is None:
+                if verbose:
+                    print(f"  {at}: no saved response with a code", file=sys.stderr)
+                continue
+            method, path, headers, body = pm_call(item["request"], variables, coll.get("auth"))
+            sent += 1
+            s, b = pm_send(f"http://127.0.0.1:{up}/api", method, path, headers, body)
+            why_u = pm_judge(s, b, saved)
+            s, b = pm_send(f"http://127.0.0.1:{pp}", method, path, headers, body)
+            why_p = pm_judge(s, b, saved)
+            u_ok += why_u is None
+            p_ok += why_p is None
+            if verbose and (why_u or why_p):
+                print(f"  {at} {method} {path}\n    understudy: {why_u or 'ok'}\n    prism: {why_p or 'ok'}", file=sys.stderr)
+        return len(reqs), sent, u_ok, p_ok
+    finally:
+        for p in (us, pr):
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
 def main():
     binary, prism = sys.argv[1], sys.argv[2]
     docs = sys.argv[3:]
     verbose = os.environ.get("VERBOSE") == "1"
-    rows = ["| document | operations | requests sent | understudy working | Prism working |", "|---|---|---|---|---|"]
+    rows = ["| document | operations (collection: requests) | requests sent | understudy working | Prism working |", "|---|---|---|---|---|"]
     for d in docs:
         work = tempfile.mkdtemp(prefix="prism-coverage-")
         try:
-            total, sent, u, p = coverage(binary, prism, d, work, verbose)
+            run = postman_coverage if d.endswith(".postman_collection.json") else coverage
+            total, sent, u, p = run(binary, prism, d, work, verbose)
         finally:
             if os.environ.get("KEEP") != "1":
                 shutil.rmtree(work, ignore_errors=True)

@@ -5,7 +5,8 @@
 //! For every operation with a mock that is not a write, every example of its mock becomes a
 //! request ([`crate::upstream::request::build`]: the inverse of the proxy's input building —
 //! path captures and query captures rendered into the `match` template, the rest of the
-//! input as the JSON body of a method that carries one), which must route back to the same operation with the same captures
+//! input as the body of a method that carries one: JSON, or a form-encoded / multipart form
+//! when the `match` says `"body": "form"` / `"multipart"`), which must route back to the same operation with the same captures
 //! before it is sent. It goes through the upstream client dry-run uses
 //! ([`crate::upstream::Upstream`], `--upstream-ca`); the answer becomes the envelope record
 //! mode makes (`{"status","data"?}`, [`crate::upstream::answer::envelope`]), is validated against the output schema

@@ -162,6 +162,40 @@ pub struct MatchSpec {
     /// Header name (case-insensitive) → literal value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// How the request's body is encoded when understudy itself sends this request
+    /// (`understudy drift`, a real call of the testing API): `json` when absent. Not a
+    /// matching condition: the proxy reads a body by its own `Content-Type`, and JSON, form
+    /// and multipart bodies give the same input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<BodyEncoding>,
+}
+
+/// How an operation's request body is encoded on the wire (`match.body`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyEncoding {
+    /// `application/json` (the default).
+    Json,
+    /// `application/x-www-form-urlencoded`: members as fields, arrays as repeated fields,
+    /// nested objects in bracket names (`metadata[order]=1`).
+    Form,
+    /// `multipart/form-data`: one part per field, named as a form field would be.
+    Multipart,
+}
+
+impl BodyEncoding {
+    /// The form encoding a media type names (`application/x-www-form-urlencoded`,
+    /// `multipart/form-data`, parameters and case ignored); `None` for any other type.
+    pub fn form_of(media_type: &str) -> Option<BodyEncoding> {
+        let base = media_type.split(';').next().unwrap_or("").trim();
+        if base.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+            Some(BodyEncoding::Form)
+        } else if base.eq_ignore_ascii_case("multipart/form-data") {
+            Some(BodyEncoding::Multipart)
+        } else {
+            None
+        }
+    }
 }
 
 /// Where the idempotency key of a write comes from (docs/src/reference/operation-files.md#idempotency): exactly one of the two.

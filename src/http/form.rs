@@ -341,6 +341,97 @@ fn insert_flat(map: &mut Map<String, Value>, name: String, value: Value) {
     }
 }
 
+/// The fields a form sends for `value` — the inverse of [`parse_urlencoded`] followed by
+/// [`type_by_schema`], used when understudy itself sends an operation's request (`match.body`
+/// `form` or `multipart`): each member of an object is a field named as the member; an array
+/// of scalars is the field repeated at the top (`MediaUrl=a&MediaUrl=b`) and `name[]` below
+/// it; a nested object is `name[key]`; an array holding objects or arrays is `name[0][key]`;
+/// numbers and booleans are spelled, strings sent as they are; `null` and empty arrays and
+/// objects send nothing. A value that is not an object is one field `body`.
+pub fn fields_of(value: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    match value {
+        Value::Object(m) => {
+            for (k, v) in m {
+                field(&mut out, k.clone(), v, true);
+            }
+        }
+        other => field(&mut out, "body".into(), other, true),
+    }
+    out
+}
+
+fn field(out: &mut Vec<(String, String)>, name: String, v: &Value, top: bool) {
+    match v {
+        Value::Null => {}
+        Value::String(s) => out.push((name, s.clone())),
+        Value::Number(_) | Value::Bool(_) => out.push((name, v.to_string())),
+        Value::Object(m) => {
+            for (k, x) in m {
+                field(out, format!("{name}[{k}]"), x, false);
+            }
+        }
+        Value::Array(a) => {
+            let scalars = a.iter().all(|x| !x.is_object() && !x.is_array());
+            for (i, x) in a.iter().enumerate() {
+                let n = match (scalars, top) {
+                    (true, true) => name.clone(),
+                    (true, false) => format!("{name}[]"),
+                    (false, _) => format!("{name}[{i}]"),
+                };
+                field(out, n, x, false);
+            }
+        }
+    }
+}
+
+/// `value` as an `application/x-www-form-urlencoded` body ([`fields_of`]; everything but RFC
+/// 3986 unreserved characters percent-encoded).
+pub fn encode_urlencoded(value: &Value) -> String {
+    let enc = |s: &str| -> String {
+        let mut o = String::new();
+        for b in s.bytes() {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                o.push(b as char);
+            } else {
+                o.push_str(&format!("%{b:02X}"));
+            }
+        }
+        o
+    };
+    fields_of(value)
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// `value` as a `multipart/form-data` body ([`fields_of`], one part per field): the boundary
+/// (one that occurs in no field) and the body.
+pub fn encode_multipart(value: &Value) -> (String, Vec<u8>) {
+    let fields = fields_of(value);
+    let mut n = 0u32;
+    let boundary = loop {
+        let b = format!("understudy-form-{n:08x}");
+        if !fields.iter().any(|(k, v)| k.contains(&b) || v.contains(&b)) {
+            break b;
+        }
+        n += 1;
+    };
+    let mut body = Vec::new();
+    for (k, v) in &fields {
+        let name = k.replace('\\', "\\\\").replace('"', "\\\"");
+        body.extend(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n")
+                .as_bytes(),
+        );
+        body.extend(v.as_bytes());
+        body.extend(b"\r\n");
+    }
+    body.extend(format!("--{boundary}--\r\n").as_bytes());
+    (boundary, body)
+}
+
 /// Give each field the type `schema` (an object schema: the operation's input schema) says
 /// its member has, where the text spells it (module doc). Fields the schema does not name
 /// are left as they are.
@@ -610,6 +701,48 @@ mod tests {
                 .contains("no `Content-Disposition")
         );
         assert!(parse_multipart(b"x", "").is_err());
+    }
+
+    #[test]
+    fn encoded_forms_parse_back_to_the_input() {
+        let schema = json!({"properties": {
+            "n": {"type": "integer"}, "ok": {"type": "boolean"},
+            "MediaUrl": {"type": "array", "items": {"type": "string"}},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"quantity": {"type": "integer"}}}},
+        }});
+        let input = json!({
+            "To": "+1 555&=?", "n": 3, "ok": true, "MediaUrl": ["a", "b"], "gone": null,
+            "metadata": {"order": "x y", "tags": ["t1", "t2"]},
+            "items": [{"price": "p1", "quantity": 1}, {"price": "p2", "quantity": 2}],
+            "empty": [],
+        });
+        let want = json!({
+            "To": "+1 555&=?", "n": 3, "ok": true, "MediaUrl": ["a", "b"],
+            "metadata": {"order": "x y", "tags": ["t1", "t2"]},
+            "items": [{"price": "p1", "quantity": 1}, {"price": "p2", "quantity": 2}],
+        });
+        let text = encode_urlencoded(&input);
+        assert!(text.contains("To=%2B1%20555%26%3D%3F"), "{text}");
+        assert!(text.contains("MediaUrl=a&MediaUrl=b"), "{text}");
+        assert!(text.contains("metadata%5Btags%5D%5B%5D=t1"), "{text}");
+        let mut back = parse_urlencoded(text.as_bytes()).unwrap();
+        type_by_schema(&mut back, &schema);
+        assert_eq!(back, want);
+        let (boundary, body) = encode_multipart(&input);
+        let mut back = parse_multipart(&body, &boundary).unwrap();
+        type_by_schema(&mut back, &schema);
+        assert_eq!(back, want);
+        // A field holding the first boundary gets another one.
+        let (b2, body) = encode_multipart(&json!({"x": "--understudy-form-00000000"}));
+        assert_ne!(b2, "understudy-form-00000000");
+        assert_eq!(
+            parse_multipart(&body, &b2).unwrap(),
+            json!({"x": "--understudy-form-00000000"})
+        );
+        assert_eq!(
+            fields_of(&json!("raw")),
+            vec![("body".into(), "raw".into())]
+        );
     }
 
     #[test]

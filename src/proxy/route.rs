@@ -413,6 +413,7 @@ mod tests {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
                 headers: Default::default(),
+                body: None,
             })
             .unwrap();
             for (rm, target) in requests {

@@ -5,8 +5,10 @@
 //! [`build`] is the inverse of the proxy's input building: `{name}` path segments and query
 //! captures rendered from the input members of those names (strings as they are, numbers and
 //! booleans spelled), the `match` template's literal headers as headers, and — for a method
-//! that carries a body — the other members of the input as the JSON body (an input that is
-//! only `{"body": X}` besides its captures sends `X`; nothing left sends no body).
+//! that carries a body — the other members of the input as the body: JSON (an input that is
+//! only `{"body": X}` besides its captures sends `X`; nothing left sends no body), or the
+//! fields of a form when the `match` says `"body": "form"` / `"multipart"`
+//! ([`crate::http::form::fields_of`]).
 //!
 //! # Decisions (the two former copies disagreed; each rule is decided once here)
 //! - **A `*` path segment** matches anything, so the input does not say what to send there.
@@ -29,8 +31,8 @@ use hyper::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::Value;
 
 use super::client::{strip_response_headers, Upstream, UpstreamErrorKind};
-use crate::contract::MatchSpec;
 use crate::contract::ProfileKind;
+use crate::contract::{BodyEncoding, MatchSpec};
 use crate::util::json::type_name;
 
 pub use super::mcp_client::Limits;
@@ -50,6 +52,8 @@ pub struct PlannedRequest {
     pub query: Vec<(String, String)>,
     pub headers: Vec<(String, String)>,
     pub body: Option<Value>,
+    /// How the body is sent (`match.body`; JSON when the `match` does not say).
+    pub encoding: BodyEncoding,
 }
 
 impl PlannedRequest {
@@ -179,6 +183,7 @@ pub fn build(
         .iter()
         .map(|(k, v)| (k.clone(), v.trim().to_string()))
         .collect();
+    let encoding = spec.body.unwrap_or(BodyEncoding::Json);
     let body = if !carries_body(&method) {
         None
     } else {
@@ -187,7 +192,10 @@ pub fn build(
             rest.remove(n);
         }
         match rest.get("body") {
-            Some(b) if rest.len() == 1 && !b.is_object() => Some(b.clone()),
+            // A form's fields are members: a field named `body` stays one.
+            Some(b) if rest.len() == 1 && !b.is_object() && encoding == BodyEncoding::Json => {
+                Some(b.clone())
+            }
             _ if rest.is_empty() => None,
             _ => Some(Value::Object(rest)),
         }
@@ -198,6 +206,7 @@ pub fn build(
         query,
         headers,
         body,
+        encoding,
     })
 }
 
@@ -243,7 +252,8 @@ pub struct RealAnswer {
 
 impl PlannedRequest {
     /// The headers sent: `Accept: application/json`, the `match` template's headers,
-    /// `Authorization` when given, `Content-Type: application/json` with a body.
+    /// `Authorization` when given, with a body its `Content-Type` (`application/json`,
+    /// `application/x-www-form-urlencoded` or `multipart/form-data; boundary=…`).
     pub fn header_map(&self, authorization: Option<&str>) -> Result<HeaderMap, String> {
         let mut h = HeaderMap::new();
         h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
@@ -256,19 +266,29 @@ impl PlannedRequest {
             let v = HeaderValue::from_str(v).map_err(|e| format!("header `{k}`: {e}"))?;
             h.insert(k, v);
         }
-        if self.body.is_some() {
-            h.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
+        if let Some(b) = &self.body {
+            let ct = match self.encoding {
+                BodyEncoding::Json => HeaderValue::from_static("application/json"),
+                BodyEncoding::Form => HeaderValue::from_static("application/x-www-form-urlencoded"),
+                BodyEncoding::Multipart => {
+                    let (boundary, _) = crate::http::form::encode_multipart(b);
+                    HeaderValue::from_str(&format!("multipart/form-data; boundary={boundary}"))
+                        .map_err(|e| format!("multipart boundary: {e}"))?
+                }
+            };
+            h.insert(header::CONTENT_TYPE, ct);
         }
         Ok(h)
     }
 
-    /// The body's bytes (empty without one).
+    /// The body's bytes (empty without one), encoded as [`PlannedRequest::encoding`] says.
     pub fn body_bytes(&self) -> Bytes {
         match &self.body {
-            Some(b) => Bytes::from(b.to_string()),
+            Some(b) => match self.encoding {
+                BodyEncoding::Json => Bytes::from(b.to_string()),
+                BodyEncoding::Form => Bytes::from(crate::http::form::encode_urlencoded(b)),
+                BodyEncoding::Multipart => Bytes::from(crate::http::form::encode_multipart(b).1),
+            },
             None => Bytes::new(),
         }
     }
@@ -373,6 +393,53 @@ mod tests {
             serde_json::from_value(json!({"method": "GET", "path": "/services/data/*/query"}))
                 .unwrap();
         assert!(request_for(&star, &json!({})).unwrap_err().contains("`*`"));
+    }
+
+    #[test]
+    fn form_operations_send_form_bodies() {
+        let spec: MatchSpec = serde_json::from_value(json!({"method": "POST",
+            "path": "/Accounts/{AccountSid}/Messages.json", "body": "form"}))
+        .unwrap();
+        let r = request_for(
+            &spec,
+            &json!({"AccountSid": "AC1", "To": "+1", "MediaUrl": ["a", "b"], "body": "x"}),
+        )
+        .unwrap();
+        let h = r.header_map(None).unwrap();
+        assert_eq!(h["content-type"], "application/x-www-form-urlencoded");
+        assert_eq!(&r.body_bytes()[..], b"MediaUrl=a&MediaUrl=b&To=%2B1&body=x");
+        // A lone `body` member of a form is the field `body`, not the whole body.
+        let r = request_for(&spec, &json!({"AccountSid": "AC1", "body": "x"})).unwrap();
+        assert_eq!(&r.body_bytes()[..], b"body=x");
+        let spec: MatchSpec =
+            serde_json::from_value(json!({"method": "POST", "path": "/f", "body": "multipart"}))
+                .unwrap();
+        let r = request_for(&spec, &json!({"title": "t"})).unwrap();
+        let ct = r.header_map(None).unwrap()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let crate::http::form::BodyKind::Multipart(b) = crate::http::form::body_kind(Some(&ct))
+        else {
+            panic!("{ct}")
+        };
+        assert_eq!(
+            crate::http::form::parse_multipart(&r.body_bytes(), &b).unwrap(),
+            json!({"title": "t"})
+        );
+        // Without `body` in the match: JSON, as before.
+        let spec: MatchSpec =
+            serde_json::from_value(json!({"method": "POST", "path": "/f"})).unwrap();
+        let r = request_for(&spec, &json!({"title": "t"})).unwrap();
+        assert_eq!(
+            r.header_map(None).unwrap()["content-type"],
+            "application/json"
+        );
+        assert_eq!(&r.body_bytes()[..], br#"{"title":"t"}"#);
+        assert!(serde_json::from_value::<MatchSpec>(
+            json!({"method": "POST", "path": "/f", "body": "xml"})
+        )
+        .is_err());
     }
 
     /// The former `admin::execute_upstream` builder's test, on the one builder.

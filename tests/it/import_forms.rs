@@ -214,6 +214,8 @@ async fn record_mode_captures_a_form_body_and_its_draft_replays_it() {
     let input = &op["mock"]["examples"][0]["input"];
     assert_eq!(input["To"], "+15551230000", "{op:#}");
     assert_eq!(input["MediaUrl"], json!(["a", "b"]), "{op:#}");
+    // `drift` will send it as the form it was.
+    assert_eq!(op["match"]["body"], "form", "{op:#}");
     // The draft, served in replay, answers the same form body as recorded.
     let (_p2, s2) = replay_of(&drafts).await;
     let same = "To=%2B15551230000&Body=hello&MediaUrl=a&MediaUrl=b&password=x";
@@ -223,6 +225,19 @@ async fn record_mode_captures_a_form_body_and_its_draft_replays_it() {
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json(), json!({"sid": "SM1", "status": "queued"}));
     s2.stop().await.unwrap();
+}
+
+/// The `match.body` of every operation file of `tw`, sorted (`-` where it has none).
+fn match_bodies(p: &Project) -> Vec<String> {
+    let mut out: Vec<String> = json_files(&p.ops_dir("tw"))
+        .iter()
+        .map(|f| {
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            v["match"]["body"].as_str().unwrap_or("-").to_string()
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn run_import(p: &Project, from: &str, file: &std::path::Path) -> Value {
@@ -278,6 +293,7 @@ async fn har_and_postman_form_bodies_import_and_replay() {
         "profile": "rest", "upstream": "https://api.example.test", "operations": "mocks/tw"}}}));
     let report = run_import(&p, "har", &har_file);
     assert_eq!(report["summary"]["written"], 2, "{report:#}");
+    assert_eq!(match_bodies(&p), ["form", "multipart"], "{report:#}");
     let text: String = json_files(&p.ops_dir("tw"))
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap())
@@ -335,6 +351,8 @@ async fn har_and_postman_form_bodies_import_and_replay() {
         "profile": "rest", "upstream": "https://api.example.test", "operations": "mocks/tw"}}}));
     let report = run_import(&p, "postman", &pm_file);
     assert_eq!(report["summary"]["written"], 2, "{report:#}");
+    // Postman sends `urlencoded` / `formdata` bodies as forms without a header saying so.
+    assert_eq!(match_bodies(&p), ["form", "multipart"], "{report:#}");
     let notes = report["not_mapped"].to_string();
     assert!(
         notes.contains("item/1/request/body/formdata/1") && notes.contains("file field `file`"),
@@ -356,4 +374,116 @@ async fn har_and_postman_form_bodies_import_and_replay() {
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     s.stop().await.unwrap();
+}
+
+/// A read operation (`write: false`) whose request body is a form, for `drift`.
+fn form_read_op(id: &str, path: &str, body: Option<&str>, input: Value) -> Value {
+    let result = json!({"status": 200, "data": {"sid": "SM1", "status": "queued"}});
+    let mut op = json!({
+        "operation_id": id,
+        "match": {"method": "POST", "path": path},
+        "write": false,
+        "input_schema": {"type": "object"},
+        "output_schema": {"type": "object", "required": ["status", "data"],
+                          "properties": {"status": {"type": "integer"}}},
+        "mock": {"schema_version": 1, "default_variant": "ok",
+                 "variants": {"ok": {"result": result.clone()}},
+                 "examples": [{"variant": "ok", "input": input, "expected": result}]},
+    });
+    if let Some(b) = body {
+        op["match"]["body"] = json!(b);
+    }
+    op
+}
+
+/// `understudy drift` sends an operation's example as a form when its `match` says
+/// `"body": "form"` / `"multipart"` (and as JSON without it): the loopback upstream sees the
+/// Content-Type and the encoded fields — repeated keys, bracket names, spelled numbers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_sends_form_bodies_as_forms() {
+    let up = crate::control::counting_upstream(json!({"sid": "SM1", "status": "queued"})).await;
+    let p = Project::new(&[("tw", "rest")]);
+    p.write_config(json!({"integrations": {"tw": {
+        "profile": "rest", "upstream": up.url, "operations": "mocks/tw"}}}));
+    p.op(
+        "tw",
+        form_read_op(
+            "search_messages",
+            "/Accounts/{AccountSid}/Search.json",
+            Some("form"),
+            json!({"AccountSid": "AC1", "To": "+1 555", "MediaUrl": ["a", "b"],
+                   "metadata": {"k": "v"}, "Price": 12}),
+        ),
+    );
+    p.op(
+        "tw",
+        form_read_op(
+            "search_uploads",
+            "/Uploads/search",
+            Some("multipart"),
+            json!({"title": "report"}),
+        ),
+    );
+    p.op(
+        "tw",
+        form_read_op("lookup", "/lookup", None, json!({"title": "report"})),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args([
+            "drift",
+            "--integration",
+            "tw",
+            "--format",
+            "json",
+            "--config",
+        ])
+        .arg(p.config_path())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "drift report is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(report["summary"]["ok"], 3, "{report:#}");
+    let seen = up.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    // Each seen request is its head (lines ending in CRLF), a bare `\n`, its body.
+    let find = |line: &str| -> (String, String) {
+        let s = seen
+            .iter()
+            .find(|s| s.starts_with(line))
+            .unwrap_or_else(|| panic!("no `{line}` among {seen:?}"));
+        let b = s.as_bytes();
+        let cut = (0..b.len())
+            .find(|&i| b[i] == b'\n' && (i == 0 || b[i - 1] != b'\r'))
+            .unwrap_or(b.len());
+        (
+            s[..cut].to_string(),
+            s[(cut + 1).min(s.len())..].to_string(),
+        )
+    };
+    let (head, body) = find("post /accounts/ac1/search.json");
+    assert!(
+        head.contains("content-type: application/x-www-form-urlencoded"),
+        "{head}"
+    );
+    // (Heads are read in lower case; the body is as sent.)
+    assert_eq!(
+        body,
+        "MediaUrl=a&MediaUrl=b&Price=12&To=%2B1%20555&metadata%5Bk%5D=v"
+    );
+    let (head, body) = find("post /uploads/search");
+    let boundary = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-type: multipart/form-data; boundary="))
+        .unwrap_or_else(|| panic!("not multipart: {head}"));
+    assert_eq!(
+        understudy::http::form::parse_multipart(body.as_bytes(), boundary).unwrap(),
+        json!({"title": "report"})
+    );
+    let (head, body) = find("post /lookup");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert_eq!(body, r#"{"title":"report"}"#);
 }

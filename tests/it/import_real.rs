@@ -197,6 +197,15 @@ async fn coverage(file: &Path) -> Coverage {
                 .any(|t| t.starts_with("application/x-www-form-urlencoded"));
         let multipart =
             !json_body && !form && types.iter().any(|t| t.starts_with("multipart/form-data"));
+        // `match.body` tells `drift` how to send the body (absent: JSON).
+        let want_body = if form {
+            json!("form")
+        } else if multipart {
+            json!("multipart")
+        } else {
+            Value::Null
+        };
+        assert_eq!(opf["match"]["body"], want_body, "{id}: {types:?}");
         let url = s.url(&format!("/api{}", planned.rest()));
         let mut rb = s.http.request(planned.method.parse().unwrap(), &url);
         if let Some(b) = &planned.body {

@@ -25,6 +25,7 @@ mod hostile_h2;
 mod https;
 mod import;
 mod import_forms;
+mod import_postman_real;
 mod import_real;
 mod isolation;
 mod mcp;

@@ -398,6 +398,10 @@ const NOT_OURS: &[(&str, &str)] = &[
         "tests/fixtures/openapi-real/",
         "real vendors' OpenAPI documents, inputs of `understudy import`",
     ),
+    (
+        "tests/fixtures/postman-real/",
+        "Postman collections converted from those documents, inputs of `understudy import`",
+    ),
 ];
 
 #[test]

@@ -300,6 +300,23 @@ pub fn import(
                 continue;
             }
         };
+        // The body's media type, when the headers lost it (`postData.mimeType` keeps it):
+        // the draft's `match.body` is read from it.
+        let mut request_headers = pairs(&e.request.headers);
+        if let Some(mt) = e
+            .request
+            .post_data
+            .as_ref()
+            .and_then(|p| p.mime_type.clone())
+        {
+            if !mt.is_empty()
+                && !request_headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                request_headers.push(("Content-Type".into(), mt));
+            }
+        }
         exchanges.push(Exchange {
             integration: integration.to_string(),
             profile,
@@ -309,7 +326,7 @@ pub fn import(
                 method: e.request.method.to_ascii_uppercase(),
                 path,
                 query,
-                request_headers: pairs(&e.request.headers),
+                request_headers,
                 request_body,
                 status,
                 response_headers: pairs(&e.response.headers),

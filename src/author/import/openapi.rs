@@ -9,7 +9,8 @@
 //! - `match`: the method, and the path with each `{param}` a capture (named as the
 //!   parameter, non-identifier characters as `_`), also inside a segment with text around it
 //!   (`{Sid}.json`). A **required** query parameter becomes a
-//!   `match.query` capture `{name}`.
+//!   `match.query` capture `{name}`. A form-encoded or multipart request body (the media type
+//!   picked below) is `match.body` `form` / `multipart`, so `drift` sends it that way.
 //! - Input schema: the path and required query parameters (captures are text, so an
 //!   `integer`/`number`/`boolean` parameter becomes a string with a pattern spelling that
 //!   type; its other constraints are listed as not mapped), plus the `application/json`
@@ -40,8 +41,7 @@
 //!   base).
 
 use super::{capture_name, normalise_id, Draft, Imported, Note};
-use crate::contract::ProfileKind;
-use crate::contract::{MatchSpec, OperationFile};
+use crate::contract::{BodyEncoding, MatchSpec, OperationFile, ProfileKind};
 use crate::mock::path::pointer_push;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -326,6 +326,7 @@ impl<'a> Cx<'a> {
         }
         // The request body.
         let mut body_defs: Option<Value> = None;
+        let mut body_encoding: Option<BodyEncoding> = None;
         if let Some(body) = op.get("requestBody") {
             let bat = format!("{at}/requestBody");
             if let Some(body) = self.follow(body, &bat) {
@@ -335,6 +336,7 @@ impl<'a> Cx<'a> {
                     .unwrap_or(false);
                 match json_media(&body).or_else(|| form_media(&body)) {
                     Some((ct, media)) => {
+                        body_encoding = BodyEncoding::form_of(&ct);
                         let sat = pointer_push(&format!("{bat}/content"), &ct) + "/schema";
                         let s = media
                             .get("schema")
@@ -505,6 +507,7 @@ impl<'a> Cx<'a> {
                 path: format!("/{}", segs.join("/")),
                 query,
                 headers: BTreeMap::new(),
+                body: body_encoding,
             }),
             write: None,
             input_schema: input_schema.into(),
@@ -752,16 +755,12 @@ fn json_media(v: &Value) -> Option<(String, Value)> {
 /// (`crate::http::form`).
 fn form_media(v: &Value) -> Option<(String, Value)> {
     let content = v.get("content")?.as_object()?;
-    ["application/x-www-form-urlencoded", "multipart/form-data"]
+    [BodyEncoding::Form, BodyEncoding::Multipart]
         .iter()
         .find_map(|want| {
-            content.iter().find(|(k, _)| {
-                k.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .eq_ignore_ascii_case(want)
-            })
+            content
+                .iter()
+                .find(|(k, _)| BodyEncoding::form_of(k) == Some(*want))
         })
         .map(|(k, m)| (k.clone(), m.clone()))
 }

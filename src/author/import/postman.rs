@@ -7,7 +7,8 @@
 //!   `url.path` (`:name` segments take the value of `url.variable`), enabled `url.query`
 //!   entries, enabled headers, a `raw` body (JSON, else text) or a `urlencoded` / `formdata`
 //!   body (its enabled fields as an object, repeated keys an array, as record mode sees a
-//!   form body; `file` fields are noted and left out); the answer is `code`, `header`
+//!   form body; `file` fields are noted and left out; the draft's `match.body` says
+//!   `form` / `multipart`, so `drift` sends it that way); the answer is `code`, `header`
 //!   and `body` (JSON, else text).
 //! - `{{name}}` is replaced by the collection's `variable` value, in URLs, headers and
 //!   bodies. A URL whose host is one `{{variable}}` (`{{baseUrl}}/pets`) is relative to the
@@ -251,7 +252,21 @@ impl Cx<'_> {
             self.note(&format!("{qat}/auth"), "credentials are not imported");
         }
         let (path, query) = self.url(&url, &format!("{qat}/url"))?;
-        let request_headers = self.headers(req.get("header"), &format!("{qat}/header"));
+        let mut request_headers = self.headers(req.get("header"), &format!("{qat}/header"));
+        // Postman sends a form body with its media type when the request does not name one.
+        let form_type = match req.pointer("/body/mode").and_then(Value::as_str) {
+            Some("urlencoded") => Some("application/x-www-form-urlencoded"),
+            Some("formdata") => Some("multipart/form-data"),
+            _ => None,
+        };
+        if let Some(t) = form_type {
+            if !request_headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                request_headers.push(("Content-Type".into(), t.into()));
+            }
+        }
         let request_body = match req.get("body") {
             None | Some(Value::Null) => None,
             Some(b) => match b.get("mode").and_then(Value::as_str) {

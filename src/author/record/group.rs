@@ -6,6 +6,8 @@
 use super::ctx::Ctx;
 use super::{Call, Exchange, HttpCall, ToolCall};
 use crate::contract::template::{path_segments, CompiledMatch, RequestView};
+use crate::contract::BodyEncoding;
+use crate::http::form::BodyKind;
 use crate::operation::LoadedOperation;
 use crate::profile::Profile;
 use hyper::http::{HeaderMap, HeaderName, HeaderValue};
@@ -51,6 +53,16 @@ impl Req {
             query: &self.query,
             headers: &self.headers,
         }
+    }
+
+    /// How its `Content-Type` says the body is encoded: `None` without one.
+    pub(super) fn body_encoding(&self) -> Option<BodyEncoding> {
+        let ct = self.headers.get(hyper::http::header::CONTENT_TYPE)?;
+        Some(match crate::http::form::body_kind(ct.to_str().ok()) {
+            BodyKind::Form => BodyEncoding::Form,
+            BodyKind::Multipart(_) => BodyEncoding::Multipart,
+            BodyKind::Json => BodyEncoding::Json,
+        })
     }
 
     pub(super) fn first_query(&self, key: &str) -> Option<&str> {

@@ -1,14 +1,16 @@
 //! Step 3 of drafting: the `match` of a new HTTP operation — the path template (id-like
 //! segments as `{id}`, `{id2}`, …, the Salesforce API version as `*`) and the query
 //! constraints (a constant value literal, a varying one a template with one capture between
-//! its constant prefix and suffix), each verified against every recorded request.
+//! its constant prefix and suffix), each verified against every recorded request; and
+//! `match.body` `form` / `multipart` when every recorded request that says its body's type
+//! sent that one.
 
 use super::ctx::Ctx;
 use super::group::{Group, Req};
 use super::infer::{capture_ident, is_id_segment};
 use super::scrub::is_secret_field;
 use crate::contract::template::{collapse_whitespace, CompiledMatch};
-use crate::contract::MatchSpec;
+use crate::contract::{BodyEncoding, MatchSpec};
 use crate::util::scrub::SCRUBBED;
 use std::collections::BTreeMap;
 
@@ -94,11 +96,18 @@ impl Ctx<'_> {
                 whole.insert(k.clone(), format!("{{{whole_name}}}"));
             }
         }
+        // `match.body`: the form encoding every recorded request with a body type used.
+        let kinds: Vec<BodyEncoding> = reqs.iter().filter_map(|r| r.body_encoding()).collect();
+        let body = kinds
+            .first()
+            .copied()
+            .filter(|k| *k != BodyEncoding::Json && kinds.iter().all(|x| x == k));
         let spec_with = |query: BTreeMap<String, String>| MatchSpec {
             method: method.to_string(),
             path: path.clone(),
             query,
             headers: BTreeMap::new(),
+            body,
         };
         let fits = |spec: &MatchSpec| -> Option<CompiledMatch> {
             let m = CompiledMatch::compile(spec).ok()?;
@@ -127,6 +136,7 @@ impl Ctx<'_> {
                 path: "/".into(),
                 query: BTreeMap::new(),
                 headers: BTreeMap::new(),
+                body: None,
             })
             .expect("a literal root template compiles")
         });

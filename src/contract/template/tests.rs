@@ -13,6 +13,7 @@ fn spec(method: &str, path: &str, query: &[(&str, &str)], headers: &[(&str, &str
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<BTreeMap<_, _>>(),
+        body: None,
     }
 }
 

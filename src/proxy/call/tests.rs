@@ -13,6 +13,7 @@ fn builtin_match(captures: Map<String, Value>) -> Matched {
         path: "/x".into(),
         query: Default::default(),
         headers: Default::default(),
+        body: None,
     })
     .unwrap();
     Matched {

@@ -233,6 +233,7 @@ fn draft(
             path: path.to_string(),
             query,
             headers,
+            body: None,
         }),
         write: None,
         input_schema: json!({"type": "object", "properties": props, "required": required}).into(),
