@@ -295,7 +295,8 @@ pub struct TestArgs {
     #[arg(long)]
     pub allow_no_calls: bool,
     /// Also pass the agent's OpenTelemetry spans on to this OTLP/HTTP collector
-    /// (`http://host:4318`; `/v1/traces` is appended unless the URL ends with it).
+    /// (`http://host:4318` or `https://…`; `/v1/traces` is appended unless the URL ends with
+    /// it; `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_EXPORTER_OTLP_CERTIFICATE` apply).
     #[arg(long, value_name = "URL")]
     pub otel_forward: Option<String>,
     /// The command and its arguments (after `--`).

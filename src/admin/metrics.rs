@@ -13,6 +13,8 @@
 //! | `understudy_admin_refusals_total{code}` | counter | requests to `/_understudy/…` refused by the control-plane gate ([`super::gate`]: `forbidden_host`, `forbidden_origin`, `content_type`, `unauthorized`, `forbidden_scope`) or by `upstream_writes_disabled` |
 //!
 //! | `understudy_otel_spans_exported_total` | counter | spans the OpenTelemetry collector accepted (only when export is configured) |
+//! | `understudy_otel_forwarded_total` | counter | agent OTLP bodies the `--otel-forward` collector accepted (only with `--otel-forward`) |
+//! | `understudy_otel_forward_failed_total` | counter | agent OTLP bodies not forwarded: refused, a failed connection or TLS handshake (an untrusted certificate), timed out, or dropped with 16 already on their way (only with `--otel-forward`) |
 //! | `understudy_otel_spans_dropped_total` | counter | spans lost to a full export queue, a failed export or one slower than the export timeout (only when export is configured): what a down or slow collector costs instead of latency |
 //!
 //! Counters start at zero with each process.
@@ -155,6 +157,20 @@ pub fn text(app: &App) -> Result<String, ApiError> {
         );
         let _ = writeln!(o, "# TYPE understudy_otel_spans_dropped_total counter");
         let _ = writeln!(o, "understudy_otel_spans_dropped_total {}", otel.dropped());
+    }
+    if let Some(f) = &app.otel_forward {
+        let _ = writeln!(
+            o,
+            "# HELP understudy_otel_forwarded_total Agent OTLP bodies the --otel-forward collector accepted."
+        );
+        let _ = writeln!(o, "# TYPE understudy_otel_forwarded_total counter");
+        let _ = writeln!(o, "understudy_otel_forwarded_total {}", f.forwarded());
+        let _ = writeln!(
+            o,
+            "# HELP understudy_otel_forward_failed_total Agent OTLP bodies not forwarded: refused, failed (TLS, connect), timed out or dropped."
+        );
+        let _ = writeln!(o, "# TYPE understudy_otel_forward_failed_total counter");
+        let _ = writeln!(o, "understudy_otel_forward_failed_total {}", f.failed());
     }
     Ok(o)
 }

@@ -16,7 +16,7 @@
 //! counted in `partialSuccess.rejectedSpans` with the reason. A body that does not decode is
 //! 400 `bad_request`; another media type, or a compressed body, is 415. With
 //! `understudy test --otel-forward URL` every body that decodes is also sent on, unchanged, to
-//! that collector, in a task of its own ([`forward`]).
+//! that collector, in a task of its own (`crate::telemetry::forward`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -62,8 +62,8 @@ pub(crate) async fn traces(app: &App, req: &Request) -> Result<Reply, ApiError> 
         )));
     }
     let batch = ingest::decode(&req.body, ct).map_err(ApiError::bad_request)?;
-    if let Some(url) = &app.config.otel.forward {
-        forward(url.clone(), ct.to_string(), req.body.clone());
+    if let Some(f) = &app.otel_forward {
+        f.send(ct, req.body.clone());
     }
     let (taken, rejected, reasons) = take(app, batch.agent_spans()).await?;
     let message = reasons.into_iter().collect::<Vec<_>>().join("; ");
@@ -224,30 +224,4 @@ async fn record(
 
 fn str_of(d: &Value, k: &str) -> String {
     d.get(k).and_then(Value::as_str).unwrap_or("").to_string()
-}
-
-/// Passes a decoded body on to the `--otel-forward` collector, off the answer's path: a
-/// collector that is down or slow costs a warning in the log, never latency.
-fn forward(url: String, content_type: String, body: bytes::Bytes) {
-    tokio::spawn(async move {
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http::<http_body_util::Full<bytes::Bytes>>();
-        let req = match hyper::Request::post(&url)
-            .header("content-type", content_type)
-            .body(http_body_util::Full::new(body))
-        {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(%url, error = %e, "OTLP forward: bad request");
-                return;
-            }
-        };
-        match tokio::time::timeout(std::time::Duration::from_secs(10), client.request(req)).await {
-            Ok(Ok(r)) if r.status().is_success() => {}
-            Ok(Ok(r)) => tracing::warn!(%url, status = %r.status(), "OTLP forward refused"),
-            Ok(Err(e)) => tracing::warn!(%url, error = %e, "OTLP forward failed"),
-            Err(_) => tracing::warn!(%url, "OTLP forward timed out after 10 s"),
-        }
-    });
 }

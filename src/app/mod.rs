@@ -168,6 +168,8 @@ pub struct App {
     pub contracts: contracts::Contracts,
     /// Traces out ([`telemetry`]): `None` when no OTLP endpoint is configured.
     pub otel: Option<Arc<crate::telemetry::Exporter>>,
+    /// `--otel-forward` ([`telemetry::start_forward`]): `None` without the flag.
+    pub otel_forward: Option<Arc<crate::telemetry::Forwarder>>,
     /// The last [`App::pin_latest`], keyed by (generation, revision epoch).
     pinned: std::sync::Mutex<Option<PinnedAt>>,
     /// The latest revision of each operation as last read by [`App::pin_latest`].
@@ -192,6 +194,7 @@ impl App {
         let mode = config.mode;
         let forwarding = Forwarding::new(&config, forward).map_err(StartError::Unsupported)?;
         let otel = telemetry::start(&config).map_err(StartError::Otel)?;
+        let otel_forward = telemetry::start_forward(&config).map_err(StartError::Otel)?;
         let started = std::time::Instant::now();
         let mut problems = Vec::new();
         let mut integrations = BTreeMap::new();
@@ -275,6 +278,7 @@ impl App {
             hosts,
             contracts: contracts::Contracts::new(contracts_dir, contract_set),
             otel,
+            otel_forward,
             pinned: Default::default(),
             initial_states: Default::default(),
             latest: Default::default(),

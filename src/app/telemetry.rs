@@ -2,8 +2,8 @@
 //! started from `"otel"` and the `OTEL_*` variables, the span of each served call (the one
 //! commit hands it over: [`App::call_span`] before the event is written,
 //! [`App::send_call_span`] once it has its sequence), the attempt span with the verdict when
-//! an attempt ends ([`App::trace_attempt_end`], read off the answer's path), and the flush
-//! at shutdown.
+//! an attempt ends ([`App::trace_attempt_end`], read off the answer's path), the
+//! `--otel-forward` forwarder ([`start_forward`]), and the flush at shutdown.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::profile::Wire;
 use crate::records::ToolEvent;
 use crate::store::Store;
-use crate::telemetry::{self, AttemptOutcome, CallContext, CheckOutcome, Exporter};
+use crate::telemetry::{self, AttemptOutcome, CallContext, CheckOutcome, Exporter, Forwarder};
 
 /// How long the shutdown waits for the last spans at most.
 pub const FLUSH_AT_SHUTDOWN: Duration = Duration::from_secs(3);
@@ -37,6 +37,20 @@ pub fn start(config: &Config) -> Result<Option<Arc<Exporter>>, String> {
         "OpenTelemetry: exporting a span per served call"
     );
     Exporter::start(settings).map(|e| Some(Arc::new(e)))
+}
+
+/// The `--otel-forward` forwarder of `config` (headers and trust file from the process
+/// environment); `None` without the flag. `Err` names the setting that is wrong.
+pub fn start_forward(config: &Config) -> Result<Option<Arc<Forwarder>>, String> {
+    let Some(url) = &config.otel.forward else {
+        return Ok(None);
+    };
+    let f = Forwarder::new(url, |k| std::env::var(k).ok())?;
+    tracing::info!(
+        url = %crate::util::scrub::url_without_userinfo(url),
+        "OpenTelemetry: the agent's spans are also forwarded"
+    );
+    Ok(Some(Arc::new(f)))
 }
 
 fn to_system(rfc3339: &str) -> Option<SystemTime> {
@@ -81,8 +95,11 @@ impl App {
             content,
             SystemTime::now(),
         )?;
-        if let Some(c) = cx.caller {
-            otel.note_parent(attempt_id, (c.trace_id, c.span_id));
+        if span.parent_span_is_remote {
+            otel.note_parent(
+                attempt_id,
+                (span.span_context.trace_id(), span.parent_span_id),
+            );
         }
         Some(span)
     }
@@ -126,11 +143,20 @@ impl App {
         }
     }
 
-    /// At shutdown: wait (at most [`FLUSH_AT_SHUTDOWN`]) for the last spans to be sent.
+    /// At shutdown: wait (at most [`FLUSH_AT_SHUTDOWN`] each) for the last spans to be
+    /// sent and the agent's last bodies to be forwarded.
     pub async fn flush_telemetry(&self) {
-        if let Some(otel) = &self.otel {
-            otel.flush(FLUSH_AT_SHUTDOWN).await;
-        }
+        let export = async {
+            if let Some(otel) = &self.otel {
+                otel.flush(FLUSH_AT_SHUTDOWN).await;
+            }
+        };
+        let forward = async {
+            if let Some(f) = &self.otel_forward {
+                f.flush(FLUSH_AT_SHUTDOWN).await;
+            }
+        };
+        tokio::join!(export, forward);
     }
 }
 

@@ -71,9 +71,10 @@ impl CallInfo {
     pub fn new(req: &Request, integration: &str, arguments: Value) -> CallInfo {
         let mut info = CallInfo::received_at(req.received, integration, arguments);
         info.trace_id = trace_id(req);
-        info.span_context = crate::telemetry::CallContext::of(|n| {
-            (req.header_count(n) == 1).then(|| req.header(n)).flatten()
-        });
+        info.span_context = crate::telemetry::CallContext::of(
+            |n| (req.header_count(n) == 1).then(|| req.header(n)).flatten(),
+            &req.body,
+        );
         info
     }
 

@@ -48,6 +48,52 @@ pub struct Settings {
     /// Arguments and results on the spans (scrubbed).
     pub content: bool,
     pub timeout: Duration,
+    /// `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` / `OTEL_EXPORTER_OTLP_CERTIFICATE`: a PEM file
+    /// of certificates trusted beside the web PKI roots for an `https://` collector.
+    pub certificate: Option<Trust>,
+}
+
+/// A PEM file of CA certificates to trust, and the variable that named it (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trust {
+    pub variable: &'static str,
+    pub path: std::path::PathBuf,
+}
+
+/// The variables an OTLP client reads its trust file from, the specific one first.
+pub const CERTIFICATE_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+];
+/// The variables an OTLP client reads its headers from, the general one first (the specific
+/// one's values win).
+pub const HEADER_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+];
+
+/// The trust file of the environment, if any.
+pub fn trust(env: impl Fn(&str) -> Option<String>) -> Option<Trust> {
+    CERTIFICATE_VARS.into_iter().find_map(|v| {
+        env(v).filter(|p| !p.trim().is_empty()).map(|p| Trust {
+            variable: v,
+            path: p.trim().into(),
+        })
+    })
+}
+
+/// The export headers of the environment (`k=v,k2=v2`, values percent-decoded). `Err` names
+/// the variable.
+pub fn headers(env: impl Fn(&str) -> Option<String>) -> Result<HashMap<String, String>, String> {
+    let mut headers = HashMap::new();
+    for var in HEADER_VARS {
+        if let Some(h) = env(var).filter(|v| !v.trim().is_empty()) {
+            for (k, v) in parse_headers(&h).map_err(|m| format!("{var}: {m}"))? {
+                headers.insert(k, v);
+            }
+        }
+    }
+    Ok(headers)
 }
 
 /// The project file's `"otel"` section as the resolver reads it (`crate::config::Otel`).
@@ -78,17 +124,7 @@ impl Settings {
         } else {
             return Ok(None);
         };
-        let mut headers = HashMap::new();
-        for var in [
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-        ] {
-            if let Some(h) = env(var) {
-                for (k, v) in parse_headers(&h).map_err(|m| format!("{var}: {m}"))? {
-                    headers.insert(k, v);
-                }
-            }
-        }
+        let headers = headers(env)?;
         let timeout = [
             "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
             "OTEL_EXPORTER_OTLP_TIMEOUT",
@@ -112,6 +148,7 @@ impl Settings {
             service_name,
             content: file.content,
             timeout,
+            certificate: trust(env),
         }))
     }
 }
@@ -177,9 +214,12 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The HTTP client the OTLP exporter sends through: hyper-util's pooled client over
-/// hyper-rustls (web PKI roots, ring), HTTP/1.1, answers bounded to 64 KiB, each request
-/// bounded by the export timeout.
+/// The HTTP client the OTLP exporter (and `--otel-forward`) sends through: hyper-util's
+/// pooled client over hyper-rustls (ring), HTTP/1.1, answers bounded to 64 KiB, each request
+/// bounded by the export timeout. An `https://` collector must present a certificate that
+/// chains to the web PKI roots or to the trust file ([`Trust`]); there is no way to skip the
+/// check. A failure is described with its causes, and a certificate failure says where a
+/// private CA goes.
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: hyper_util::client::legacy::Client<
@@ -189,11 +229,49 @@ pub struct Client {
     timeout: Duration,
 }
 
+/// Every certificate of a PEM file (at least one); the error names the variable and the file.
+fn read_trust(t: &Trust) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let at = format!("{}: {}", t.variable, t.path.display());
+    let bytes = std::fs::read(&t.path).map_err(|e| format!("{at}: cannot read it: {e}"))?;
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{at}: not a PEM certificate file: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{at}: no certificate found: expected one or more PEM `-----BEGIN CERTIFICATE-----` blocks"
+        ));
+    }
+    Ok(certs)
+}
+
 impl Client {
-    pub fn new(timeout: Duration) -> Result<Client, String> {
+    /// `Err` names what is wrong (the trust file and its variable first).
+    pub fn new(timeout: Duration, trust: Option<&Trust>) -> Result<Client, String> {
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        if let Some(t) = trust {
+            for cert in read_trust(t)? {
+                roots.add(cert).map_err(|e| {
+                    format!(
+                        "{}: {}: a certificate cannot be used as a trust anchor: {e}",
+                        t.variable,
+                        t.path.display()
+                    )
+                })?;
+            }
+        }
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("the OTLP client's TLS configuration: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
         let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("the OTLP client's TLS configuration: {e}"))?
+            .with_tls_config(config)
             .https_or_http()
             .enable_http1()
             .build();
@@ -205,13 +283,40 @@ impl Client {
     }
 }
 
+/// An error and its causes in words; a TLS certificate failure ends with where a private
+/// collector's CA goes.
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        let t = err.to_string();
+        if !t.is_empty() && !parts.iter().any(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        cur = err.source();
+    }
+    let mut s = parts.join(": ");
+    // rustls says `invalid peer certificate: …` (UnknownIssuer, NotValidForName, Expired…).
+    if s.contains("peer certificate") {
+        s.push_str(&format!(
+            " (a collector with a private CA: put the CA's PEM file in {})",
+            CERTIFICATE_VARS[1]
+        ));
+    }
+    s
+}
+
 #[async_trait::async_trait]
 impl HttpClient for Client {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let (parts, body) = request.into_parts();
         let req = hyper::Request::from_parts(parts, Full::new(body));
         let work = async {
-            let resp = self.inner.request(req).await?;
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| -> HttpError { describe(&e).into() })?;
             let (parts, body) = resp.into_parts();
             let body = Limited::new(body, MAX_ANSWER)
                 .collect()
@@ -265,7 +370,7 @@ pub const MAX_PARENTS: usize = 10_000;
 impl Exporter {
     /// Build the OTLP exporter and start its thread. `Err` names what is wrong.
     pub fn start(settings: Settings) -> Result<Exporter, String> {
-        let client = Client::new(settings.timeout)?;
+        let client = Client::new(settings.timeout, settings.certificate.as_ref())?;
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(client)
@@ -560,6 +665,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("expected milliseconds"), "{e}");
+    }
+
+    #[test]
+    fn a_certificate_failure_says_where_the_ca_goes() {
+        use std::io::{Error, ErrorKind};
+        let e = Error::new(
+            ErrorKind::InvalidData,
+            "invalid peer certificate: UnknownIssuer",
+        );
+        assert!(
+            describe(&e).ends_with("put the CA's PEM file in OTEL_EXPORTER_OTLP_CERTIFICATE)"),
+            "{}",
+            describe(&e)
+        );
+        let e = Error::new(ErrorKind::ConnectionRefused, "connection refused");
+        assert_eq!(describe(&e), "connection refused");
     }
 
     #[test]

@@ -4,19 +4,24 @@
 //! |---|---|
 //! | [`ingest`] | OTLP/HTTP trace bodies (protobuf and JSON) decoded with bounds, and the agent's spans read as agent-side events: model turns, its tool calls as it saw them, its final message — pure, no I/O |
 //! | [`spans`] | traces out: a served call's evidence event → its `execute_tool` span (GenAI, MCP and OpenInference attributes, guardrail events); an ended attempt → its span with one evaluation event per contract check — pure |
-//! | [`export`] | traces out: the settings (`"otel"`, `OTEL_*`), the OTLP/HTTP protobuf exporter (`opentelemetry-otlp`) over its own hyper-util client, the bounded queue and export thread, the dropped-span counter |
+//! | [`export`] | traces out: the settings (`"otel"`, `OTEL_*`), the OTLP/HTTP protobuf exporter (`opentelemetry-otlp`) over its own hyper-util client (rustls: web PKI roots plus `OTEL_EXPORTER_OTLP_CERTIFICATE`), the bounded queue and export thread, the dropped-span counter |
+//! | [`forward`] | `--otel-forward`: the agent's OTLP bodies passed on to the user's collector (`http://` or `https://`) through the same client, bounded, counted, flushed at shutdown |
 //!
 //! The route that takes the spans (`POST /_understudy/api/otlp/v1/traces`) is the admin
 //! API's (`admin/otlp.rs`); the checks that compare the agent's account with what arrived are
 //! the tool-call contracts' (`agent_trace.*`, `evidence/verify/eval/agent_trace.rs`).
 
 pub mod export;
+pub mod forward;
 pub mod ingest;
 pub mod spans;
 
 pub use export::{Exporter, FileSettings, Settings};
+pub use forward::{forward_url, Forwarder};
 pub use ingest::{decode, AgentSpan, SpanKind, TraceBatch, MAX_BODY};
-pub use spans::{attempt_span, call_span, AttemptOutcome, CallContext, Caller, CheckOutcome};
+pub use spans::{
+    attempt_span, call_span, AttemptOutcome, CallContext, Caller, CheckOutcome, McpMessage,
+};
 
 /// `"otel"` of the project file: traces out (docs/src/guides/traces.md#traces-out). Without
 /// an `endpoint` here, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`
@@ -42,7 +47,8 @@ pub struct Otel {
     #[serde(default)]
     pub content: bool,
     /// `understudy test --otel-forward URL` (not a project-file key): the OTLP traces route
-    /// also sends each body it takes to this `http://` collector, off the answer's path.
+    /// also sends each body it takes to this `http://` or `https://` collector, off the
+    /// answer's path ([`forward`]).
     #[serde(skip)]
     #[schemars(skip)]
     pub forward: Option<String>,
@@ -61,42 +67,4 @@ fn endpoint<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D:
         )));
     }
     Ok(Some(e))
-}
-
-/// The URL `--otel-forward` sends to: an `http://` OTLP/HTTP endpoint, `/v1/traces` appended
-/// unless it ends with it. HTTPS collectors are not supported yet (the error says so).
-pub fn forward_url(url: &str) -> Result<String, String> {
-    let u = url.trim().trim_end_matches('/');
-    let Some(rest) = u.strip_prefix("http://") else {
-        return Err(format!(
-            "expected an http:// OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318), got `{url}` (https:// is not supported yet)"
-        ));
-    };
-    if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("`{url}` names no host"));
-    }
-    Ok(if u.ends_with("/v1/traces") {
-        u.to_string()
-    } else {
-        format!("{u}/v1/traces")
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn forward_urls() {
-        assert_eq!(
-            super::forward_url("http://127.0.0.1:4318/").unwrap(),
-            "http://127.0.0.1:4318/v1/traces"
-        );
-        assert_eq!(
-            super::forward_url("http://c:4318/v1/traces").unwrap(),
-            "http://c:4318/v1/traces"
-        );
-        assert!(super::forward_url("https://c")
-            .unwrap_err()
-            .contains("https"));
-        assert!(super::forward_url("http:///x").is_err());
-    }
 }

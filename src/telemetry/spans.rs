@@ -5,17 +5,31 @@
 //! A call span follows the OpenTelemetry GenAI conventions for a tool execution
 //! (`execute_tool {tool}`, `gen_ai.operation.name = execute_tool`, `gen_ai.tool.name`,
 //! `gen_ai.tool.call.id`, `gen_ai.tool.type`; opt-in `gen_ai.tool.call.arguments` /
-//! `gen_ai.tool.call.result`), the MCP conventions on MCP calls (`mcp.method.name`,
-//! `mcp.session.id`, `mcp.protocol.version`), OpenInference's attributes so Arize Phoenix
-//! shows it as a tool (`openinference.span.kind = TOOL`, `tool.name`, opt-in
-//! `input.value` / `output.value`), and understudy's own (`understudy.*`). Its parent is the
-//! caller's `traceparent` span; a caller that did not sample its trace gets no span.
+//! `gen_ai.tool.call.result`), the MCP conventions on MCP calls (below), OpenInference's
+//! attributes so Arize Phoenix shows it as a tool (`openinference.span.kind = TOOL`,
+//! `tool.name`, opt-in `input.value` / `output.value`), and understudy's own
+//! (`understudy.*`). Its parent is the caller's `traceparent` span; a caller that did not
+//! sample its trace gets no span.
+//!
+//! An MCP call's span carries what the MCP conventions require of a server span:
+//! `mcp.method.name`, `jsonrpc.request.id` (the request's `id` as text; none for a
+//! notification or a `null` id), `mcp.session.id` and `mcp.protocol.version` when the
+//! request had them, `gen_ai.prompt.name` / `mcp.resource.uri` on prompt and resource
+//! methods, and on failure `error.type` as they define it: the JSON-RPC error code of an
+//! error answer (also in `rpc.response.status_code`), `tool_error` for a result with
+//! `isError: true` (an input error, a blocked write), else the fault's kind; understudy's own
+//! error code stays in `understudy.error.code`. Its parent is the `traceparent` the request
+//! carries in `params._meta` (how MCP propagates a trace, on stdio as on HTTP), else the HTTP
+//! header's; when both are there and differ the header's span is a link. Those come from the
+//! request's JSON-RPC message ([`McpMessage::read`]), read only for an MCP call's span. The
+//! span keeps the GenAI name `execute_tool {tool}` on `tools/call`; another method is named
+//! after it (`resources/read`, `prompts/get {name}`) and carries no `gen_ai.operation.name`.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::{
-    Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+    Event, Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{InstrumentationScope, KeyValue, Value as OtelValue};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
@@ -66,22 +80,141 @@ impl Caller {
 }
 
 /// What the request of a call says for its span beyond its evidence event: the caller's
-/// span (`traceparent`) and, on MCP, its session and protocol version headers.
+/// span (`traceparent`), on MCP its session and protocol version headers, and the body (a
+/// handle, not a copy) an MCP call's JSON-RPC message is read from ([`McpMessage::read`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallContext {
     pub caller: Option<Caller>,
     pub mcp_session_id: Option<String>,
     pub mcp_protocol_version: Option<String>,
+    pub body: RawBody,
 }
 
 impl CallContext {
     /// From a request's headers (`header(name)`: its single value, `None` when absent or
-    /// repeated).
-    pub fn of<'a>(header: impl Fn(&str) -> Option<&'a str>) -> CallContext {
+    /// repeated) and its body.
+    pub fn of<'a>(header: impl Fn(&str) -> Option<&'a str>, body: &bytes::Bytes) -> CallContext {
         CallContext {
             caller: header("traceparent").and_then(Caller::parse),
             mcp_session_id: header("mcp-session-id").map(str::to_string),
             mcp_protocol_version: header("mcp-protocol-version").map(str::to_string),
+            body: RawBody(body.clone()),
+        }
+    }
+}
+
+/// A request body kept for its span (a reference-counted handle). Its `Debug` shows only its
+/// length: a body may hold secrets.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct RawBody(pub bytes::Bytes);
+
+impl std::fmt::Debug for RawBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RawBody({} bytes)", self.0.len())
+    }
+}
+
+/// What an MCP call's JSON-RPC message says for its span.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpMessage {
+    /// `jsonrpc.request.id`: a string id as it is, a number as its decimal text; `None` for
+    /// a notification or a `null` id.
+    pub request_id: Option<String>,
+    pub method: Option<String>,
+    /// `params.name` (a tool or a prompt).
+    pub name: Option<String>,
+    /// `params.uri` (a resource).
+    pub uri: Option<String>,
+    /// `params._meta.traceparent`, when valid.
+    pub caller: Option<Caller>,
+}
+
+#[derive(serde::Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<Value>,
+    #[serde(default)]
+    params: Option<WireParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct WireParams {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    uri: Option<Value>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<WireMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct WireMeta {
+    #[serde(default)]
+    traceparent: Option<Value>,
+}
+
+fn text(v: Option<Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
+impl McpMessage {
+    /// Read the message of `body` (one JSON-RPC message, or a batch: the first member whose
+    /// `params.name` is `tool`, else the first request). Only the members named here are
+    /// kept (the arguments are skipped, not built); a body that is not a JSON-RPC message
+    /// says nothing.
+    pub fn read(body: &[u8], tool: Option<&str>) -> McpMessage {
+        let first = body.iter().find(|b| !b.is_ascii_whitespace());
+        let msg = if first == Some(&b'[') {
+            let Ok(batch) = serde_json::from_slice::<Vec<WireMessage>>(body) else {
+                return McpMessage::default();
+            };
+            let named = |m: &WireMessage| {
+                tool.is_some()
+                    && m.params
+                        .as_ref()
+                        .and_then(|p| p.name.as_ref())
+                        .and_then(Value::as_str)
+                        == tool
+            };
+            let mut batch = batch;
+            let i = batch
+                .iter()
+                .position(named)
+                .or_else(|| batch.iter().position(|m| m.id.is_some()));
+            match i {
+                Some(i) => batch.swap_remove(i),
+                None => return McpMessage::default(),
+            }
+        } else {
+            match serde_json::from_slice::<WireMessage>(body) {
+                Ok(m) => m,
+                Err(_) => return McpMessage::default(),
+            }
+        };
+        let request_id = match msg.id {
+            Some(Value::String(s)) => Some(s),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        };
+        let (name, uri, traceparent) = match msg.params {
+            Some(p) => (
+                text(p.name),
+                text(p.uri),
+                text(p.meta.and_then(|m| m.traceparent)),
+            ),
+            None => (None, None, None),
+        };
+        McpMessage {
+            request_id,
+            method: text(msg.method),
+            name,
+            uri,
+            caller: traceparent.as_deref().and_then(Caller::parse),
         }
     }
 }
@@ -149,11 +282,42 @@ fn failed(ev: &ToolEvent) -> bool {
         || ev.http_status >= 500
 }
 
+/// How an MCP call failed, as the MCP conventions' `error.type` says it: the JSON-RPC error
+/// code of an error answer (`Some` second: `rpc.response.status_code`), `tool_error` for a
+/// `CallToolResult` with `isError: true`, else the fault's kind; `None` when it did not fail.
+fn mcp_error(ev: &ToolEvent, result: &Value) -> Option<(String, Option<String>)> {
+    if let Some(f) = &ev.fault {
+        return Some((f.kind.clone(), None));
+    }
+    if ev.result_status == ResultStatus::HarnessError {
+        if let Some(code) = ev.result.get("code").and_then(Value::as_i64) {
+            return Some((code.to_string(), Some(code.to_string())));
+        }
+    }
+    let is_error = result.get("isError") == Some(&Value::Bool(true));
+    if is_error
+        || matches!(
+            ev.result_status,
+            ResultStatus::InputError | ResultStatus::Blocked
+        )
+    {
+        return Some(("tool_error".into(), None));
+    }
+    failed(ev).then(|| {
+        let code = ev
+            .error
+            .as_ref()
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_str);
+        (code.unwrap_or(ev.result_status.as_str()).to_string(), None)
+    })
+}
+
 /// The span of one served call. `result`: its result when `ev.result` does not hold it (a
 /// static answer's is stored pre-encoded); `attempt_id`: the attempt it belongs to; `mcp`:
-/// the call came over MCP; `content`: the scrubber arguments and results go through before
-/// they are put on the span (`None`: they are left off); `end`: when its answer was
-/// decided. `None` when the caller's trace is not sampled.
+/// the call came over MCP (its message is read from `cx.body`); `content`: the scrubber
+/// arguments and results go through before they are put on the span (`None`: they are left
+/// off); `end`: when its answer was decided. `None` when the caller's trace is not sampled.
 pub fn call_span(
     ev: &ToolEvent,
     result: Option<&Value>,
@@ -163,20 +327,51 @@ pub fn call_span(
     content: Option<&dyn Fn(&mut Value)>,
     end: SystemTime,
 ) -> Option<SpanData> {
-    if cx.caller.is_some_and(|c| !c.sampled) {
+    let msg = if mcp {
+        McpMessage::read(&cx.body.0, ev.operation_id.as_deref())
+    } else {
+        McpMessage::default()
+    };
+    // MCP's own propagation (`params._meta`) wins over the transport's header.
+    let caller = msg.caller.or(cx.caller);
+    if caller.is_some_and(|c| !c.sampled) {
         return None;
     }
+    let result = result.unwrap_or(&ev.result);
     let tool = ev
         .operation_id
         .clone()
         .unwrap_or_else(|| "unmatched".into());
-    let mut a = vec![
-        KeyValue::new("gen_ai.operation.name", "execute_tool"),
-        KeyValue::new("gen_ai.tool.name", tool.clone()),
-        KeyValue::new("gen_ai.tool.call.id", ev.execution_attempt_id.clone()),
-        KeyValue::new("gen_ai.tool.type", "extension"),
-        KeyValue::new("openinference.span.kind", "TOOL"),
-        KeyValue::new("tool.name", tool.clone()),
+    // An MCP message that is not a tool call (a refused `resources/read`…) is named after
+    // its method, not as a tool execution.
+    let method = mcp.then(|| {
+        if ev.operation_id.is_some() {
+            "tools/call".to_string()
+        } else {
+            msg.method
+                .clone()
+                .or_else(|| {
+                    ev.arguments
+                        .get("method")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or_else(|| "unknown".to_string())
+        }
+    });
+    let is_tool = method.as_deref().is_none_or(|m| m == "tools/call");
+    let mut a = Vec::with_capacity(24);
+    if is_tool {
+        a.extend([
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", tool.clone()),
+            KeyValue::new("gen_ai.tool.call.id", ev.execution_attempt_id.clone()),
+            KeyValue::new("gen_ai.tool.type", "extension"),
+            KeyValue::new("openinference.span.kind", "TOOL"),
+            KeyValue::new("tool.name", tool.clone()),
+        ]);
+    }
+    a.extend([
         KeyValue::new("understudy.attempt_id", attempt_id.to_string()),
         KeyValue::new("understudy.integration", ev.integration.clone()),
         KeyValue::new("understudy.operation", tool.clone()),
@@ -187,7 +382,7 @@ pub fn call_span(
         KeyValue::new("understudy.source", ev.source.as_str().to_string()),
         KeyValue::new("understudy.is_write", ev.is_write),
         KeyValue::new("http.response.status_code", ev.http_status as i64),
-    ];
+    ]);
     if ev.sequence > 0 {
         a.push(KeyValue::new("understudy.sequence", ev.sequence as i64));
     }
@@ -203,22 +398,31 @@ pub fn call_span(
             a.push(KeyValue::new("understudy.fault.origin", o.clone()));
         }
     }
-    if mcp {
-        let method = if ev.operation_id.is_some() {
-            "tools/call".to_string()
-        } else {
-            ev.arguments
-                .get("method")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown")
-                .to_string()
-        };
-        a.push(KeyValue::new("mcp.method.name", method));
+    let mut name = format!("execute_tool {tool}");
+    if let Some(method) = &method {
+        a.push(KeyValue::new("mcp.method.name", method.clone()));
+        if let Some(id) = &msg.request_id {
+            a.push(KeyValue::new("jsonrpc.request.id", id.clone()));
+        }
         if let Some(s) = &cx.mcp_session_id {
             a.push(KeyValue::new("mcp.session.id", s.clone()));
         }
         if let Some(v) = &cx.mcp_protocol_version {
             a.push(KeyValue::new("mcp.protocol.version", v.clone()));
+        }
+        if !is_tool {
+            name = method.clone();
+            if method.starts_with("prompts/") {
+                if let Some(p) = &msg.name {
+                    a.push(KeyValue::new("gen_ai.prompt.name", p.clone()));
+                    name = format!("{method} {p}");
+                }
+            }
+            if method.starts_with("resources/") {
+                if let Some(u) = &msg.uri {
+                    a.push(KeyValue::new("mcp.resource.uri", u.clone()));
+                }
+            }
         }
     }
     let error_code = ev
@@ -227,28 +431,43 @@ pub fn call_span(
         .and_then(|e| e.get("code"))
         .and_then(Value::as_str)
         .map(str::to_string);
-    let status = if failed(ev) {
-        let kind = error_code
-            .clone()
-            .or_else(|| ev.fault.as_ref().map(|f| f.kind.clone()))
-            .unwrap_or_else(|| ev.result_status.as_str().to_string());
-        a.push(KeyValue::new("error.type", kind.clone()));
-        let message = ev
-            .error
-            .as_ref()
-            .and_then(|e| e.get("message"))
-            .and_then(Value::as_str)
-            .map(|m| format!("{kind}: {m}"))
-            .unwrap_or(kind);
-        Status::error(message)
+    let kind = if mcp {
+        mcp_error(ev, result).map(|(kind, rpc)| {
+            if let Some(rpc) = rpc {
+                a.push(KeyValue::new("rpc.response.status_code", rpc));
+            }
+            if let Some(c) = &error_code {
+                a.push(KeyValue::new("understudy.error.code", c.clone()));
+            }
+            kind
+        })
     } else {
-        Status::Unset
+        failed(ev).then(|| {
+            error_code
+                .clone()
+                .or_else(|| ev.fault.as_ref().map(|f| f.kind.clone()))
+                .unwrap_or_else(|| ev.result_status.as_str().to_string())
+        })
+    };
+    let status = match kind {
+        Some(kind) => {
+            a.push(KeyValue::new("error.type", kind.clone()));
+            let message = ev
+                .error
+                .as_ref()
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .map(|m| format!("{}: {m}", error_code.as_deref().unwrap_or(kind.as_str())))
+                .unwrap_or(kind);
+            Status::error(message)
+        }
+        None => Status::Unset,
     };
     if let Some(scrub) = content {
         let mut args = ev.arguments.clone();
         scrub(&mut args);
         let args = cut(args.to_string());
-        let mut result = result.unwrap_or(&ev.result).clone();
+        let mut result = result.clone();
         scrub(&mut result);
         let result = cut(result.to_string());
         a.push(KeyValue::new("gen_ai.tool.call.arguments", args.clone()));
@@ -285,10 +504,31 @@ pub fn call_span(
             0,
         ));
     }
+    // The transport's span, when MCP's own context named another parent.
+    let mut links = SpanLinks::default();
+    if let (Some(_), Some(h)) = (msg.caller, cx.caller) {
+        if Some(h) != caller {
+            links.links.push(Link::new(
+                SpanContext::new(
+                    h.trace_id,
+                    h.span_id,
+                    if h.sampled {
+                        TraceFlags::SAMPLED
+                    } else {
+                        TraceFlags::default()
+                    },
+                    true,
+                    TraceState::default(),
+                ),
+                Vec::new(),
+                0,
+            ));
+        }
+    }
     let start = end
         .checked_sub(Duration::from_secs_f64(ev.latency_ms.max(0.0) / 1000.0))
         .unwrap_or(end);
-    let (trace_id, parent) = match cx.caller {
+    let (trace_id, parent) = match caller {
         Some(c) => (c.trace_id, c.span_id),
         None => (random_trace_id(), SpanId::INVALID),
     };
@@ -301,15 +541,15 @@ pub fn call_span(
             TraceState::default(),
         ),
         parent_span_id: parent,
-        parent_span_is_remote: cx.caller.is_some(),
+        parent_span_is_remote: caller.is_some(),
         span_kind: SpanKind::Server,
-        name: Cow::Owned(format!("execute_tool {tool}")),
+        name: Cow::Owned(name),
         start_time: start,
         end_time: end,
         attributes: a,
         dropped_attributes_count: 0,
         events: span_events(events),
-        links: SpanLinks::default(),
+        links,
         status,
         instrumentation_scope: scope(),
     })

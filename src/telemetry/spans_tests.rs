@@ -176,6 +176,7 @@ fn failures_faults_guardrails_and_mcp() {
         caller: None,
         mcp_session_id: Some("sess-9".into()),
         mcp_protocol_version: Some("2025-06-18".into()),
+        ..Default::default()
     };
     let s = call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
     assert_eq!(attr(&s, "understudy.fault").unwrap().as_str(), "status");
@@ -230,6 +231,155 @@ fn failures_faults_guardrails_and_mcp() {
     )
     .unwrap();
     assert_eq!(s.status, Status::error("input_error: room: required"));
+}
+
+fn mcp_cx(body: Value) -> CallContext {
+    CallContext {
+        body: RawBody(bytes::Bytes::from(body.to_string())),
+        ..Default::default()
+    }
+}
+
+const META_TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+#[test]
+fn mcp_spans_carry_the_request_id_and_the_meta_traceparent() {
+    let span = |ev: &ToolEvent, cx: &CallContext| {
+        call_span(ev, None, "a", cx, true, None, SystemTime::now()).unwrap()
+    };
+    let call = |id: Value, meta: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "book_room", "arguments": {"room": "A"}, "_meta": meta}})
+    };
+    let ev = event(ResultStatus::Ok);
+    // A number id as its decimal text, a string id as it is.
+    let s = span(&ev, &mcp_cx(call(json!(7), json!({}))));
+    assert_eq!(attr(&s, "jsonrpc.request.id").unwrap().as_str(), "7");
+    assert_eq!(attr(&s, "mcp.method.name").unwrap().as_str(), "tools/call");
+    assert_eq!(s.name, "execute_tool book_room");
+    assert!(attr(&s, "error.type").is_none());
+    let s = span(&ev, &mcp_cx(call(json!("req-7"), json!({}))));
+    assert_eq!(attr(&s, "jsonrpc.request.id").unwrap().as_str(), "req-7");
+    // A null id, a body that is not a message: no id.
+    let s = span(&ev, &mcp_cx(call(Value::Null, json!({}))));
+    assert!(attr(&s, "jsonrpc.request.id").is_none());
+    let mut cx = mcp_cx(json!(null));
+    cx.body = RawBody(bytes::Bytes::from_static(b"{not json"));
+    assert!(attr(&span(&ev, &cx), "jsonrpc.request.id").is_none());
+    // A batch: the member calling this tool.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "other"}},
+        call(json!(2), json!({}))
+    ]);
+    let s = span(&ev, &mcp_cx(batch));
+    assert_eq!(attr(&s, "jsonrpc.request.id").unwrap().as_str(), "2");
+
+    // `params._meta.traceparent` is the parent; the header's span becomes a link.
+    let mut cx = mcp_cx(call(json!(3), json!({"traceparent": META_TP})));
+    cx.caller = Caller::parse(TP);
+    let s = span(&ev, &cx);
+    let meta = Caller::parse(META_TP).unwrap();
+    assert_eq!(s.span_context.trace_id(), meta.trace_id);
+    assert_eq!(s.parent_span_id, meta.span_id);
+    assert!(s.parent_span_is_remote);
+    assert_eq!(s.links.links.len(), 1);
+    assert_eq!(
+        s.links.links[0].span_context.span_id(),
+        Caller::parse(TP).unwrap().span_id
+    );
+    // Only in `_meta` (stdio has no headers): still the parent, no link.
+    let s = span(
+        &ev,
+        &mcp_cx(call(json!(3), json!({"traceparent": META_TP}))),
+    );
+    assert_eq!(s.parent_span_id, meta.span_id);
+    assert!(s.links.links.is_empty());
+    // An unsampled `_meta` context: no span.
+    let unsampled = META_TP.replace("-01", "-00");
+    let cx = mcp_cx(call(json!(3), json!({"traceparent": unsampled})));
+    assert!(call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).is_none());
+    // An HTTP call's body is never read as a message.
+    let cx = mcp_cx(call(json!(9), json!({"traceparent": META_TP})));
+    let s = call_span(&ev, None, "a", &cx, false, None, SystemTime::now()).unwrap();
+    assert!(attr(&s, "jsonrpc.request.id").is_none());
+    assert_eq!(s.parent_span_id, SpanId::INVALID);
+}
+
+#[test]
+fn mcp_errors_are_typed_as_the_mcp_conventions_say() {
+    let cx = mcp_cx(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "book_room"}}));
+    let span =
+        |ev: &ToolEvent| call_span(ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
+    // An input error is an `isError: true` result: `tool_error`.
+    let mut ev = event(ResultStatus::InputError);
+    ev.error = Some(json!({"code": "input_error", "message": "room: required"}));
+    let s = span(&ev);
+    assert_eq!(attr(&s, "error.type").unwrap().as_str(), "tool_error");
+    assert_eq!(
+        attr(&s, "understudy.error.code").unwrap().as_str(),
+        "input_error"
+    );
+    assert!(attr(&s, "rpc.response.status_code").is_none());
+    assert_eq!(s.status, Status::error("input_error: room: required"));
+    // A harness error is a JSON-RPC error answer: its code.
+    let mut ev = event(ResultStatus::HarnessError);
+    ev.result = json!({"code": -32602, "message": "no tool `nope`"});
+    ev.error = Some(json!({"code": "unknown_tool", "message": "no tool `nope`"}));
+    let s = span(&ev);
+    assert_eq!(attr(&s, "error.type").unwrap().as_str(), "-32602");
+    assert_eq!(
+        attr(&s, "rpc.response.status_code").unwrap().as_str(),
+        "-32602"
+    );
+    assert_eq!(
+        attr(&s, "understudy.error.code").unwrap().as_str(),
+        "unknown_tool"
+    );
+    // A result the tool itself marked as an error.
+    let mut ev = event(ResultStatus::Ok);
+    ev.result = json!({"content": [], "isError": true});
+    assert_eq!(
+        attr(&span(&ev), "error.type").unwrap().as_str(),
+        "tool_error"
+    );
+    // A blocked write: `tool_error` too.
+    let s = span(&event(ResultStatus::Blocked));
+    assert_eq!(attr(&s, "error.type").unwrap().as_str(), "tool_error");
+}
+
+#[test]
+fn an_mcp_message_other_than_a_tool_call_is_named_after_its_method() {
+    let mut ev = event(ResultStatus::HarnessError);
+    ev.operation_id = None;
+    ev.arguments = json!({"method": "resources/read", "params": {"uri": "mem://a"}});
+    ev.result = json!({"code": -32603, "message": "lease over"});
+    let cx = mcp_cx(
+        json!({"jsonrpc": "2.0", "id": "r1", "method": "resources/read",
+                           "params": {"uri": "mem://a"}}),
+    );
+    let s = call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
+    assert_eq!(s.name, "resources/read");
+    assert_eq!(
+        attr(&s, "mcp.method.name").unwrap().as_str(),
+        "resources/read"
+    );
+    assert_eq!(attr(&s, "mcp.resource.uri").unwrap().as_str(), "mem://a");
+    assert_eq!(attr(&s, "jsonrpc.request.id").unwrap().as_str(), "r1");
+    assert!(attr(&s, "gen_ai.operation.name").is_none());
+    assert!(attr(&s, "gen_ai.tool.name").is_none());
+    let cx = mcp_cx(json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
+                           "params": {"name": "greet"}}));
+    let s = call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
+    assert_eq!(s.name, "prompts/get greet");
+    assert_eq!(attr(&s, "gen_ai.prompt.name").unwrap().as_str(), "greet");
+}
+
+#[test]
+fn a_raw_body_never_shows_in_debug_output() {
+    let cx = mcp_cx(json!({"password": "hunter2"}));
+    let d = format!("{cx:?}");
+    assert!(!d.contains("hunter2") && d.contains("bytes"), "{d}");
 }
 
 #[test]

@@ -48,11 +48,7 @@ pub(crate) fn project() -> Project {
 
 /// Runs the scripted agent in `mode` against the attempt; returns its stdout line.
 async fn run_agent(s: &Server, attempt: &support::Attempt, mode: &str) -> Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/agent.py");
-    // tokio's Command: the test's runtime keeps serving the agent's calls meanwhile.
-    let out = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg(mode)
+    let out = support::otel_agent(mode)
         .env("AGENT_BASE_URL", s.url(&attempt.base("crm")))
         .env(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -62,8 +58,6 @@ async fn run_agent(s: &Server, attempt: &support::Attempt, mode: &str) -> Value 
             "OTEL_RESOURCE_ATTRIBUTES",
             format!("understudy.attempt_id={}", attempt.id),
         )
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .env_remove("OTEL_SDK_DISABLED")
         .output()
         .await
         .expect("python3 runs");
@@ -374,24 +368,17 @@ async fn otlp_json_spans_join_by_trace_id_once_and_refusals_say_why() {
 #[tokio::test]
 async fn understudy_test_wires_the_agents_exporter_to_the_attempt() {
     let p = project();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/agent.py");
     for (mode, code, status) in [("honest", 0, "passed"), ("phantom", 1, "failed")] {
         let report = p.path().join(format!("report-{mode}"));
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
-            .arg("test")
-            .arg("--config")
-            .arg(p.config_path())
-            .args(["--contract", "booking", "--report-dir"])
-            .arg(&report)
-            .args(["--", "python3", script, mode])
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .env_remove("OTEL_RESOURCE_ATTRIBUTES")
-            .env_remove("AGENT_BASE_URL")
-            .env_remove("UNDERSTUDY_ADMIN_TOKEN")
-            .output()
-            .await
-            .expect("understudy test runs");
+        let report_arg = report.display().to_string();
+        let out = support::understudy_test_otel_agent(
+            &p,
+            &["--contract", "booking", "--report-dir", &report_arg],
+            mode,
+        )
+        .output()
+        .await
+        .expect("understudy test runs");
         let env: Value =
             serde_json::from_slice(&std::fs::read(report.join("evidence.json")).unwrap()).unwrap();
         let r = &env["contract_results"][0];
@@ -411,60 +398,13 @@ async fn understudy_test_wires_the_agents_exporter_to_the_attempt() {
     }
 }
 
-/// `--otel-forward URL`: the agent's spans also reach the user's own collector (a loopback
-/// receiver here), unchanged, while understudy still judges them.
-#[tokio::test]
-async fn otel_forward_passes_the_agents_spans_on() {
-    let p = project();
-    let collector = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = collector.local_addr().unwrap().port();
-    // Every export the collector gets (the SDK may send more than one batch).
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Vec<u8>)>();
-    tokio::spawn(async move {
-        use tokio::io::AsyncWriteExt;
-        while let Ok((mut tcp, _)) = collector.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                while let Some(req) = support::read_raw_request(&mut tcp, &mut buf).await {
-                    let _ = tx.send(req);
-                    let _ = tcp
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-                        .await;
-                }
-            });
-        }
-    });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/agent.py");
-    let report = p.path().join("report-forward");
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
-        .arg("test")
-        .arg("--config")
-        .arg(p.config_path())
-        .args(["--contract", "booking", "--otel-forward"])
-        .arg(format!("http://127.0.0.1:{port}"))
-        .arg("--report-dir")
-        .arg(&report)
-        .args(["--", "python3", script, "honest"])
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
-        .env_remove("AGENT_BASE_URL")
-        .env_remove("UNDERSTUDY_ADMIN_TOKEN")
-        .output()
-        .await
-        .expect("understudy test runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The agent's span names travel inside the protobuf bodies.
+/// Wait (at most 10 s) for an export whose body holds the agent's `execute_tool book` span;
+/// its head. Every export is a `POST /v1/traces` of protobuf.
+async fn book_export(c: &mut support::OtlpCollector) -> String {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut seen = Vec::new();
     loop {
-        let (head, body) = tokio::time::timeout_at(deadline, rx.recv())
+        let (head, body) = tokio::time::timeout_at(deadline, c.rx.recv())
             .await
             .unwrap_or_else(|_| panic!("no export with the book span; got {seen:?}"))
             .unwrap();
@@ -474,20 +414,49 @@ async fn otel_forward_passes_the_agents_spans_on() {
             "{head}"
         );
         if String::from_utf8_lossy(&body).contains("execute_tool book") {
-            break;
+            return head;
         }
         seen.push(body.len());
     }
-    // A URL that is not http:// is a usage error naming the flag.
+}
+
+/// `--otel-forward URL`: the agent's spans also reach the user's own collector (a loopback
+/// receiver here), unchanged, while understudy still judges them.
+#[tokio::test]
+async fn otel_forward_passes_the_agents_spans_on() {
+    let p = project();
+    let mut collector = support::otlp_collector(None).await;
+    let report = p.path().join("report-forward").display().to_string();
+    let url = format!("http://127.0.0.1:{}", collector.port);
+    let out = support::understudy_test_otel_agent(
+        &p,
+        &[
+            "--contract",
+            "booking",
+            "--otel-forward",
+            &url,
+            "--report-dir",
+            &report,
+        ],
+        "honest",
+    )
+    .output()
+    .await
+    .expect("understudy test runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The agent's span names travel inside the protobuf bodies.
+    book_export(&mut collector).await;
+    // A URL that is neither http:// nor https:// is a usage error naming the flag.
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
         .arg("test")
         .arg("--config")
         .arg(p.config_path())
-        .args([
-            "--otel-forward",
-            "https://collector.example:4318",
-            "--report-dir",
-        ])
+        .args(["--otel-forward", "collector.example:4318", "--report-dir"])
         .arg(&report)
         .args(["--", "true"])
         .output()
@@ -495,4 +464,114 @@ async fn otel_forward_passes_the_agents_spans_on() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--otel-forward"));
+}
+
+/// `--otel-forward https://…`: over TLS through understudy's one rustls stack. A collector
+/// whose certificate chains to no trusted root gets nothing — the handshake is refused, the
+/// run is not disturbed, and `understudy.log` says why and where the CA goes; with its CA in
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE` the agent's spans arrive, with the collector's key from
+/// `OTEL_EXPORTER_OTLP_HEADERS`. A trust file that is not a certificate refuses the start.
+#[tokio::test]
+async fn otel_forward_to_an_https_collector_trusts_only_a_known_ca() {
+    let p = project();
+    let (ca_pem, tls) = support::loopback_tls();
+    let ca = p.path().join("collector-ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let mut collector = support::otlp_collector(Some(tls)).await;
+    let url = format!("https://127.0.0.1:{}", collector.port);
+    let run = |name: &str| p.path().join(name).display().to_string();
+
+    // Untrusted: the web PKI roots do not know the loopback CA.
+    let report = run("report-untrusted");
+    let out = support::understudy_test_otel_agent(
+        &p,
+        &[
+            "--contract",
+            "booking",
+            "--otel-forward",
+            &url,
+            "--report-dir",
+            &report,
+        ],
+        "honest",
+    )
+    .env_remove("OTEL_EXPORTER_OTLP_CERTIFICATE")
+    .env_remove("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+    .output()
+    .await
+    .expect("understudy test runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the agent's run is not disturbed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log =
+        std::fs::read_to_string(std::path::Path::new(&report).join("understudy.log")).unwrap();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("OTLP forward failed"))
+        .unwrap_or_else(|| panic!("no forward failure in the log: {log}"));
+    assert!(
+        warning.contains("certificate") && warning.contains("OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        "{warning}"
+    );
+    assert!(
+        collector
+            .failed_handshakes
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1,
+        "the collector saw no refused handshake"
+    );
+    assert!(
+        collector.rx.try_recv().is_err(),
+        "a request reached the untrusted collector"
+    );
+
+    // Trusted through the standard variable, with the collector's key.
+    let report = run("report-trusted");
+    let out = support::understudy_test_otel_agent(
+        &p,
+        &[
+            "--contract",
+            "booking",
+            "--otel-forward",
+            &url,
+            "--report-dir",
+            &report,
+        ],
+        "honest",
+    )
+    .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca)
+    .env("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=k%201")
+    .output()
+    .await
+    .expect("understudy test runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let head = book_export(&mut collector).await;
+    assert!(head.contains("x-collector-key: k 1"), "{head}");
+
+    // A trust file that holds no certificate: the start is refused, naming it.
+    let bad = p.path().join("not-a-ca.pem");
+    std::fs::write(&bad, "hello").unwrap();
+    let out = support::understudy_test_otel_agent(
+        &p,
+        &["--otel-forward", &url, "--report-dir", &run("report-bad")],
+        "honest",
+    )
+    .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &bad)
+    .output()
+    .await
+    .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_CERTIFICATE") && err.contains("not-a-ca.pem"),
+        "{err}"
+    );
 }

@@ -25,44 +25,58 @@ struct Export {
     spans: Vec<(String, Span)>,
 }
 
-/// A loopback OTLP/HTTP receiver on a free port: every export decoded and handed to the
-/// channel, answered 200 with an empty `ExportTraceServiceResponse`.
+/// A loopback OTLP/HTTP receiver on a free port ([`support::otlp_collector`]): every
+/// export decoded and handed to the channel.
 async fn receiver() -> (u16, tokio::sync::mpsc::UnboundedReceiver<Export>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
+    let mut c = support::otlp_collector(None).await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
-        use tokio::io::AsyncWriteExt;
-        while let Ok((mut tcp, _)) = l.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                while let Some((head, body)) = support::read_raw_request(&mut tcp, &mut buf).await {
-                    let req = ExportTraceServiceRequest::decode(&body[..]).unwrap_or_else(|e| {
-                        panic!("not an ExportTraceServiceRequest ({e}): {head}")
-                    });
-                    let mut spans = Vec::new();
-                    for rs in req.resource_spans {
-                        let service = rs
-                            .resource
-                            .as_ref()
-                            .and_then(|r| str_attr(&r.attributes, "service.name"))
-                            .unwrap_or_default();
-                        for ss in rs.scope_spans {
-                            for s in ss.spans {
-                                spans.push((service.clone(), s));
-                            }
-                        }
+        while let Some((head, body)) = c.rx.recv().await {
+            let req = ExportTraceServiceRequest::decode(&body[..])
+                .unwrap_or_else(|e| panic!("not an ExportTraceServiceRequest ({e}): {head}"));
+            let mut spans = Vec::new();
+            for rs in req.resource_spans {
+                let service = rs
+                    .resource
+                    .as_ref()
+                    .and_then(|r| str_attr(&r.attributes, "service.name"))
+                    .unwrap_or_default();
+                for ss in rs.scope_spans {
+                    for s in ss.spans {
+                        spans.push((service.clone(), s));
                     }
-                    let _ = tx.send(Export { head, body, spans });
-                    let _ = tcp
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n")
-                        .await;
                 }
-            });
+            }
+            let _ = tx.send(Export { head, body, spans });
         }
     });
-    (port, rx)
+    (c.port, rx)
+}
+
+/// The spans of the exports `rx` gets until there are `n` (at most 15 s).
+async fn spans_until(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Export>,
+    n: usize,
+) -> (Vec<Export>, Vec<(String, Span)>) {
+    let mut exports = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let all: Vec<(String, Span)> = exports
+            .iter()
+            .flat_map(|e: &Export| e.spans.clone())
+            .collect();
+        if all.len() >= n {
+            return (exports, all);
+        }
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(e)) => exports.push(e),
+            _ => panic!(
+                "the receiver got {} spans: {:?}",
+                all.len(),
+                all.iter().map(|(_, s)| &s.name).collect::<Vec<_>>()
+            ),
+        }
+    }
 }
 
 fn attr<'a>(kvs: &'a [KeyValue], k: &str) -> Option<&'a Any> {
@@ -141,38 +155,12 @@ async fn every_call_is_a_tool_span_under_the_callers_span_and_the_attempt_carrie
         )
         .await;
     assert_eq!(r.status, 200);
-    let end = s
-        .call(
-            "DELETE",
-            &format!("/_understudy/api/attempts/{}", a.id),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(end.status, 200, "{}", end.text);
+    s.end_attempt(&a.id).await;
     let app = s.app.clone();
     // The shutdown flushes the queue (and waits for the attempt span).
     s.stop().await.unwrap();
 
-    let mut exports = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    let spans = loop {
-        let all: Vec<(String, Span)> = exports
-            .iter()
-            .flat_map(|e: &Export| e.spans.clone())
-            .collect();
-        if all.len() >= 4 {
-            break all;
-        }
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some(e)) => exports.push(e),
-            _ => panic!(
-                "the receiver got {} spans: {:?}",
-                all.len(),
-                all.iter().map(|(_, s)| &s.name).collect::<Vec<_>>()
-            ),
-        }
-    };
+    let (exports, spans) = spans_until(&mut rx, 4).await;
     assert_eq!(
         spans.len(),
         4,
@@ -427,4 +415,362 @@ fn bad_settings_are_named() {
     p.write_config(json!({"otel": {"endpont": "http://x:1"}}));
     let e = understudy::config::Config::load(&p.config_path()).unwrap_err();
     assert!(e.to_string().contains("endpont"), "{e}");
+}
+
+const ACCEPT_BOTH: (&str, &str) = ("accept", "application/json, text/event-stream");
+/// The trace of the `traceparent` an MCP client puts in `params._meta`.
+const META_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const META_SPAN_HTTP: &str = "b7ad6b7169203331";
+const META_SPAN_STDIO: &str = "b7ad6b7169203332";
+
+fn tools_call(id: Value, tool: &str, arguments: Value, meta_span: Option<&str>) -> Value {
+    let mut params = json!({"name": tool, "arguments": arguments});
+    if let Some(span) = meta_span {
+        params["_meta"] = json!({"traceparent": format!("00-{META_TRACE}-{span}-01")});
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+}
+
+fn initialize(id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "otel-test", "version": "1"}}})
+}
+
+/// MCP tool calls over HTTP and over `mcp stdio`: each span carries what the MCP
+/// conventions require of a server span — `mcp.method.name`, `jsonrpc.request.id` (string
+/// and number ids), the session and the protocol version, `error.type = tool_error` for an
+/// input error — and its parent is the `traceparent` of the request's `params._meta` (MCP's
+/// own propagation, the only one stdio has) or else the HTTP header's; with both, the
+/// header's span is a link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_spans_carry_the_request_id_and_the_callers_context_over_http_and_stdio() {
+    let (port, mut rx) = receiver().await;
+    let p = crate::mcp_stdio::project();
+    p.write_config(json!({"otel": {"endpoint": format!("http://127.0.0.1:{port}")}}));
+
+    // Over HTTP (session era).
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let path = a.base("tools");
+    let r = s
+        .call("POST", &path, Some(&initialize(json!(0))), &[ACCEPT_BOTH])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let sid = r
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let session = [
+        ACCEPT_BOTH,
+        ("mcp-session-id", sid.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let r = s
+        .call(
+            "POST",
+            &path,
+            Some(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
+            &session,
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let tp = |span: &str| format!("00-{TRACE}-{span}-01");
+    let (tp1, tp2) = (tp(AGENT_SPAN_1), tp(AGENT_SPAN_2));
+    let with = |t: &'static str, v: &str| {
+        let mut h: Vec<(&str, String)> = session.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        h.push((t, v.to_string()));
+        h
+    };
+    for (body, traceparent) in [
+        // The header only: its span is the parent.
+        (
+            tools_call(
+                json!("call-7"),
+                "create_ticket",
+                json!({"subject": "Printer on fire"}),
+                None,
+            ),
+            &tp1,
+        ),
+        // `_meta` and the header: `_meta` wins, the header's span is a link.
+        (
+            tools_call(json!(8), "last_ticket", json!({}), Some(META_SPAN_HTTP)),
+            &tp2,
+        ),
+        // An input error (subject too short).
+        (
+            tools_call(json!(9), "create_ticket", json!({"subject": "ab"}), None),
+            &tp1,
+        ),
+    ] {
+        let h = with("traceparent", traceparent);
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = s.call("POST", &path, Some(&body), &h).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    s.stop().await.unwrap();
+
+    // Over stdio: the same project, `_meta` the only carrier of the caller's context.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["mcp", "stdio", "--integration", "tools", "--config"])
+        .arg(p.config_path())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("understudy mcp stdio starts");
+    {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let mut stdin = child.stdin.take().unwrap();
+        for m in [
+            initialize(json!(1)),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            tools_call(
+                json!("s-5"),
+                "create_ticket",
+                json!({"subject": "Over stdio"}),
+                Some(META_SPAN_STDIO),
+            ),
+        ] {
+            stdin.write_all(format!("{m}\n").as_bytes()).await.unwrap();
+        }
+        stdin.flush().await.unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let answered = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(l) = lines.next_line().await.unwrap() {
+                if serde_json::from_str::<Value>(&l).is_ok_and(|v| v["id"] == "s-5") {
+                    return l;
+                }
+            }
+            panic!("stdout ended without the tool call's answer")
+        })
+        .await
+        .expect("the tool call is answered over stdio");
+        assert!(answered.contains("T-100"), "{answered}");
+        drop(stdin);
+    }
+    let st = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the session ends with stdin")
+        .unwrap();
+    assert!(st.success(), "{st}");
+
+    let (_, spans) = spans_until(&mut rx, 4).await;
+    let spans: Vec<Span> = spans.into_iter().map(|(_, s)| s).collect();
+    assert_eq!(
+        spans.len(),
+        4,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let by_id = |id: &str| -> &Span {
+        spans
+            .iter()
+            .find(|s| str_attr(&s.attributes, "jsonrpc.request.id").as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("no span with jsonrpc.request.id {id}: {spans:#?}"))
+    };
+    for id in ["call-7", "8", "9", "s-5"] {
+        let s = by_id(id);
+        assert_eq!(s.kind, 2, "SPAN_KIND_SERVER");
+        let at = &s.attributes;
+        assert_eq!(
+            str_attr(at, "mcp.method.name").as_deref(),
+            Some("tools/call"),
+            "{id}"
+        );
+        assert_eq!(
+            str_attr(at, "gen_ai.operation.name").as_deref(),
+            Some("execute_tool")
+        );
+        assert_eq!(
+            str_attr(at, "mcp.protocol.version").as_deref(),
+            Some("2025-06-18"),
+            "{id}"
+        );
+        assert!(str_attr(at, "mcp.session.id").is_some(), "{id}: {at:?}");
+    }
+    // Over HTTP, the session the client was given.
+    assert_eq!(
+        str_attr(&by_id("call-7").attributes, "mcp.session.id").as_deref(),
+        Some(sid.as_str())
+    );
+
+    let first = by_id("call-7");
+    assert_eq!(first.name, "execute_tool create_ticket");
+    assert_eq!(hex(&first.trace_id), TRACE);
+    assert_eq!(hex(&first.parent_span_id), AGENT_SPAN_1);
+    assert!(first.links.is_empty());
+    assert!(str_attr(&first.attributes, "error.type").is_none());
+
+    let meta = by_id("8");
+    assert_eq!(meta.name, "execute_tool last_ticket");
+    assert_eq!(hex(&meta.trace_id), META_TRACE);
+    assert_eq!(hex(&meta.parent_span_id), META_SPAN_HTTP);
+    assert_eq!(meta.links.len(), 1, "the header's span as a link");
+    assert_eq!(hex(&meta.links[0].trace_id), TRACE);
+    assert_eq!(hex(&meta.links[0].span_id), AGENT_SPAN_2);
+
+    let bad = by_id("9");
+    assert_eq!(
+        str_attr(&bad.attributes, "error.type").as_deref(),
+        Some("tool_error")
+    );
+    assert_eq!(
+        str_attr(&bad.attributes, "understudy.result_status").as_deref(),
+        Some("input_error")
+    );
+    assert!(str_attr(&bad.attributes, "understudy.error.code").is_some());
+    assert_eq!(
+        bad.status.as_ref().map(|s| s.code),
+        Some(2),
+        "STATUS_CODE_ERROR"
+    );
+
+    let stdio = by_id("s-5");
+    assert_eq!(stdio.name, "execute_tool create_ticket");
+    assert_eq!(hex(&stdio.trace_id), META_TRACE);
+    assert_eq!(hex(&stdio.parent_span_id), META_SPAN_STDIO);
+    assert_eq!(
+        str_attr(&stdio.attributes, "understudy.result_status").as_deref(),
+        Some("ok")
+    );
+}
+
+/// Run `tests/otel/mcp_client.py ARGS…` (the MCP Python SDK with OpenTelemetry); its output.
+async fn sdk_client(args: &[String]) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/mcp_client.py");
+    let out = tokio::process::Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .await
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "the MCP client failed (pip install mcp==2.3.0 opentelemetry-sdk==1.45.2): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(out.stdout.trim_ascii()).expect("the client prints its spans")
+}
+
+/// The real client: the official MCP Python SDK makes its own CLIENT span for a tool call
+/// and propagates it in `params._meta` (SEP-414). Over `mcp stdio` and over HTTP,
+/// understudy's span of that call is in the client's trace, the child of that CLIENT span,
+/// with the same `jsonrpc.request.id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_python_sdks_client_span_is_the_parent_over_stdio_and_http() {
+    let (port, mut rx) = receiver().await;
+    let p = crate::mcp_stdio::project();
+    p.write_config(json!({"otel": {"endpoint": format!("http://127.0.0.1:{port}")}}));
+    let stdio = sdk_client(&[
+        "stdio".into(),
+        env!("CARGO_BIN_EXE_understudy").into(),
+        "mcp".into(),
+        "stdio".into(),
+        "--integration".into(),
+        "tools".into(),
+        "--config".into(),
+        p.config_path().display().to_string(),
+    ])
+    .await;
+    let s = Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let http = sdk_client(&["http".into(), s.url(&a.base("tools"))]).await;
+    s.stop().await.unwrap();
+    let (_, spans) = spans_until(&mut rx, 2).await;
+    let spans: Vec<Span> = spans.into_iter().map(|(_, s)| s).collect();
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    for (transport, out) in [("stdio", &stdio), ("http", &http)] {
+        assert_eq!(
+            out["result"]["structuredContent"]["ticket_id"], "T-100",
+            "{transport}: {out}"
+        );
+        let client = out["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["kind"] == "CLIENT" && s["attributes"]["mcp.method.name"] == "tools/call")
+            .unwrap_or_else(|| panic!("{transport}: no client span of the tool call: {out:#}"));
+        let id = client["attributes"]["jsonrpc.request.id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{transport}: {client:#}"));
+        let mine = spans
+            .iter()
+            .find(|s| hex(&s.trace_id) == client["trace_id"].as_str().unwrap())
+            .unwrap_or_else(|| {
+                panic!("{transport}: no span in the client's trace {client:#}: {spans:#?}")
+            });
+        assert_eq!(mine.name, "execute_tool create_ticket", "{transport}");
+        assert_eq!(
+            hex(&mine.parent_span_id),
+            client["span_id"].as_str().unwrap(),
+            "{transport}: the child of the SDK's client span"
+        );
+        assert_eq!(
+            str_attr(&mine.attributes, "jsonrpc.request.id").as_deref(),
+            Some(id),
+            "{transport}"
+        );
+        assert_eq!(
+            str_attr(&mine.attributes, "mcp.method.name").as_deref(),
+            Some("tools/call")
+        );
+    }
+}
+
+/// Traces out to an `https://` collector: through the same rustls client, trusting the web
+/// PKI roots plus `OTEL_EXPORTER_OTLP_CERTIFICATE`. Untrusted, the span is dropped and
+/// counted, never sent; trusted, it arrives.
+#[tokio::test]
+async fn export_to_an_https_collector_needs_its_ca() {
+    use understudy::telemetry::{attempt_span, AttemptOutcome, Exporter, FileSettings, Settings};
+    let (ca_pem, tls) = support::loopback_tls();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let mut collector = support::otlp_collector(Some(tls)).await;
+    let endpoint = format!("https://127.0.0.1:{}", collector.port);
+    let outcome = AttemptOutcome {
+        attempt_id: "att-https".into(),
+        started: std::time::SystemTime::now(),
+        ended: std::time::SystemTime::now(),
+        verdict: "pass".into(),
+        reasons: vec![],
+        checks: vec![],
+        calls: 0,
+    };
+    for trusted in [false, true] {
+        let ca = ca.display().to_string();
+        let settings = Settings::resolve(
+            &FileSettings {
+                endpoint: Some(endpoint.as_str()),
+                ..Default::default()
+            },
+            |k| (trusted && k == "OTEL_EXPORTER_OTLP_CERTIFICATE").then(|| ca.clone()),
+        )
+        .unwrap()
+        .unwrap();
+        let e = Exporter::start(settings).unwrap();
+        e.send(attempt_span(&outcome, None));
+        e.flush(Duration::from_secs(10)).await;
+        if trusted {
+            assert_eq!((e.exported(), e.dropped()), (1, 0));
+            let (head, body) = collector.rx.recv().await.unwrap();
+            assert!(head.starts_with("post /v1/traces "), "{head}");
+            assert!(String::from_utf8_lossy(&body).contains("att-https"));
+        } else {
+            assert_eq!((e.exported(), e.dropped()), (0, 1));
+            assert!(collector.rx.try_recv().is_err());
+            assert!(
+                collector
+                    .failed_handshakes
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    >= 1
+            );
+        }
+    }
 }

@@ -96,16 +96,10 @@ async fn understudys_tool_spans_appear_inside_the_agents_trace_in_phoenix() {
     // No contract pinned: the agent's spans go to Phoenix, not to understudy, so the
     // agent_trace checks would be inconclusive (tests/it/otel.rs judges those).
     let a = s.attempt(json!({})).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/agent.py");
-    let out = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg("honest")
+    let out = crate::support::otel_agent("honest")
         .env("AGENT_BASE_URL", s.url(&a.base("crm")))
         .env("AGENT_SECRET", SECRET)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &base)
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
-        .env_remove("OTEL_SDK_DISABLED")
         .output()
         .await
         .expect("python3 runs");
@@ -114,15 +108,7 @@ async fn understudys_tool_spans_appear_inside_the_agents_trace_in_phoenix() {
         "agent: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let end = s
-        .call(
-            "DELETE",
-            &format!("/_understudy/api/attempts/{}", a.id),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(end.status, 200, "{}", end.text);
+    s.end_attempt(&a.id).await;
     let app = s.app.clone();
     s.stop().await.unwrap();
     let otel = app.otel.as_ref().unwrap();

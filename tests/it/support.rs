@@ -264,6 +264,19 @@ impl Server {
         r.json()
     }
 
+    /// `DELETE /_understudy/api/attempts/{id}`, asserting 200.
+    pub async fn end_attempt(&self, attempt_id: &str) {
+        let r = self
+            .call(
+                "DELETE",
+                &format!("/_understudy/api/attempts/{attempt_id}"),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(r.status, 200, "ending the attempt: {}", r.text);
+    }
+
     /// The default attempt's id.
     pub fn default_attempt(&self) -> String {
         self.app
@@ -299,8 +312,8 @@ fn install_crypto_provider() {
 /// One HTTP/1.1 request read off a raw connection by a test's hand-written upstream: its
 /// head (lowercased) and its `Content-Length` body; bytes past it stay in `buf` for the next
 /// request. `None` when the peer closed the connection first.
-pub async fn read_raw_request(
-    tcp: &mut tokio::net::TcpStream,
+pub async fn read_raw_request<S: tokio::io::AsyncRead + Unpin>(
+    tcp: &mut S,
     buf: &mut Vec<u8>,
 ) -> Option<(String, Vec<u8>)> {
     use tokio::io::AsyncReadExt;
@@ -509,4 +522,117 @@ pub async fn recorded_calls(s: &Server) -> (usize, Vec<((String, String, String)
         .unwrap()
         .len();
     (events, s.app.metrics.calls().into_iter().collect())
+}
+
+// ---- OpenTelemetry (tests/it/otel*.rs) -------------------------------------------------
+
+/// The scripted agent instrumented with the OpenTelemetry Python SDK (`opentelemetry-sdk`,
+/// `opentelemetry-exporter-otlp-proto-http`).
+pub const OTEL_AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otel/agent.py");
+
+/// The OpenTelemetry and agent variables a test process may carry that would send the
+/// agent's spans (or calls) elsewhere: removed from every command these helpers build.
+const OTEL_INHERITED: [&str; 6] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SDK_DISABLED",
+    "AGENT_BASE_URL",
+    "UNDERSTUDY_ADMIN_TOKEN",
+];
+
+/// `python3 tests/otel/agent.py MODE` (tokio's Command: the test's runtime keeps serving
+/// the agent's calls meanwhile); the caller adds `AGENT_BASE_URL` and the exporter's
+/// endpoint.
+pub fn otel_agent(mode: &str) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new("python3");
+    c.arg(OTEL_AGENT).arg(mode);
+    for v in OTEL_INHERITED {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// `understudy test --config <project> ARGS… -- python3 tests/otel/agent.py MODE`:
+/// `understudy test` wires the agent's exporter and base URL itself.
+pub fn understudy_test_otel_agent(
+    p: &Project,
+    args: &[&str],
+    mode: &str,
+) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"));
+    c.arg("test")
+        .arg("--config")
+        .arg(p.config_path())
+        .args(args);
+    c.args(["--", "python3", OTEL_AGENT, mode]);
+    for v in OTEL_INHERITED {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// A loopback OTLP/HTTP collector ([`otlp_collector`]).
+pub struct OtlpCollector {
+    pub port: u16,
+    /// Every request: its head (lower-cased) and its body.
+    pub rx: tokio::sync::mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+    /// Over TLS: the handshakes that failed (a client that did not trust the certificate).
+    pub failed_handshakes: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A collector on a free loopback port — over TLS with `tls` — handing every request to
+/// its channel and answering each `200` with an empty body.
+pub async fn otlp_collector(tls: Option<Arc<rustls::ServerConfig>>) -> OtlpCollector {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        mut io: S,
+        tx: tokio::sync::mpsc::UnboundedSender<(String, Vec<u8>)>,
+    ) {
+        let mut buf = Vec::new();
+        while let Some(req) = read_raw_request(&mut io, &mut buf).await {
+            let _ = tx.send(req);
+            let _ = io
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            let _ = io.flush().await;
+        }
+    }
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let failed = Arc::new(AtomicUsize::new(0));
+    let failed_handshakes = failed.clone();
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = l.accept().await {
+            let (tx, acceptor, failed) = (tx.clone(), acceptor.clone(), failed.clone());
+            tokio::spawn(async move {
+                match acceptor {
+                    None => serve(tcp, tx).await,
+                    Some(a) => match a.accept(tcp).await {
+                        Ok(s) => serve(s, tx).await,
+                        Err(_) => {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                        }
+                    },
+                }
+            });
+        }
+    });
+    OtlpCollector {
+        port,
+        rx,
+        failed_handshakes,
+    }
+}
+
+/// A CA made by understudy's own `tls::Ca` and a TLS server configuration for `127.0.0.1`
+/// signed by it: (the CA certificate's PEM, the configuration).
+pub fn loopback_tls() -> (String, Arc<rustls::ServerConfig>) {
+    let ca = understudy::tls::Ca::generate().expect("a test CA");
+    let config = understudy::tls::server_config_for_hosts(&ca, &["127.0.0.1".to_string()])
+        .expect("a leaf for 127.0.0.1");
+    (ca.cert_pem().to_string(), config)
 }
