@@ -503,9 +503,18 @@ pub struct McpWrapArgs {
     /// Project file (default: ./understudy.json).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// record, dry-run or record-missing.
-    #[arg(long, value_enum, default_value_t = crate::config::Mode::Record)]
-    pub mode: crate::config::Mode,
+    /// record, dry-run or record-missing (default record). Joined to a running server, that
+    /// server's mode applies instead.
+    #[arg(long, value_enum)]
+    pub mode: Option<crate::config::Mode>,
+    /// The attempt's token (else UNDERSTUDY_ATTEMPT, else the running `understudy test`'s
+    /// attempt, else the default attempt).
+    #[arg(long, value_name = "TOKEN")]
+    pub attempt: Option<String>,
+    /// A running understudy server (http://HOST:PORT) to join, instead of the one found
+    /// through the data dir; without either, wrap serves from the project's own store.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
     /// Record modes: where the draft operation files go (DIR/<integration>/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -89,6 +89,55 @@ async fn running_server(data_dir: &Path) -> Option<ServerAddress> {
     }
 }
 
+/// Where the calls of a stdio front go and with which attempt (module doc).
+pub(super) struct Route {
+    /// A running server: (its URL, how it was found, for the stderr line).
+    pub server: Option<(String, String)>,
+    /// The attempt token sent with every message (none: the default attempt).
+    pub attempt: Option<String>,
+    /// Which attempt, for the stderr line (never the token).
+    pub which: String,
+}
+
+/// The server (`--url`, else a running `serve`/`test` published in `data_dir`) and the attempt
+/// (`--attempt`, `UNDERSTUDY_ATTEMPT`, the running test's, the default) of `mcp stdio` and
+/// `mcp wrap`.
+pub(super) async fn route(url: Option<&str>, attempt: Option<&str>, data_dir: &Path) -> Route {
+    let running = if url.is_some() {
+        None
+    } else {
+        running_server(data_dir).await
+    };
+    let env_attempt = std::env::var("UNDERSTUDY_ATTEMPT")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let (attempt, which) = if let Some(t) = attempt {
+        (Some(t.to_string()), "the attempt of --attempt".to_string())
+    } else if let Some(t) = env_attempt {
+        (Some(t), "the attempt of UNDERSTUDY_ATTEMPT".to_string())
+    } else if let Some(a) = running.as_ref().and_then(|r| r.attempt.clone()) {
+        (
+            Some(a.token),
+            format!("the running understudy test's attempt {}", a.id),
+        )
+    } else {
+        (None, "the default attempt".to_string())
+    };
+    let server = if let Some(u) = url {
+        Some((u.to_string(), format!("through the server at {u}")))
+    } else {
+        running.map(|r| {
+            let place = format!("through the running understudy {} at {}", r.command, r.url);
+            (r.url, place)
+        })
+    };
+    Route {
+        server,
+        attempt,
+        which,
+    }
+}
+
 fn mcp_stdio(args: &McpStdioArgs) -> Exit {
     init_logging();
     let config = match load_project(
@@ -118,37 +167,19 @@ fn mcp_stdio(args: &McpStdioArgs) -> Exit {
         }
     };
     let code = rt.block_on(async move {
-        let running = if args.url.is_some() {
-            None
-        } else {
-            running_server(&config.data_dir).await
-        };
-        let env_attempt = std::env::var("UNDERSTUDY_ATTEMPT")
-            .ok()
-            .filter(|t| !t.is_empty());
-        let (attempt, mut which) = if let Some(t) = &args.attempt {
-            (Some(t.clone()), "the attempt of --attempt".to_string())
-        } else if let Some(t) = env_attempt {
-            (Some(t), "the attempt of UNDERSTUDY_ATTEMPT".to_string())
-        } else if let Some(a) = running.as_ref().and_then(|r| r.attempt.clone()) {
-            (
-                Some(a.token),
-                format!("the running understudy test's attempt {}", a.id),
-            )
-        } else {
-            (None, "the default attempt".to_string())
-        };
+        let Route {
+            server,
+            attempt,
+            mut which,
+        } = route(
+            args.url.as_deref(),
+            args.attempt.as_deref(),
+            &config.data_dir,
+        )
+        .await;
         let max_line = crate::http::Limits::default().max_body;
-        let (target, place) = if let Some(u) = &args.url {
-            (
-                Target::Remote(u.clone()),
-                format!("through the server at {u}"),
-            )
-        } else if let Some(r) = &running {
-            (
-                Target::Remote(r.url.clone()),
-                format!("through the running understudy {} at {}", r.command, r.url),
-            )
+        let (target, place) = if let Some((url, place)) = server {
+            (Target::Remote(url), place)
         } else {
             let app = match tokio::task::block_in_place(|| App::build(AppOptions::new(config))) {
                 Ok(a) => Arc::new(a),
@@ -172,6 +203,7 @@ fn mcp_stdio(args: &McpStdioArgs) -> Exit {
             target,
             &args.integration,
             attempt,
+            None,
             max_line,
             tokio::io::stdin(),
             tokio::io::stdout(),

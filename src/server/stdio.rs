@@ -20,12 +20,18 @@
 //!   truncated body is written as it came, on one line); a `timeout` never answers; `reset` and
 //!   `close` end the stdio session (stdout is closed, [`End::Fault`]) as they end the HTTP
 //!   connection. Over HTTP a connection that fails without an answer ends the session too.
+//!   `stream_cut` — an answer to a request that ends before its result (an SSE stream without
+//!   the result event, an empty success body) — writes what came before the result, then
+//!   closes stdout and ends the session: stdout is the one stream over stdio, so the stream is
+//!   cut there (the call and every later one fail, as with `close`; the notifications sent
+//!   before the result did reach the client).
 //! - stdin at EOF: the requests in flight get [`EOF_GRACE`] to finish, then the session ends
 //!   ([`End::Eof`]); in process the drafts of a recording and the store are flushed.
 //! - Nothing but MCP messages is ever written to stdout (logs go through `tracing`, which the
 //!   command sends to stderr).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,7 +46,7 @@ use crate::app::App;
 use crate::http::fault::{abort_of, Abort};
 use crate::http::{HttpBody, Request};
 use crate::profile::mcp::stdio::{
-    answer_lines, oversize_error, read_line, to_line, Frame, LineSplitter, Outbound, SseDecoder,
+    answer_lines, cut_before_result, read_frame, to_line, Frame, LineSplitter, Outbound, SseDecoder,
 };
 
 /// How long requests in flight may still answer after stdin closed.
@@ -75,9 +81,22 @@ struct Shared {
     client: Client,
     path: String,
     attempt: Option<String>,
+    /// `mcp wrap` joined to a running server: the wrapped server's loopback URL, sent on every
+    /// message ([`crate::proxy::mcp::UPSTREAM_HEADER`]).
+    upstream: Option<String>,
     outbound: Mutex<Outbound>,
-    out: mpsc::UnboundedSender<Vec<u8>>,
+    out: mpsc::UnboundedSender<Out>,
     end: watch::Sender<Option<End>>,
+    /// A cut stream ended the session: what was queued before it still goes out.
+    cut: AtomicBool,
+}
+
+/// What the one writer of stdout is given.
+enum Out {
+    /// A whole line.
+    Line(Vec<u8>),
+    /// Close stdout after what was queued before (a cut stream).
+    Close,
 }
 
 /// One answer of the endpoint, whichever way it came.
@@ -119,16 +138,18 @@ enum Posted {
 
 /// Serve one stdio session: `input` is the agent's stdin, `output` its stdout. `integration`
 /// is the endpoint's integration, `attempt` the token sent with every message (none: the
-/// server's default attempt). `max_line`: the body limit.
+/// server's default attempt), `upstream` the wrapped server's URL when `mcp wrap` joined a
+/// running server. `max_line`: the body limit.
 pub async fn run(
     target: Target,
     integration: &str,
     attempt: Option<String>,
+    upstream: Option<String>,
     max_line: usize,
     mut input: impl AsyncRead + Unpin,
     mut output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> End {
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Out>();
     let (end_tx, mut end_rx) = watch::channel::<Option<End>>(None);
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
@@ -137,14 +158,16 @@ pub async fn run(
         client,
         path: format!("/{integration}"),
         attempt,
+        upstream,
         outbound: Mutex::new(Outbound::default()),
         out: out_tx,
         end: end_tx,
+        cut: AtomicBool::new(false),
     });
     // The one writer: whole lines, flushed one by one.
     let writer_end = shared.end.clone();
     let writer = tokio::spawn(async move {
-        while let Some(line) = out_rx.recv().await {
+        while let Some(Out::Line(line)) = out_rx.recv().await {
             let r = async {
                 output.write_all(&line).await?;
                 output.flush().await
@@ -182,27 +205,23 @@ pub async fn run(
             splitter.push(&buf[..n], &mut frames);
         }
         for frame in frames {
-            let msg = match frame {
-                Frame::Oversize(len) => {
-                    tracing::warn!(
-                        bytes = len,
-                        limit = max_line,
-                        "stdio: a line over the limit was refused"
-                    );
-                    shared.write(&oversize_error(len, max_line));
+            let msg = match read_frame(&frame, max_line) {
+                Ok(Some(v)) => v,
+                Ok(None) => continue,
+                Err(e) => {
+                    match frame {
+                        Frame::Oversize(len) => tracing::warn!(
+                            bytes = len,
+                            limit = max_line,
+                            "stdio: a line over the limit was refused"
+                        ),
+                        Frame::Line(_) => tracing::warn!(
+                            "stdio: a line that is not JSON was answered with a parse error"
+                        ),
+                    }
+                    shared.write(&e);
                     continue;
                 }
-                Frame::Line(line) => match read_line(&line) {
-                    Ok(Some(v)) => v,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        tracing::warn!(
-                            "stdio: a line that is not JSON was answered with a parse error"
-                        );
-                        shared.write(&e);
-                        continue;
-                    }
-                },
             };
             let method = msg
                 .get("method")
@@ -259,14 +278,20 @@ pub async fn run(
     tracing::debug!(?end, "stdio: the session ended");
     drop(end_rx);
     // Closing the channel ends the writer once it wrote what was queued — unless a fault
-    // ended the session: then nothing more goes out.
+    // ended the session: then nothing more goes out (a cut stream's writer stops by itself
+    // after the lines queued before the cut).
+    let drain = shared.cut.load(Ordering::SeqCst);
     let Ok(shared) = Arc::try_unwrap(shared) else {
-        writer.abort();
+        if drain {
+            let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+        } else {
+            writer.abort();
+        }
         return end;
     };
     let Shared { out, target, .. } = shared;
     drop(out);
-    if matches!(end, End::Fault(_)) {
+    if matches!(end, End::Fault(_)) && !drain {
         writer.abort();
     } else {
         let _ = writer.await;
@@ -286,7 +311,26 @@ pub async fn run(
 
 impl Shared {
     fn write(&self, v: &Value) {
-        let _ = self.out.send(to_line(v.to_string().as_bytes()));
+        self.line(to_line(v.to_string().as_bytes()));
+    }
+
+    fn line(&self, line: Vec<u8>) {
+        let _ = self.out.send(Out::Line(line));
+    }
+
+    /// The answer to request `id` ended before its result (`stream_cut`): what came before it
+    /// goes out, then stdout closes and the session ends — stdout is the one stream over
+    /// stdio, so a cut stream is stdout ending before the result.
+    fn cut(&self, id: &Value) {
+        if self.ended() {
+            return;
+        }
+        tracing::warn!(%id, "stdio: an answer ended before its result; ending the session");
+        self.cut.store(true, Ordering::SeqCst);
+        let _ = self.out.send(Out::Close);
+        self.end(End::Fault(format!(
+            "the answer to request {id} ended before its result (a `stream_cut` fault, or the server closed the stream)"
+        )));
     }
 
     fn end(&self, end: End) {
@@ -383,11 +427,11 @@ impl Shared {
                             answered = true;
                         }
                     }
-                    let _ = self.out.send(to_line(data.as_bytes()));
+                    self.line(to_line(data.as_bytes()));
                 }
             }
-            if !answered && id.is_some() && !self.ended() {
-                tracing::warn!("stdio: an SSE answer ended without the result");
+            if let (false, Some(id)) = (answered, id) {
+                self.cut(id);
             }
             return;
         }
@@ -402,9 +446,13 @@ impl Shared {
                 }
             }
         }
+        if let (true, Some(id)) = (cut_before_result(status, &all, id), id) {
+            self.cut(id);
+            return;
+        }
         for line in answer_lines(status, &all, id) {
             learn(&line);
-            let _ = self.out.send(line);
+            self.line(line);
         }
     }
 
@@ -449,6 +497,11 @@ impl Shared {
         if let Some(t) = &self.attempt {
             if let Ok(v) = HeaderValue::from_str(t) {
                 map.insert(crate::proxy::route::ATTEMPT_HEADER, v);
+            }
+        }
+        if let Some(u) = &self.upstream {
+            if let Ok(v) = HeaderValue::from_str(u) {
+                map.insert(crate::proxy::mcp::UPSTREAM_HEADER, v);
             }
         }
         match &self.target {

@@ -383,6 +383,169 @@ fn malformed_and_oversize_lines_are_parse_errors_and_stdout_carries_only_message
     );
 }
 
+/// The stdin fuzz property end to end, on the real command (the fuzz target
+/// `fuzz/fuzz_targets/stdio_lines.rs` covers the framing with libFuzzer; this runs a seeded
+/// corpus through the whole front): requests (some ended by CRLF), notifications, blank
+/// lines, garbage bytes (invalid UTF-8 too), messages cut short and one line over the limit,
+/// mixed at random. Every line that is not JSON gets exactly one parse error, every request
+/// exactly one answer with its id, a notification or a blank line nothing, and stdout carries
+/// nothing else.
+#[test]
+fn every_line_of_a_generated_stdin_gets_a_parse_error_or_its_answer_and_nothing_else() {
+    use std::collections::BTreeMap;
+    use std::io::BufRead;
+    let p = project();
+    let mut seed: u64 = 0x5851_f42d_4c95_7f2d;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let mut input = line(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "gen", "version": "1"}}}),
+    );
+    input.extend(line(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ));
+    // id → what its answer must be: a result, or the JSON-RPC error code.
+    let mut expected: BTreeMap<String, Option<i64>> = BTreeMap::new();
+    let mut malformed = 0;
+    let garbage: &[u8] = b"{}[]\":,\\ a1\r\t\xff\xc3\x80";
+    for i in 0..300 {
+        match next() % 8 {
+            0 | 1 => {
+                let id = format!("r{i}");
+                let l = line(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "last_ticket", "arguments": {}}}));
+                if next() % 3 == 0 {
+                    input.extend(&l[..l.len() - 1]);
+                    input.extend(b"\r\n");
+                } else {
+                    input.extend(l);
+                }
+                expected.insert(id, None);
+            }
+            2 => {
+                let id = format!("m{i}");
+                input.extend(line(
+                    json!({"jsonrpc": "2.0", "id": id, "method": "no/such/method"}),
+                ));
+                expected.insert(id, Some(-32601));
+            }
+            3 => input.extend(line(
+                json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+            )),
+            4 => input.extend(if next() % 2 == 0 {
+                &b"\n"[..]
+            } else {
+                b" \t \n"
+            }),
+            5 => {
+                // A request cut short: a strict prefix of a JSON object is never JSON.
+                let l = line(
+                    json!({"jsonrpc": "2.0", "id": format!("cut{i}"), "method": "tools/call",
+                    "params": {"name": "last_ticket", "arguments": {}}}),
+                );
+                let n = 1 + (next() as usize) % (l.len() - 2);
+                input.extend(&l[..n]);
+                input.push(b'\n');
+                malformed += 1;
+            }
+            _ => {
+                // Garbage that starts with a letter no JSON value starts with.
+                input.push(b'x');
+                for _ in 0..next() % 40 {
+                    input.push(garbage[(next() as usize) % garbage.len()]);
+                }
+                input.push(b'\n');
+                malformed += 1;
+            }
+        }
+        if i == 150 {
+            input.extend(std::iter::repeat_n(b'{', 10 * 1024 * 1024 + 1));
+            input.push(b'\n');
+            malformed += 1;
+        }
+    }
+    let requests = expected.len();
+    assert!(
+        requests > 50 && malformed > 50,
+        "{requests} requests, {malformed} malformed"
+    );
+    let mut child = Command::new(BIN)
+        .args(stdio_args(&p))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+        let _ = stdin.flush();
+        // stdin stays open until every answer came (or a minute passed): requests still
+        // running at EOF get only a short grace.
+        let _ = done_rx.recv_timeout(std::time::Duration::from_secs(60));
+    });
+    let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut answers: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut parse_errors = 0;
+    let mut done = Some(done_tx);
+    for l in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let l = l.unwrap();
+        let v: Value =
+            serde_json::from_str(&l).unwrap_or_else(|e| panic!("stdout line not JSON ({e}): {l}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{l}");
+        if v["error"]["code"] == -32700 {
+            assert!(v["id"].is_null(), "{l}");
+            parse_errors += 1;
+        } else if v["id"] == 0 {
+            assert_eq!(v["result"]["protocolVersion"], "2025-06-18", "{l}");
+        } else {
+            let id = v["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("an answer to no request: {l}"));
+            answers.entry(id.to_string()).or_default().push(v.clone());
+        }
+        if parse_errors == malformed && answers.len() == requests {
+            done.take();
+        }
+    }
+    drop(done);
+    writer.join().unwrap();
+    let status = child.wait().unwrap();
+    let stderr = err.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        parse_errors, malformed,
+        "one parse error per malformed line"
+    );
+    assert_eq!(
+        answers.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "every request answered, nothing else"
+    );
+    for (id, got) in &answers {
+        assert_eq!(got.len(), 1, "{id} answered {} times: {got:?}", got.len());
+        match expected[id] {
+            None => assert_eq!(
+                got[0]["result"]["structuredContent"]["last"], "none",
+                "{id}: {:?}",
+                got[0]
+            ),
+            Some(code) => assert_eq!(got[0]["error"]["code"], code, "{id}: {:?}", got[0]),
+        }
+    }
+}
+
 #[test]
 fn mcp_config_prints_each_clients_snippet() {
     let p = project();
@@ -861,12 +1024,242 @@ fn wrap_gives_the_child_the_proxy_and_ca_and_relays_what_it_sends_outside_any_re
     assert_eq!(evidence["tool_events"][http]["arguments"]["city"], "Oslo");
 }
 
+fn child_server() -> PathBuf {
+    root().join("tests/mcp-stdio/child_server.py")
+}
+
+/// Recording a wrapped server, its own messages are drafted where an operation file can hold
+/// them: a log it sends during a call becomes that tool's `log` declaration (and replay sends
+/// it again); what it sends outside any request (a log, a list change) reaches the agent but
+/// belongs to no call, so the drafts' notes name each such method instead.
+#[test]
+fn wrap_records_the_childs_log_during_a_call_and_notes_what_it_sent_outside_any_request() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = Project::new(&[("child", "mcp")]);
+    let drafts = p.path().join("drafts");
+    let calls = json!([ { "name": "noisy", "arguments": { "task": "sorting" } } ]);
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "child", "--mode", "record", "--out", drafts,
+                 "--config", p.config_path(), "--", "python3", child_server()],
+        "era": "legacy",
+        "roots": [],
+        "pause": 1.5,
+        "calls": calls
+    });
+    let (out, stderr) = python_client(&plan);
+    let logs = out["logs"].to_string();
+    assert!(logs.contains("working on sorting"), "{out}\n{stderr}");
+    assert!(logs.contains("outside any request"), "{out}");
+    assert_eq!(
+        structured(&out["results"][0]),
+        &json!({ "done": "sorting" }),
+        "{out}"
+    );
+    let dir = drafts.join("child");
+    let noisy: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("noisy.json"))
+            .unwrap_or_else(|e| panic!("no noisy draft ({e}): {stderr}")),
+    )
+    .unwrap();
+    let declared = &noisy["mock"]["variants"]["ok"]["notifications"];
+    assert_eq!(declared.as_array().map(Vec::len), Some(1), "{noisy}");
+    assert_eq!(declared[0]["log"]["data"], "working on sorting", "{noisy}");
+    assert_eq!(declared[0]["log"]["level"], "info", "{noisy}");
+    let notes = std::fs::read_to_string(dir.join("record-notes.txt")).unwrap_or_default();
+    for method in ["notifications/message", "notifications/tools/list_changed"] {
+        assert!(
+            notes.contains(&format!(
+                "`{method}` sent by the server outside any tool call"
+            )),
+            "{method} not noted: {notes}"
+        );
+    }
+    // The draft replays through `mcp stdio`: the same result, and the log again.
+    let replay = p.path().join("replay.json");
+    std::fs::write(
+        &replay,
+        json!({ "data_dir": "replay-data", "integrations": {
+            "child": { "profile": "mcp", "operations": dir } } })
+        .to_string(),
+    )
+    .unwrap();
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "stdio", "--integration", "child", "--config", replay],
+        "era": "legacy",
+        "calls": calls
+    });
+    let (replayed, _) = python_client(&plan);
+    assert_eq!(
+        structured(&replayed["results"][0]),
+        &json!({ "done": "sorting" }),
+        "{replayed}"
+    );
+    assert!(
+        replayed["logs"].to_string().contains("working on sorting"),
+        "{replayed}"
+    );
+}
+
+/// `mcp wrap` joined to a running server (`--url`, `--attempt`): no store of its own, the
+/// calls land in that server's attempt and that server's mode (dry-run) decides — a read
+/// reaches the child, a write never does — while the child is still the wrapped server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrap_joins_a_running_servers_attempt_and_mode() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = Project::new(&[("child", "mcp")]);
+    p.write_config(json!({ "mode": "dry-run", "integrations": {
+        "child": { "profile": "mcp", "operations": "mocks/child" } } }));
+    let s = crate::support::Server::start(&p).await;
+    let a = s.attempt(json!({})).await;
+    let writes = p.path().join("child-writes.txt");
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "child", "--config", p.config_path(),
+                 "--url", format!("http://{}", s.addr), "--attempt", a.token,
+                 "--", "python3", child_server()],
+        "env": { "CHILD_WRITES": writes },
+        "era": "legacy",
+        "calls": [ { "name": "remember", "arguments": { "text": "hello" } },
+                   { "name": "noisy", "arguments": { "task": "joined" } } ]
+    });
+    let (out, stderr) = tokio::task::spawn_blocking(move || python_client(&plan))
+        .await
+        .unwrap();
+    let r = out["results"].as_array().unwrap();
+    assert!(
+        stderr.contains("through the server at") && stderr.contains("in that server's mode"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the attempt of --attempt"), "{stderr}");
+    // The write was answered by the running server's dry-run, never by the child.
+    assert_eq!(r[0]["isError"], true, "{out}");
+    assert!(
+        !writes.exists(),
+        "the write reached the child: {:?}",
+        std::fs::read_to_string(&writes)
+    );
+    // The read reached the child through the running server.
+    assert_eq!(structured(&r[1]), &json!({ "done": "joined" }), "{out}");
+    assert!(
+        out["logs"].to_string().contains("working on joined"),
+        "{out}"
+    );
+    // Both calls are in the attempt of --attempt, none in the default attempt.
+    let ev = s.evidence(&a.id).await;
+    let seen: Vec<(Value, Value)> = ev["tool_events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{ev}"))
+        .iter()
+        .map(|e| (e["operation_id"].clone(), e["result_status"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (json!("remember"), json!("blocked")),
+            (json!("noisy"), json!("forwarded"))
+        ],
+        "{ev}"
+    );
+    let default = s.evidence(&s.default_attempt()).await;
+    assert!(
+        default["tool_events"]
+            .as_array()
+            .is_none_or(|e| e.is_empty()),
+        "{default}"
+    );
+    s.stop().await.unwrap();
+}
+
+/// The agent under `understudy test --mode dry-run` starts `understudy mcp wrap` through the
+/// Python SDK (cleaned environment, no `--url`, no `--attempt`): wrap finds the test's server
+/// through the data dir and joins it, so the wrapped server's calls are in the test's
+/// evidence, decided by the test's mode (the write blocked before the child, the read
+/// forwarded to it).
+#[test]
+fn understudy_test_catches_a_wrapped_server_its_agent_starts() {
+    if !python_sdk_available() {
+        return;
+    }
+    let p = Project::new(&[("child", "mcp")]);
+    let report = p.path().join("report");
+    let writes = p.path().join("child-writes.txt");
+    let plan = json!({
+        "command": BIN,
+        "args": ["mcp", "wrap", "--integration", "child", "--config", p.config_path(),
+                 "--", "python3", child_server()],
+        "env": { "CHILD_WRITES": writes },
+        "era": "legacy",
+        "calls": [ { "name": "remember", "arguments": { "text": "hello" } },
+                   { "name": "noisy", "arguments": { "task": "under test" } } ]
+    });
+    let out = Command::new(BIN)
+        .args(["test", "--mode", "dry-run", "--log-stderr", "--config"])
+        .arg(p.config_path())
+        .arg("--report-dir")
+        .arg(&report)
+        .arg("--")
+        .arg("python3")
+        .arg(root().join("tests/mcp-stdio/python_client.py"))
+        .arg(plan.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("through the running understudy test at")
+            && stderr.contains("the running understudy test's attempt"),
+        "wrap did not join the test: {stderr}"
+    );
+    let client: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .rev()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v.get("results").is_some())
+        })
+        .unwrap_or_else(|| panic!("no client output: {stderr}"));
+    assert_eq!(
+        structured(&client["results"][1]),
+        &json!({ "done": "under test" }),
+        "{client}"
+    );
+    assert!(!writes.exists(), "the write reached the child");
+    let evidence: Value =
+        serde_json::from_slice(&std::fs::read(report.join("evidence.json")).unwrap()).unwrap();
+    let seen: Vec<(Value, Value)> = evidence["tool_events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{evidence}"))
+        .iter()
+        .map(|e| (e["operation_id"].clone(), e["result_status"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (json!("remember"), json!("blocked")),
+            (json!("noisy"), json!("forwarded"))
+        ],
+        "{evidence}"
+    );
+}
+
 /// A tool whose rules fault by the `kind` it is given (the mock's own faults, no server).
 fn faulty_tool() -> Value {
     let rule = |kind: &str, fault: Value| {
         json!({ "when": [ { "source": "input", "path": "kind", "op": "eq", "value": kind } ],
                 "fault": fault })
     };
+    // A log before the result: the answer is an SSE stream, cut before the result event.
+    let mut cut = rule(
+        "stream_cut",
+        json!({ "kind": "stream_cut", "after_effect": true }),
+    );
+    cut["notifications"] = json!([{ "log": { "level": "info", "data": "booking, then cut" } }]);
     json!({
         "operation_id": "book",
         "description": "Book something; `kind` picks how the answer fails",
@@ -887,7 +1280,8 @@ fn faulty_tool() -> Value {
                     rule("malformed_body", json!({ "kind": "malformed_body", "after_effect": false })),
                     rule("status", json!({ "kind": "status", "after_effect": false, "status": 503 })),
                     rule("close", json!({ "kind": "close", "after_effect": true })),
-                    rule("reset", json!({ "kind": "reset", "after_effect": false }))
+                    rule("reset", json!({ "kind": "reset", "after_effect": false })),
+                    cut
                 ]
             } },
             "examples": [ { "variant": "ok", "input": { "kind": "plain" },
@@ -901,7 +1295,9 @@ fn faulty_tool() -> Value {
 /// timeout fires) and the session goes on; `malformed_body` is the truncated answer on one
 /// line, which the client cannot parse (it never gets a result), and the session goes on;
 /// `status` is a JSON-RPC error naming the HTTP status; `close` and `reset` end the stdio
-/// session (the command exits 1, later calls fail) — `close` after its effect, `reset` before.
+/// session (the command exits 1, later calls fail) — `close` after its effect, `reset` before;
+/// `stream_cut` (an SSE answer with a log before its result) delivers the log, then ends the
+/// session the same way.
 #[test]
 fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
     if !python_sdk_available() {
@@ -910,7 +1306,7 @@ fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
     let p = Project::new(&[("tools", "mcp")]);
     p.op("tools", faulty_tool());
     let call = |kind: &str| json!({ "name": "book", "arguments": { "kind": kind } });
-    for ending in ["close", "reset"] {
+    for ending in ["close", "reset", "stream_cut"] {
         let plan = json!({ "command": BIN, "args": stdio_args(&p), "era": "legacy",
             "timeout": 2.0,
             "calls": [ call("jsonrpc_error"), call("timeout"), call("malformed_body"),
@@ -959,10 +1355,21 @@ fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
         // close/reset: the stdio session ends; the call and every later one fail.
         assert!(r[5].get("raised").is_some(), "{ending}: {out}");
         assert!(r[6].get("raised").is_some(), "{ending}: {out}");
-        assert!(
-            stderr.contains(&format!("a `{ending}` fault ended the session")),
-            "{stderr}"
-        );
+        if ending == "stream_cut" {
+            assert!(
+                stderr.contains("ended before its result (a `stream_cut` fault"),
+                "{stderr}"
+            );
+            // What came before the result did reach the client.
+            let logs = out["logs"].to_string();
+            assert!(logs.contains("booking, then cut"), "{out}");
+        } else {
+            assert!(
+                stderr.contains(&format!("a `{ending}` fault ended the session")),
+                "{stderr}"
+            );
+            assert!(!out["logs"].to_string().contains("booking"), "{out}");
+        }
         // The evidence: every call with its fault, the effects exactly as the faults say.
         let id = stderr
             .split("the default attempt ")
@@ -987,7 +1394,7 @@ fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
                 )
             })
             .collect();
-        let after = if ending == "close" { "ok" } else { "blocked" };
+        let after = if ending == "reset" { "blocked" } else { "ok" };
         assert_eq!(
             seen,
             vec![
@@ -1008,7 +1415,7 @@ fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
             ],
             "nothing after the session ended: {evidence}"
         );
-        let last = if ending == "close" { "close" } else { "plain" };
+        let last = if ending == "reset" { "plain" } else { ending };
         assert_eq!(evidence["final_state"]["tools"]["last"], last, "{evidence}");
         // The timed-out call took effect before its answer was lost (`after_effect`).
         assert_eq!(events[1]["fault"]["after_effect"], true);

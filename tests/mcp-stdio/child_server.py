@@ -8,6 +8,9 @@
   `notifications/tools/list_changed` and a `roots/list` request of its own.
 - `seen` tells what it received: the client's answer to its `roots/list`, and the proxy and
   CA variables it was started with.
+- `noisy {task}` sends a log message during the call, before its result.
+- `remember {text}` is a write (no `readOnlyHint`): it appends the text to the file named by
+  `CHILD_WRITES`, so a test can tell whether a write ever reached this server.
 """
 
 import json
@@ -30,6 +33,25 @@ TOOLS = [
             "required": ["city"],
         },
         "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "noisy",
+        "description": "Logs while it works, then answers",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"task": {"type": "string"}},
+            "required": ["task"],
+        },
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "remember",
+        "description": "Write a note to this server's file",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
     },
     {
         "name": "seen",
@@ -68,6 +90,14 @@ def call(name, args):
         except Exception as e:  # the agent sees why
             return {"content": [{"type": "text", "text": f"{type(e).__name__}: {e}"}],
                     "isError": True}
+    if name == "noisy":
+        send({"jsonrpc": "2.0", "method": "notifications/message",
+              "params": {"level": "info", "logger": "child", "data": "working on " + args["task"]}})
+        return result({"done": args["task"]})
+    if name == "remember":
+        with open(os.environ["CHILD_WRITES"], "a") as f:
+            f.write(args["text"] + "\n")
+        return result({"remembered": args["text"]})
     if name == "seen":
         env = {k: os.environ.get(k) for k in
                ["HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"]}

@@ -134,6 +134,89 @@ pub fn oversize_error(len: usize, max: usize) -> Value {
     )
 }
 
+/// What the front does with one frame: `Ok(Some(message))` to post, `Ok(None)` for a blank
+/// line (nothing), `Err(line)` the JSON-RPC parse error that answers a line that is not JSON
+/// or is over `max` bytes. Every frame gets exactly one of the three.
+pub fn read_frame(frame: &Frame, max: usize) -> Result<Option<Value>, Value> {
+    match frame {
+        Frame::Oversize(len) => Err(oversize_error(*len, max)),
+        Frame::Line(line) => read_line(line),
+    }
+}
+
+/// Whether a whole (non-SSE) answer to a request ended before its result: a success status
+/// with no body at all. Over stdio that is a cut stream (`stream_cut`, or a server that
+/// closed the connection without its answer): the session ends, since stdout is the one
+/// stream a result could still come on ([`answer_lines`] is not asked for its lines).
+pub fn cut_before_result(status: u16, body: &[u8], request_id: Option<&Value>) -> bool {
+    request_id.is_some() && (200..300).contains(&status) && body.trim_ascii().is_empty()
+}
+
+/// The property of the fuzz target `fuzz/fuzz_targets/stdio_lines.rs` (also run over a
+/// seeded corpus by this module's tests, so it runs on every `cargo test`): arbitrary bytes
+/// as stdin, split into lines with a small limit over chunks of a size chosen by the first
+/// byte. Panics when it fails: every `\n`-ended piece of the input (and a last piece without
+/// one) is exactly one frame — the piece itself (without a trailing `\r`) when it fits, else
+/// one oversize frame; every frame is posted, ignored (blank) or answered by one `-32700` line
+/// with `id: null` that is one JSON line; the POST headers of a message, the SSE decoder and
+/// the answer lines never panic and the answer lines are single lines.
+pub fn fuzz_stdin(data: &[u8]) {
+    const MAX: usize = 256;
+    let (cut, body) = match data.split_first() {
+        Some((c, rest)) => (usize::from(*c).max(1), rest),
+        None => (1, data),
+    };
+    let mut s = LineSplitter::new(MAX);
+    let mut frames = Vec::new();
+    for chunk in body.chunks(cut) {
+        s.push(chunk, &mut frames);
+    }
+    frames.extend(s.finish());
+    let mut pieces: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+    if pieces.last().is_some_and(|p| p.is_empty()) {
+        pieces.pop();
+    }
+    assert_eq!(frames.len(), pieces.len(), "one frame per line: {body:?}");
+    let mut outbound = Outbound::default();
+    for (frame, raw) in frames.iter().zip(&pieces) {
+        let piece = raw.strip_suffix(b"\r").unwrap_or(*raw);
+        match frame {
+            Frame::Oversize(n) => assert!(*n > MAX && raw.len() > MAX, "{raw:?}"),
+            Frame::Line(l) => assert!(l.as_slice() == piece && raw.len() <= MAX, "{raw:?}"),
+        }
+        match read_frame(frame, MAX) {
+            Ok(Some(v)) => {
+                let _ = outbound.headers(&v);
+                outbound.learn("tools/list", &v);
+                outbound.learn("initialize", &v);
+            }
+            Ok(None) => assert!(piece.iter().all(u8::is_ascii_whitespace)),
+            Err(e) => {
+                assert_eq!(e["error"]["code"], Value::from(PARSE_ERROR));
+                assert_eq!(e["id"], Value::Null);
+                let line = to_line(e.to_string().as_bytes());
+                assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+                assert!(serde_json::from_slice::<Value>(&line).is_ok());
+            }
+        }
+    }
+    let mut d = SseDecoder::default();
+    let mut events = Vec::new();
+    for chunk in body.chunks(cut) {
+        d.push(chunk, &mut events);
+    }
+    let id = Value::from(1);
+    for status in [200, 503] {
+        if cut_before_result(status, body, Some(&id)) {
+            continue;
+        }
+        for line in answer_lines(status, body, Some(&id)) {
+            assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+            assert_eq!(line.last(), Some(&b'\n'));
+        }
+    }
+}
+
 /// What the stdio session knows that the HTTP client would carry in headers.
 #[derive(Debug, Default, Clone)]
 pub struct Outbound {
@@ -386,6 +469,78 @@ mod tests {
         let e = oversize_error(20, 10);
         assert_eq!(e["error"]["code"], -32700);
         assert_eq!(e["id"], Value::Null);
+    }
+
+    /// The fuzz target's property ([`fuzz_stdin`]) over a seeded corpus: inputs made of
+    /// whole messages, pieces of them, raw bytes that matter to the framing (`\n`, `\r`,
+    /// invalid UTF-8, JSON punctuation) and runs longer than the limit, cut into chunks of
+    /// every size from 1 byte.
+    #[test]
+    fn arbitrary_stdin_never_panics_and_every_line_is_posted_ignored_or_answered() {
+        let messages: [&[u8]; 5] = [
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            br#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"t","arguments":{"a":[1,2]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+            br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"t","inputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}]}}"#,
+            b"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n",
+        ];
+        let alphabet: &[u8] = b"{}[]\":,\\ a1\n\r\t\xff\xc3";
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        let (mut lines, mut oversize) = (0, 0);
+        for _ in 0..5_000 {
+            let mut input = vec![(next() % 64) as u8 + 1];
+            for _ in 0..next() % 8 {
+                match next() % 6 {
+                    0 | 1 => input.extend_from_slice(messages[(next() % 5) as usize]),
+                    2 => {
+                        let m = messages[(next() % 5) as usize];
+                        input.extend_from_slice(&m[..(next() as usize) % m.len()]);
+                    }
+                    3 => input.extend(std::iter::repeat_n(b'a', 200 + (next() % 200) as usize)),
+                    _ => {
+                        for _ in 0..next() % 12 {
+                            input.push(alphabet[(next() as usize) % alphabet.len()]);
+                        }
+                    }
+                }
+                if next() % 3 > 0 {
+                    input.extend_from_slice(if next() % 4 == 0 { &b"\r\n"[..] } else { b"\n" });
+                }
+            }
+            fuzz_stdin(&input);
+            let mut s = LineSplitter::new(256);
+            let mut f = Vec::new();
+            s.push(&input[1..], &mut f);
+            f.extend(s.finish());
+            lines += f.len();
+            oversize += f.iter().filter(|x| matches!(x, Frame::Oversize(_))).count();
+        }
+        // The corpus reaches what it is for: many lines, some of them over the limit.
+        assert!(
+            lines > 5_000 && oversize > 500,
+            "{lines} lines, {oversize} oversize"
+        );
+    }
+
+    #[test]
+    fn an_empty_success_to_a_request_is_a_cut_stream() {
+        let id = json!(3);
+        assert!(cut_before_result(200, b"", Some(&id)));
+        assert!(cut_before_result(200, b" \r\n", Some(&id)));
+        // A notification's 202, an error status, a body: not cut.
+        assert!(!cut_before_result(202, b"", None));
+        assert!(!cut_before_result(503, b"", Some(&id)));
+        assert!(!cut_before_result(200, b"{", Some(&id)));
+        assert_eq!(
+            read_frame(&Frame::Oversize(300), 256).unwrap_err()["error"]["data"]["limit_bytes"],
+            256
+        );
     }
 
     #[test]

@@ -216,18 +216,44 @@ impl Learn {
             let Ok(m) = serde_json::from_str::<Value>(&data) else {
                 continue;
             };
-            if m.get("method").is_some() && m.get("id").is_some() {
+            let Some(method) = m.get("method").and_then(Value::as_str) else {
+                continue;
+            };
+            if m.get("id").is_some() {
                 let order = self.app.forwarding.next_order();
                 let recorder = &self.app.forwarding.recorder;
                 recorder.keep_ask(&self.integration, session, order, &m);
+            } else {
+                self.note_unsolicited(method);
             }
         }
         *read += end + 2;
     }
 
+    /// A notification outside any tool call (a log, a list change, a resource update, on the
+    /// session's stream or on the answer of a listing): relayed to the client, but no
+    /// operation file holds it — a draft describes the answer to one call, and replay sends
+    /// list changes and resource updates itself when its own state changes. Noted instead.
+    fn note_unsolicited(&self, method: &str) {
+        self.app.forwarding.recorder.note(
+            &self.integration,
+            format!(
+                "{}: `{method}` sent by the server outside any tool call was relayed, not drafted: an operation file describes the answer to one call",
+                self.integration
+            ),
+        );
+    }
+
     /// Keep the answer to the captured request (its JSON-RPC `result` or `error`).
     fn capture_from(&self, bytes: &[u8]) {
         let Some(c) = &self.capture else { return };
+        // A stdio server's message sent outside any request travels with whatever request
+        // was waiting (`crate::server::stdio_child`): on a listing's answer it is no call's.
+        for m in messages(&self.headers, bytes) {
+            if let (Some(method), None) = (m.get("method").and_then(Value::as_str), m.get("id")) {
+                self.note_unsolicited(method);
+            }
+        }
         let outcome = messages(&self.headers, bytes)
             .into_iter()
             .filter(|m| m.get("id") == Some(&c.id))

@@ -14,7 +14,9 @@
 //!
 //! - **Outside `replay`** an integration with an `upstream` is proxied to the real MCP server
 //!   ([`forward`]) while the attempt's lease is active; without one, or after the
-//!   lease, it is answered here as in `replay`.
+//!   lease, it is answered here as in `replay`. A request carrying [`UPSTREAM_HEADER`] (from
+//!   `understudy mcp wrap` joined to this server: the stdio server it wraps) is proxied to
+//!   that loopback URL instead ([`joined_upstream`]).
 //! - **Routing**: a request whose path is exactly an `mcp` integration's base — `/<integration>`
 //!   or `/~<token>/<integration>`, with or without a trailing slash, or the upstream's own
 //!   endpoint URL through the forward proxy — is this module's ([`is_endpoint`]); the attempt
@@ -133,9 +135,26 @@ where
     } else {
         Posted::none()
     };
+    let joined = match joined_upstream(&req) {
+        Ok(u) => u,
+        Err(msg) => {
+            let body = jsonrpc::error(&Value::Null, INVALID_REQUEST, &msg, None);
+            return Response::builder()
+                .status(StatusCode::BAD_REQUEST)
+                .header("content-type", "application/json")
+                .body(full(body.to_string()))
+                .expect("static response");
+        }
+    };
     let lease = call::check_lease(&app, &attempt.read_record());
-    if app.mode != Mode::Replay && integ.config.upstream.is_some() && lease.is_ok() {
-        let integ = integ.clone();
+    if app.mode != Mode::Replay
+        && (integ.config.upstream.is_some() || joined.is_some())
+        && lease.is_ok()
+    {
+        let mut integ = integ.clone();
+        if let Some(u) = joined {
+            integ.config.upstream = Some(u);
+        }
         return outside_replay(app.clone(), attempt, consumed, integ, req, &posted).await;
     }
     let active = lease.is_ok();
@@ -168,6 +187,41 @@ where
                 .body(full(Bytes::new()))
                 .expect("static response")
         }),
+    }
+}
+
+/// The header by which `understudy mcp wrap`, joined to a running server, names the stdio
+/// server it started (its loopback bridge) as the integration's upstream for this request.
+pub const UPSTREAM_HEADER: &str = "understudy-mcp-upstream";
+
+/// The upstream a joined `understudy mcp wrap` names ([`UPSTREAM_HEADER`]): outside `replay`
+/// the request is forwarded there instead of the integration's `upstream`. Only from a
+/// loopback peer (not through the forward proxy), and only a loopback `http://` URL: the
+/// header can never send a call off the machine. `Err`: the header is there but refused.
+fn joined_upstream(req: &Request) -> Result<Option<String>, String> {
+    let Some(v) = req.headers.get(UPSTREAM_HEADER) else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| {
+        Err(format!(
+            "Invalid request: the {UPSTREAM_HEADER} header (sent by `understudy mcp wrap`) {why}"
+        ))
+    };
+    if req.via_proxy.is_some() || !req.peer.ip().is_loopback() {
+        return refuse("is taken only from a loopback client, not through the forward proxy");
+    }
+    let Some(url) = v.to_str().ok().map(str::trim) else {
+        return refuse("is not text");
+    };
+    let host = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .and_then(|hp| hp.rsplit_once(':'))
+        .filter(|(_, port)| port.parse::<u16>().is_ok())
+        .map(|(h, _)| h);
+    match host {
+        Some("127.0.0.1" | "[::1]" | "localhost") => Ok(Some(url.to_string())),
+        _ => refuse("must be http://127.0.0.1:PORT/… (the wrapped server's loopback bridge)"),
     }
 }
 
@@ -392,4 +446,56 @@ async fn after_lease(
         return to_http(f.response);
     }
     mcp_response(harness_reply_to(posted, &err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::{HeaderMap, HeaderValue};
+    use std::net::SocketAddr;
+
+    fn req(peer: &str, upstream: Option<&str>) -> Request {
+        let mut h = HeaderMap::new();
+        if let Some(u) = upstream {
+            h.insert(UPSTREAM_HEADER, HeaderValue::from_str(u).unwrap());
+        }
+        let peer: SocketAddr = peer.parse().unwrap();
+        Request::new(
+            "POST",
+            "/child",
+            None,
+            h,
+            Bytes::new(),
+            peer,
+            std::time::Instant::now(),
+        )
+    }
+
+    #[test]
+    fn a_joined_wrap_names_only_a_loopback_upstream_from_loopback() {
+        assert_eq!(joined_upstream(&req("127.0.0.1:5000", None)), Ok(None));
+        let ok = "http://127.0.0.1:41234/mcp";
+        assert_eq!(
+            joined_upstream(&req("127.0.0.1:5000", Some(ok))),
+            Ok(Some(ok.to_string()))
+        );
+        assert!(
+            joined_upstream(&req("[::1]:5000", Some("http://[::1]:9/mcp")))
+                .unwrap()
+                .is_some()
+        );
+        for bad in [
+            "http://10.0.0.8:80/mcp",
+            "https://127.0.0.1:443/mcp",
+            "http://127.0.0.1.evil.test:80/",
+            "http://127.0.0.1/mcp",
+            "http://user@127.0.0.1:80/",
+        ] {
+            let e = joined_upstream(&req("127.0.0.1:5000", Some(bad))).unwrap_err();
+            assert!(e.contains(UPSTREAM_HEADER), "{bad}: {e}");
+        }
+        // Never from another machine.
+        let e = joined_upstream(&req("192.168.1.9:5000", Some(ok))).unwrap_err();
+        assert!(e.contains("loopback client"), "{e}");
+    }
 }
