@@ -355,3 +355,20 @@ fn rolls_accumulate_and_a_clean_generation_passes() {
     assert!(v.reasons[0].message.contains("2 finding(s)"), "{v:?}");
     assert_eq!(v.reasons[0].sequence, Some(3));
 }
+
+/// A reason the fold found outside its per-code counter (an `expires_at` that is not a
+/// time, found when the judge is made) is counted once, not as often as the other codes.
+#[test]
+fn a_reason_found_before_the_timeline_rolls_over_counted_once() {
+    let a = AttemptRecord {
+        expires_at: Some("not a time".into()),
+        ..AttemptRecord::default()
+    };
+    let mut j = Judge::new(&a);
+    j.call(&harness(1, "no_mock"));
+    j.call(&harness(2, "no_mock"));
+    j.expect_last(2);
+    let r = j.roll_over(2);
+    assert_eq!(r.findings["lease_expired"].count, 1, "{r:?}");
+    assert_eq!(r.findings["harness_error"].count, 2, "{r:?}");
+}
