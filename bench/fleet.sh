@@ -95,7 +95,7 @@ run() {
 tokens() {
   local t="" i
   for i in $(seq 1 "$ATTEMPTS"); do
-    t="$t $(curl -sf -X POST -d '{}' "$1/_understudy/api/attempts" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
+    t="$t $(curl -sf -X POST -H 'Content-Type: application/json' -d '{}' "$1/_understudy/api/attempts" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
   done
   echo "$t"
 }
@@ -193,9 +193,9 @@ if [ "${PERF:-0}" = 1 ]; then
   wait "$PERF_PID" || true
   OUTP="${PERF_OUT:-$ROOT/bench/results/$(date -u +%Y-%m-%dT%H%M)-fleet-perf.txt}"
   { echo "# perf record -F 99 -a -g during: postgres, nginx + two processes, $ATTEMPTS attempts (DUR=$DUR WARM=$WARM C=$C)"
-    echo "## CPU samples by command"; perf report -i "$WORK/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15
-    echo "## top symbols, understudy"; perf report -i "$WORK/perf.data" --no-children --comms understudy,understudy-pg,tokio-runtime-w --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
-    echo "## top symbols, postgres"; perf report -i "$WORK/perf.data" --no-children --comms postgres --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
+    echo "## CPU samples by command"; { perf report -i "$WORK/perf.data" --no-children --sort comm --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15; } || true
+    echo "## top symbols, understudy"; { perf report -i "$WORK/perf.data" --no-children --comms understudy,understudy-pg,tokio-runtime-w --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25; } || true
+    echo "## top symbols, postgres"; { perf report -i "$WORK/perf.data" --no-children --comms postgres --sort dso,symbol --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25; } || true
   } > "$OUTP"
   echo "bench/fleet.sh: profile in $OUTP" >&2
 fi

@@ -27,7 +27,7 @@ check "mock/ uses no hyper, tokio or sled" \
     "grep -rlnE 'hyper|tokio|sled' src/mock"
 # Below app: author, evidence, operation, upstream, profile, store, config, http, records, tls,
 # contract, mock, error, util.
-below_app="src/author src/evidence src/operation src/upstream src/profile src/store src/config.rs src/http src/records.rs src/tls src/contract src/mock src/error.rs src/util"
+below_app="src/author src/evidence src/operation src/upstream src/profile src/store src/config src/http src/records.rs src/tls src/contract src/mock src/error.rs src/util"
 # A line of grep -rn output that is not a comment.
 code="grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'"
 check "nothing below app names app, proxy, admin, server or commands" \

@@ -87,10 +87,25 @@ impl Postgres {
     ) -> Result<Option<Fresh>, StoreError> {
         let s = self.shared.clone();
         let id = attempt_id.to_string();
-        self.handle
-            .spawn(async move { s.lock_call(&id, token).await })
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Backend("the store runtime stopped".into())))
+        let task = self
+            .handle
+            .spawn(async move { s.lock_call(&id, token).await });
+        // The caller's future may be dropped while it waits (a client that hangs up: every
+        // connection of a load generator at its end). The spawned task still takes the hold;
+        // nobody would ever release it, the lease would never be given back and every other
+        // process would time out on the attempt. So a dropped wait releases the hold once the
+        // task has taken it.
+        let mut guard = Abandoned {
+            task: Some(task),
+            shared: self.shared.clone(),
+            handle: self.handle.clone(),
+            attempt_id: attempt_id.to_string(),
+            token,
+        };
+        let task = guard.task.as_mut().expect("set above");
+        let r = task.await;
+        guard.task = None;
+        r.unwrap_or_else(|_| Err(StoreError::Backend("the store runtime stopped".into())))
     }
 
     /// Ends a hold that no `write_call` consumed.
@@ -406,4 +421,30 @@ pub(super) async fn read_row(
             chaos,
         }),
     ))
+}
+
+/// A `lock_call` whose caller went away before its hold was taken: releases the hold when
+/// the spawned task has taken it (see [`Postgres::lock_call`]).
+struct Abandoned {
+    task: Option<tokio::task::JoinHandle<Result<Option<Fresh>, StoreError>>>,
+    shared: std::sync::Arc<Shared>,
+    handle: tokio::runtime::Handle,
+    attempt_id: String,
+    token: u64,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            let (s, id, token) = (
+                self.shared.clone(),
+                std::mem::take(&mut self.attempt_id),
+                self.token,
+            );
+            self.handle.spawn(async move {
+                let _ = task.await;
+                s.release_call(&id, token);
+            });
+        }
+    }
 }

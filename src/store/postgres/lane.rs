@@ -234,8 +234,17 @@ impl Shared {
         let mut st = lock(&self.lane.st);
         match r {
             Ok((own_id, fresh)) => {
-                st.holds
+                let before = st
+                    .holds
                     .insert(attempt_id.to_string(), Hold::Owned { token, own_id });
+                // One hold per attempt is kept: a hold still there belongs to a call that went
+                // away before writing (its client hung up). It ends now, or it would count in
+                // `holders` for ever and the lease would never be given back.
+                if let Some(Hold::Owned { own_id: old, .. }) = before {
+                    if let Some(o) = st.owned.get_mut(attempt_id).filter(|o| o.own_id == old) {
+                        o.holders = o.holders.saturating_sub(1);
+                    }
+                }
                 Ok(fresh)
             }
             Err(e) => {
