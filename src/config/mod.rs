@@ -12,7 +12,8 @@ use std::{collections::BTreeMap, fmt};
 
 /// The listen address when neither the file nor `--listen` gives one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
-/// The project file name looked for in the current directory (and, to infer an operation file's profile, in its ancestors).
+/// The project file name looked for in the current directory (and, to infer an operation
+/// file's profile, in its ancestors).
 pub const PROJECT_FILE: &str = "understudy.json";
 
 /// Server mode (docs/src/reference/modes.md).
@@ -156,6 +157,7 @@ pub(crate) struct RawConfig {
     /// Traces out: each served call as an OpenTelemetry span sent to an OTLP/HTTP collector.
     #[serde(default)]
     otel: crate::telemetry::Otel,
+    /// The default attempt's retention bound (docs/src/reference/evidence-envelope.md#retention).
     #[serde(default)]
     default_attempt: crate::evidence::retention::DefaultAttempt,
     /// Integration name (`[a-z0-9_-]{1,64}`, not starting with `_`) → its definition; at least one.
@@ -274,7 +276,8 @@ pub struct Config {
     pub listen: String,
     /// Default `<base>/.understudy`.
     pub data_dir: PathBuf,
-    /// `"store": "postgres://…"` (docs/src/operations/fleet-store.md): the fleet store instead of the embedded one in `data_dir`; `--store URL` / `UNDERSTUDY_STORE` override it.
+    /// `"store": "postgres://…"` (docs/src/operations/fleet-store.md): the fleet store instead of the embedded one in
+    /// `data_dir`; `--store URL` / `UNDERSTUDY_STORE` override it.
     pub store: Option<String>,
     pub mode: Mode,
     /// Default `<base>/certs` (docs/src/reference/https.md).
@@ -282,15 +285,18 @@ pub struct Config {
     pub upstream_ca: Option<PathBuf>,
     pub scrub: Scrub,
     pub redact: Vec<String>,
-    /// The tool-call contracts directory (docs/src/reference/contracts.md): `contracts` resolved, else `<base>/contracts` when that directory exists, else none.
+    /// The tool-call contracts directory (docs/src/reference/contracts.md): `contracts` resolved, else
+    /// `<base>/contracts` when that directory exists, else none.
     pub contracts: Option<PathBuf>,
-    /// `"durability"`: when calls of the default attempt, and of attempts whose `POST /attempts` body names none, are durable (default `call`: before the answer).
+    /// `"durability"`: when calls of the default attempt, and of attempts whose
+    /// `POST /attempts` body names none, are durable (default `call`: before the answer).
     pub durability: Durability,
     /// `allowed_hosts`, `allowed_origins`, `trust_loopback`, `admin_tokens`.
     pub control: Control,
     pub integrations: BTreeMap<String, IntegrationConfig>,
     /// `"otel"` as written (`OTEL_*` are read at start-up), and `--otel-forward`.
     pub otel: crate::telemetry::Otel,
+    /// `"default_attempt"`: the default attempt's retention bound.
     pub default_attempt: crate::evidence::retention::DefaultAttempt,
 }
 
