@@ -372,3 +372,20 @@ fn a_reason_found_before_the_timeline_rolls_over_counted_once() {
     assert_eq!(r.findings["lease_expired"].count, 1, "{r:?}");
     assert_eq!(r.findings["harness_error"].count, 2, "{r:?}");
 }
+
+/// What rolled out counts as something that happened, calls and agent-side events alike:
+/// one of each rolled out, nothing kept, still a pass (not `no_calls`).
+#[test]
+fn rolled_out_calls_and_events_together_are_not_no_calls() {
+    let a = AttemptRecord {
+        rolled_over: Some(RolledOver {
+            through: 2,
+            rolls: 1,
+            calls: 1,
+            events: 1,
+            findings: Default::default(),
+        }),
+        ..AttemptRecord::default()
+    };
+    assert!(judge(&a, &[], &[], &[]).passed());
+}
