@@ -279,6 +279,50 @@ pub struct AttemptRecord {
     /// (`"<time> <method> <target>: <why>"`, without query strings or credentials).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside: Vec<String>,
+    /// The default attempt's retention: what rolled out of the store at its bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_over: Option<RolledOver>,
+}
+
+impl AttemptRecord {
+    /// The last sequence that rolled out of the store (0: none did): the attempt's
+    /// timeline is `rolled_through() + 1 ..= last_sequence`.
+    pub fn rolled_through(&self) -> u64 {
+        self.rolled_over.as_ref().map_or(0, |r| r.through)
+    }
+}
+
+/// What rolled out of the store of the default attempt at its retention bound
+/// (`default_attempt.max_entries` of `understudy.json`,
+/// docs/src/reference/evidence-envelope.md#retention): every entry up to `through` was
+/// judged, then removed; what the verdict found in them is kept here, counted per code, so
+/// a failure that rolled out still fails the attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RolledOver {
+    /// Every entry with `sequence <= through` rolled out: the timeline starts after it.
+    pub through: u64,
+    /// How many times the attempt rolled over.
+    pub rolls: u64,
+    /// Tool calls that rolled out.
+    pub calls: u64,
+    /// Agent-side events that rolled out.
+    pub events: u64,
+    /// Reason code → what the verdict found in the entries that rolled out.
+    #[serde(default)]
+    pub findings: BTreeMap<String, RolledFinding>,
+}
+
+/// The findings of one reason code in the entries that rolled out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RolledFinding {
+    /// How many reasons of this code.
+    pub count: u64,
+    /// The first of them: its sequence (when it has one) and its message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_sequence: Option<u64>,
+    pub first_message: String,
 }
 
 /// How many calls outside an exclusive attempt its record describes (all are counted).
@@ -317,6 +361,7 @@ impl Default for AttemptRecord {
             exclusive: false,
             outside_calls: 0,
             outside: Vec::new(),
+            rolled_over: None,
         }
     }
 }

@@ -429,9 +429,11 @@ pub(crate) fn write_evidence(
     window: Option<crate::evidence::stream::Window>,
     out: &mut dyn std::io::Write,
 ) -> Result<crate::evidence::stream::Written, crate::evidence::stream::StreamError> {
-    let mut chunks = app
-        .store
-        .timeline_chunks(&snap.attempt.attempt_id, snap.last_sequence);
+    let mut chunks = app.store.timeline_chunks(
+        &snap.attempt.attempt_id,
+        snap.attempt.rolled_through(),
+        snap.last_sequence,
+    );
     let mut next = || chunks().map_err(|e| e.to_string());
     let s = snap.stream_snapshot(&app.config.redact);
     crate::evidence::stream::write_envelope(out, &s, window, &mut next)
@@ -443,9 +445,11 @@ pub(crate) fn judge_evidence(
     app: &App,
     snap: &EvidenceSnapshot,
 ) -> Result<crate::evidence::stream::Written, crate::evidence::stream::StreamError> {
-    let mut chunks = app
-        .store
-        .timeline_chunks(&snap.attempt.attempt_id, snap.last_sequence);
+    let mut chunks = app.store.timeline_chunks(
+        &snap.attempt.attempt_id,
+        snap.attempt.rolled_through(),
+        snap.last_sequence,
+    );
     let mut next = || chunks().map_err(|e| e.to_string());
     let s = snap.stream_snapshot(&app.config.redact);
     crate::evidence::stream::judge_only(&s, &mut next)

@@ -610,7 +610,8 @@ impl Attempts {
         let mut st = AttemptState::with_evidence(store.state(&id)?, &[]);
         // Chunk by chunk: an attempt of a million calls is rebuilt in the memory of its
         // idempotency table, not of its history.
-        let mut chunks = store.timeline_chunks(&id, store.last_sequence(&id)?);
+        let mut chunks =
+            store.timeline_chunks(&id, rec.rolled_through(), store.last_sequence(&id)?);
         while let Some(chunk) = chunks()? {
             for e in &chunk {
                 if let crate::records::EvidenceEntry::Call(c) = e {
@@ -625,7 +626,24 @@ impl Attempts {
     /// attempt: no token, proxy credentials dropped, an unknown host refused at the forward
     /// proxy): every open attempt created `exclusive` counts it in its record, durably, and
     /// fails with `outside_attempt`. `line` describes the call (no query, no credentials).
+    /// On a shared store (a fleet) that includes the exclusive attempts other processes
+    /// created and this one never loaded (they are loaded now), and the count is one atomic
+    /// update of the stored record, which also decides whether the attempt is still open.
     pub async fn note_outside(&self, store: &Store, now: DateTime<Utc>, line: &str) {
+        if store.is_shared() {
+            match store.open_exclusive_attempts() {
+                Ok(ids) => {
+                    for id in ids.iter().filter(|id| self.loaded(id).is_none()) {
+                        if let Err(e) = self.get(store, id) {
+                            tracing::error!(attempt = %id, error = %e, "cannot load an exclusive attempt of another process: a call that missed it is not counted");
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot list the open exclusive attempts of the fleet: a call that missed one created by another process is not counted")
+                }
+            }
+        }
         for a in self.all() {
             {
                 let r = a.read_record();
@@ -633,15 +651,16 @@ impl Attempts {
                     continue;
                 }
             }
-            // Under its state lock: no other write of its record interleaves.
+            // Under its state lock: no other write of its record by this process interleaves.
             let _g = a.lock.lock().await;
-            let mut r = a.record();
-            r.outside_calls += 1;
-            if r.outside.len() < crate::records::MAX_OUTSIDE_LISTED {
-                r.outside.push(line.to_string());
-            }
-            match store.put_attempt(&r) {
-                Ok(()) => a.set_record(r),
+            match store.count_outside_call(&a.id, line, now) {
+                Ok(Some(stored)) => {
+                    let mut r = a.record();
+                    r.outside_calls = stored.outside_calls;
+                    r.outside = stored.outside;
+                    a.set_record(r);
+                }
+                Ok(None) => continue, // ended (or expired) meanwhile, maybe by another process
                 Err(e) => {
                     tracing::error!(attempt = %a.id, error = %e, "cannot record a call outside the exclusive attempt: it fails in this process");
                     a.store_failures

@@ -15,6 +15,7 @@
 //! | [`endpoints`] | the MCP endpoints (and so sessions) per attempt and integration |
 //! | [`metrics`] | the counters of `GET /metrics` |
 //! | [`telemetry`] | traces out: the OTLP exporter of `"otel"` / `OTEL_*`, each served call's span, the attempt span with the verdict, the flush at shutdown |
+//! | [`retention`] | the default attempt's retention bound: rolls it over after a call that reaches `default_attempt.max_entries` |
 //! | [`contracts`] | the tool-call contracts (docs/src/reference/contracts.md): loaded, checked, hot-reloaded, pinned by attempts |
 //!
 //! Start-up ([`App::build`]): load the project file's integrations, run `check` on every
@@ -41,6 +42,7 @@ pub mod hosts;
 pub mod integration;
 pub mod metrics;
 pub mod recorder;
+pub mod retention;
 pub mod routes;
 pub mod telemetry;
 

@@ -55,7 +55,7 @@ pub fn write_from_store(
         None => store.state(attempt_id).map_err(|e| e.to_string())?,
     };
     let last_sequence = store.last_sequence(attempt_id).map_err(|e| e.to_string())?;
-    let mut chunks = store.timeline_chunks(attempt_id, last_sequence);
+    let mut chunks = store.timeline_chunks(attempt_id, attempt.rolled_through(), last_sequence);
     let mut next = || chunks().map_err(|e| e.to_string());
     let snap = Snapshot {
         attempt: &attempt,

@@ -157,6 +157,9 @@ pub(crate) struct RawConfig {
     /// Traces out: each served call as an OpenTelemetry span sent to an OTLP/HTTP collector.
     #[serde(default)]
     otel: crate::telemetry::Otel,
+    /// The default attempt's retention bound (docs/src/reference/evidence-envelope.md#retention).
+    #[serde(default)]
+    default_attempt: crate::evidence::retention::DefaultAttempt,
     /// Integration name (`[a-z0-9_-]{1,64}`, not starting with `_`) → its definition; at least one.
     #[schemars(extend("propertyNames" = {"pattern": "^[a-z0-9-][a-z0-9_-]{0,63}$"}, "minProperties" = 1))]
     integrations: BTreeMap<String, RawIntegration>,
@@ -293,6 +296,8 @@ pub struct Config {
     pub integrations: BTreeMap<String, IntegrationConfig>,
     /// `"otel"` as written (`OTEL_*` are read at start-up), and `--otel-forward`.
     pub otel: crate::telemetry::Otel,
+    /// `"default_attempt"`: the default attempt's retention bound.
+    pub default_attempt: crate::evidence::retention::DefaultAttempt,
 }
 
 /// One integration of the project file.
@@ -550,6 +555,7 @@ impl Config {
             integrations,
             base_dir,
             otel: raw.otel,
+            default_attempt: raw.default_attempt,
         })
     }
 

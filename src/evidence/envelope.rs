@@ -14,6 +14,7 @@
 //! | `final_state` | integration → state object |
 //! | `store_failures` | calls answered 500 `store_error` (the attempt's durable counter) |
 //! | `outside_attempt` | `{"calls": n, "listed": [...]}`: calls that missed an exclusive attempt |
+//! | `rolled_over` | the default attempt only, once entries rolled out of the store at its retention bound: `{"through","rolls","calls","events","findings":{code:{"count","first_sequence"?,"first_message"}}}` |
 //! | `verdict_reasons` | `[{"code","message","sequence"?}]` ([`super::verdict`]) |
 //! | `verdict` | `pass` or `fail` |
 //!
@@ -34,7 +35,7 @@ use super::verdict::{self, Reason, Verdict};
 use super::verify::{self, ContractResult};
 use crate::records::{
     AgentEvent, AttemptEvidence, AttemptRecord, EventSource, EvidenceEntry, FaultRecord,
-    ResultStatus, ToolEvent,
+    ResultStatus, RolledOver, ToolEvent,
 };
 
 /// The `schema_version` of the exported envelope.
@@ -116,9 +117,14 @@ pub struct Head {
     /// Calls that missed an exclusive attempt.
     #[serde(default)]
     pub outside_attempt: OutsideAttempt,
-    /// The attempt's last sequence when the envelope was read: the timeline is 1..this.
+    /// The attempt's last sequence when the envelope was read: the timeline is 1..this
+    /// (`rolled_over.through + 1`..this once entries rolled out).
     #[serde(default)]
     pub last_sequence: u64,
+    /// The default attempt's entries that rolled out of the store at its retention bound,
+    /// summarized: what the verdict found in them, per code (they still fail it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_over: Option<RolledOver>,
 }
 
 /// A pinned revision.
@@ -342,6 +348,7 @@ pub fn head(
             listed: attempt.outside.clone(),
         },
         last_sequence,
+        rolled_over: attempt.rolled_over.clone(),
     }
 }
 

@@ -124,6 +124,9 @@ pub fn write_envelope(
             if seq > snap.last_sequence {
                 continue; // written after the read began: not part of this snapshot
             }
+            if seq <= attempt.rolled_through() {
+                continue; // rolled out of the store: judged into the record's summary
+            }
             let show = match window {
                 None => true,
                 Some(w) if seq > w.after => {

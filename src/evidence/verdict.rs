@@ -25,6 +25,11 @@
 //! | `contract:<id>:<check>` | a check of a blocking contract did not pass |
 //!
 //! Input errors alone never fail the attempt.
+//!
+//! **Retention** (the default attempt only, docs/src/reference/evidence-envelope.md#retention):
+//! the entries that rolled out of the store were judged by this same fold before they went
+//! ([`Judge::roll_over`]); their findings, counted per code in the record's `rolled_over`,
+//! come back as one reason per code, first, so a failure never leaves the verdict.
 
 use std::collections::HashMap;
 
@@ -32,7 +37,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::verify::{ContractResult, Risk, Status};
-use crate::records::{AgentEvent, AttemptRecord, ResultStatus, ToolEvent};
+use crate::records::{
+    AgentEvent, AttemptRecord, ResultStatus, RolledFinding, RolledOver, ToolEvent,
+};
 
 /// A rule of the verdict: its stable code is what a report or a tool matches on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,7 +280,8 @@ impl<'a> Judge<'a> {
             expires,
             ended: attempt.ended_at.as_deref().and_then(parse_time),
             reasons,
-            next: 1,
+            // Entries up to `rolled_through` rolled out: the timeline continues after them.
+            next: attempt.rolled_through() + 1,
             gap_reported: false,
             calls: 0,
             events: 0,
@@ -331,14 +339,25 @@ impl<'a> Judge<'a> {
         self.next = self.next.max(seq.saturating_add(1));
     }
 
+    /// Whether `seq` rolled out of the store (judged already: [`Judge::roll_over`]).
+    fn rolled_out(&self, seq: u64) -> bool {
+        seq <= self.attempt.rolled_through()
+    }
+
     /// One agent-side event, in sequence order.
     pub fn event(&mut self, e: &AgentEvent) {
+        if self.rolled_out(e.sequence) {
+            return;
+        }
         self.events += 1;
         self.sequence(e.sequence);
     }
 
     /// One tool call, in sequence order.
     pub fn call(&mut self, e: &ToolEvent) {
+        if self.rolled_out(e.sequence) {
+            return;
+        }
         self.calls += 1;
         self.sequence(e.sequence);
         let seq = e.sequence;
@@ -437,6 +456,21 @@ impl<'a> Judge<'a> {
     /// blocking contract that did not pass.
     pub fn finish(mut self, contracts: &[ContractResult]) -> Verdict {
         let a = self.attempt;
+        // What rolled out of the store came first in the timeline: its findings lead.
+        if let Some(r) = &a.rolled_over {
+            let carried = r.findings.iter().map(|(code, f)| Reason {
+                code: code.clone(),
+                message: format!(
+                    "{code}: {} finding(s) in the {} entries (sequences 1..={}) that rolled out of the store at the default attempt's retention bound; the first: {}",
+                    f.count,
+                    r.calls + r.events,
+                    r.through,
+                    f.first_message
+                ),
+                sequence: f.first_sequence,
+            });
+            self.reasons.splice(0..0, carried);
+        }
         // First: a forgotten token explains every contract reason after it (the tools look
         // "never called" because their calls went elsewhere), so the fix is said once, here.
         if a.outside_calls > 0 {
@@ -493,7 +527,8 @@ impl<'a> Judge<'a> {
                 ));
             }
         }
-        if self.calls == 0 && self.events == 0 && a.expect_calls {
+        let rolled = a.rolled_over.as_ref().map_or(0, |r| r.calls + r.events);
+        if self.calls == 0 && self.events == 0 && rolled == 0 && a.expect_calls {
             self.reasons.push(Reason::new(
                 &Rule::NoCalls,
                 "no calls: the attempt saw no tool call and no agent-side event, so nothing was judged (create it with \"expect_calls\": false, or run `understudy test --allow-no-calls`, when that is the point)",
@@ -503,6 +538,38 @@ impl<'a> Judge<'a> {
         Verdict {
             reasons: self.reasons,
         }
+    }
+
+    /// The summary that replaces the judged entries when they roll out of the store
+    /// (through sequence `through`; call [`Judge::expect_last`] with it first): the
+    /// attempt's earlier summary plus what this pass found, counted per code with the
+    /// first reason of each. The attempt's own marks (store failures, calls outside it,
+    /// cleanup) stay in its record and are not part of it.
+    pub fn roll_over(self, through: u64) -> RolledOver {
+        let mut out = self.attempt.rolled_over.clone().unwrap_or_default();
+        out.through = through.max(out.through);
+        out.rolls += 1;
+        out.calls += self.calls;
+        out.events += self.events;
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &self.reasons {
+            if !seen.insert(r.code.as_str()) {
+                continue; // the first reason of each code stands for all of them
+            }
+            let found = match self.per_code.get(&r.code) {
+                Some(n) => *n,
+                None => self.reasons.iter().filter(|x| x.code == r.code).count() as u64,
+            };
+            out.findings
+                .entry(r.code.clone())
+                .and_modify(|f| f.count = f.count.saturating_add(found))
+                .or_insert_with(|| RolledFinding {
+                    count: found,
+                    first_sequence: r.sequence,
+                    first_message: r.message.clone(),
+                });
+        }
+        out
     }
 }
 

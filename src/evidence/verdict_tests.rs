@@ -240,3 +240,152 @@ fn a_reason_at_a_sequence_names_its_rule_and_sequence() {
         }
     );
 }
+
+/// A generation judged and rolled out: its summary carries each code once with its count
+/// and first reason; the next generation is judged from `through + 1` (no missing
+/// evidence), and the findings that rolled out fail the verdict first, with their sequence.
+#[test]
+fn what_rolled_out_still_fails_the_verdict_and_the_rest_is_judged_after_it() {
+    let a = AttemptRecord::default();
+    let mut j = Judge::new(&a);
+    for c in [
+        call(1, "ok"),
+        harness(2, "no_mock"),
+        harness(3, "no_mock"),
+        harness(4, "store_error"),
+    ] {
+        j.call(&c);
+    }
+    j.expect_last(4);
+    let r = j.roll_over(4);
+    assert_eq!((r.through, r.rolls, r.calls, r.events), (4, 1, 4, 0));
+    assert_eq!(r.findings.len(), 2, "{r:?}");
+    assert_eq!(r.findings["harness_error"].count, 2);
+    assert_eq!(r.findings["harness_error"].first_sequence, Some(2));
+    assert_eq!(r.findings["store_failure"].count, 1);
+
+    let rolled = AttemptRecord {
+        rolled_over: Some(r),
+        ..AttemptRecord::default()
+    };
+    assert_eq!(rolled.rolled_through(), 4);
+    // Nothing kept: still judged, not `no_calls`, not `missing_evidence`.
+    let v = judge(&rolled, &[], &[], &[]);
+    let got: Vec<_> = v.reasons.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(got, ["harness_error", "store_failure"], "{v:?}");
+    assert_eq!(v.reasons[0].sequence, Some(2));
+    assert!(v.reasons[0].message.contains("rolled out"), "{v:?}");
+    // Entries after the roll are judged from 5; an entry that rolled out is ignored.
+    let v = judge(
+        &rolled,
+        &[call(1, "ok"), call(5, "ok"), harness(6, "no_mock")],
+        &[],
+        &[],
+    );
+    let got: Vec<_> = v
+        .reasons
+        .iter()
+        .map(|r| (r.code.as_str(), r.sequence))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("harness_error", Some(2)),
+            ("store_failure", Some(4)),
+            ("harness_error", Some(6))
+        ]
+    );
+    // A gap after the roll is still missing evidence.
+    let v = judge(&rolled, &[call(6, "ok")], &[], &[]);
+    assert!(
+        v.reasons.iter().any(|r| r.code == "missing_evidence"),
+        "{v:?}"
+    );
+}
+
+/// A second roll adds its counts to the first's and keeps the first reason of each code;
+/// a clean generation rolls out without findings, and the attempt still passes.
+#[test]
+fn rolls_accumulate_and_a_clean_generation_passes() {
+    let a = AttemptRecord::default();
+    let mut j = Judge::new(&a);
+    j.call(&call(1, "ok"));
+    j.call(&call(2, "ok"));
+    let clean = j.roll_over(2);
+    assert!(clean.findings.is_empty());
+    let a = AttemptRecord {
+        rolled_over: Some(clean),
+        ..AttemptRecord::default()
+    };
+    assert!(judge(&a, &[], &[], &[]).passed(), "a clean roll passes");
+    assert!(judge(&a, &[call(3, "ok")], &[], &[]).passed());
+
+    let mut j = Judge::new(&a);
+    j.call(&harness(3, "no_mock"));
+    j.event(&AgentEvent {
+        sequence: 4,
+        name: "said".into(),
+        kind: crate::records::AgentEventKind::AgentMessage,
+        test_run_id: None,
+        text: None,
+        data: None,
+        timestamp: "2026-01-01T10:05:00Z".into(),
+    });
+    let one = j.roll_over(4);
+    assert_eq!((one.rolls, one.calls, one.events), (2, 3, 1));
+    let a = AttemptRecord {
+        rolled_over: Some(one),
+        ..AttemptRecord::default()
+    };
+    let mut j = Judge::new(&a);
+    j.call(&harness(5, "no_mock"));
+    let two = j.roll_over(5);
+    assert_eq!(two.findings["harness_error"].count, 2);
+    assert_eq!(two.findings["harness_error"].first_sequence, Some(3));
+    assert_eq!(two.through, 5);
+    // A summary never moves back: rolling "through" an older sequence keeps the newer.
+    let b = AttemptRecord {
+        rolled_over: Some(two.clone()),
+        ..AttemptRecord::default()
+    };
+    assert_eq!(Judge::new(&b).roll_over(1).through, 5);
+    // The judge of the summary fails, first, with the count in its message.
+    let v = judge(&b, &[], &[], &[]);
+    assert_eq!(v.reasons.len(), 1);
+    assert!(v.reasons[0].message.contains("2 finding(s)"), "{v:?}");
+    assert_eq!(v.reasons[0].sequence, Some(3));
+}
+
+/// A reason the fold found outside its per-code counter (an `expires_at` that is not a
+/// time, found when the judge is made) is counted once, not as often as the other codes.
+#[test]
+fn a_reason_found_before_the_timeline_rolls_over_counted_once() {
+    let a = AttemptRecord {
+        expires_at: Some("not a time".into()),
+        ..AttemptRecord::default()
+    };
+    let mut j = Judge::new(&a);
+    j.call(&harness(1, "no_mock"));
+    j.call(&harness(2, "no_mock"));
+    j.expect_last(2);
+    let r = j.roll_over(2);
+    assert_eq!(r.findings["lease_expired"].count, 1, "{r:?}");
+    assert_eq!(r.findings["harness_error"].count, 2, "{r:?}");
+}
+
+/// What rolled out counts as something that happened, calls and agent-side events alike:
+/// one of each rolled out, nothing kept, still a pass (not `no_calls`).
+#[test]
+fn rolled_out_calls_and_events_together_are_not_no_calls() {
+    let a = AttemptRecord {
+        rolled_over: Some(RolledOver {
+            through: 2,
+            rolls: 1,
+            calls: 1,
+            events: 1,
+            findings: Default::default(),
+        }),
+        ..AttemptRecord::default()
+    };
+    assert!(judge(&a, &[], &[], &[]).passed());
+}

@@ -141,7 +141,8 @@ impl Store {
         };
         let mut calls = Vec::new();
         let mut events = Vec::new();
-        for e in self.timeline(attempt_id)? {
+        let floor = attempt.rolled_through();
+        for e in on!(self, b => b.timeline(attempt_id, floor))? {
             match e {
                 EvidenceEntry::Call(c) => calls.push(c),
                 EvidenceEntry::Agent(a) => events.push(a),
@@ -157,10 +158,59 @@ impl Store {
     }
 
     /// Every entry of the attempt's evidence — calls and agent-side events — in sequence
-    /// order.
+    /// order (after those that rolled out: [`AttemptRecord::rolled_through`]).
     pub fn timeline(&self, attempt_id: &str) -> Result<Vec<EvidenceEntry>, StoreError> {
         check_attempt_id(attempt_id)?;
-        on!(self, b => b.timeline(attempt_id))
+        let floor = self.attempt(attempt_id)?.map_or(0, |a| a.rolled_through());
+        on!(self, b => b.timeline(attempt_id, floor))
+    }
+
+    /// A call reached the server without the token of the exclusive attempt `attempt_id`:
+    /// counted in its stored record (`outside_calls`, and the first
+    /// [`crate::records::MAX_OUTSIDE_LISTED`] `line`s) in one atomic update, durably, when
+    /// the stored record says it is still open at `now` — whichever process of a fleet ended
+    /// it or wrote it last. Returns the record as stored then (`None`: not open, nothing
+    /// counted).
+    pub fn count_outside_call(
+        &self,
+        attempt_id: &str,
+        line: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<AttemptRecord>, StoreError> {
+        check_attempt_id(attempt_id)?;
+        if !on!(self, b => b.count_outside_call(attempt_id, line, now))? {
+            return Ok(None);
+        }
+        self.attempt(attempt_id)
+    }
+
+    /// The ids of the attempts created `exclusive` that are open (not ended, not the default
+    /// attempt), whichever process of a shared store created them: a process that never
+    /// loaded one still fails it for a call that missed it. The embedded store has one
+    /// process, whose registry holds them all: none.
+    pub fn open_exclusive_attempts(&self) -> Result<Vec<String>, StoreError> {
+        match &*self.inner {
+            Backend::Embedded(_) => Ok(Vec::new()),
+            Backend::Postgres(p) => p.open_exclusive_attempts(),
+        }
+    }
+
+    /// The default attempt's retention bound (docs/src/reference/evidence-envelope.md#retention):
+    /// the entries up to `rolled.through`, judged into `rolled` by the caller, roll out of
+    /// the store. First the record's `rolled_over` becomes `rolled` (durably, and only when
+    /// it still rolls through `expected`: else `Ok(false)`, another writer rolled first),
+    /// then the entries go — so a crash between the two leaves entries every reader skips,
+    /// never a gap. The caller holds the attempt's lock, and `rolled.through` is its last
+    /// sequence. Embedded: a checkpoint, then the evidence file is emptied. PostgreSQL: both
+    /// in one transaction with the attempt's lease.
+    pub fn roll_over(
+        &self,
+        attempt_id: &str,
+        expected: u64,
+        rolled: &crate::records::RolledOver,
+    ) -> Result<bool, StoreError> {
+        check_attempt_id(attempt_id)?;
+        on!(self, b => b.roll_over(attempt_id, expected, rolled))
     }
 
     /// The attempt's last sequence (its counter): every entry up to it was written. Read it
@@ -189,16 +239,19 @@ impl Store {
         on!(self, b => b.timeline_chunk(attempt_id, cursor, limit))
     }
 
-    /// The attempt's timeline up to sequence `upto` (its counter, read first: see
-    /// [`Store::last_sequence`]), read [`TIMELINE_CHUNK`] entries at a time: each call of the
-    /// returned reader gives the next chunk in sequence order, `None` after the last. The one
-    /// chunked reader of every evidence writer and of an attempt's load.
+    /// The attempt's timeline after sequence `after` (the record's
+    /// [`AttemptRecord::rolled_through`]: what rolled out is not read) up to `upto` (its
+    /// counter, read first: see [`Store::last_sequence`]), read [`TIMELINE_CHUNK`] entries at
+    /// a time: each call of the returned reader gives the next chunk in sequence order,
+    /// `None` after the last. The one chunked reader of every evidence writer and of an
+    /// attempt's load.
     pub fn timeline_chunks<'a>(
         &'a self,
         attempt_id: &'a str,
+        after: u64,
         upto: u64,
     ) -> impl FnMut() -> Result<Option<Vec<EvidenceEntry>>, StoreError> + 'a {
-        let mut cursor = TimelineCursor::new(0, upto);
+        let mut cursor = TimelineCursor::new(after, upto);
         move || {
             let chunk = self.timeline_chunk(attempt_id, &mut cursor, TIMELINE_CHUNK)?;
             Ok((!chunk.is_empty()).then_some(chunk))
@@ -449,5 +502,28 @@ impl Store {
             // Every PostgreSQL write outside calls is committed when it returns.
             Backend::Postgres(_) => Ok(()),
         }
+    }
+}
+
+/// Whether `a` is an exclusive attempt still open at `now` (not ended, lease not expired;
+/// an `expires_at` that does not parse counts as open, so the call still fails it).
+pub(in crate::store) fn open_exclusive(
+    a: &AttemptRecord,
+    now: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    let expired = a
+        .expires_at
+        .as_deref()
+        .and_then(|e| chrono::DateTime::parse_from_rfc3339(e).ok())
+        .is_some_and(|e| now >= e);
+    a.exclusive && !a.is_default && a.ended_at.is_none() && !expired
+}
+
+/// One more call outside the exclusive attempt `a`, listed while fewer than
+/// [`crate::records::MAX_OUTSIDE_LISTED`] are.
+pub(in crate::store) fn add_outside(a: &mut AttemptRecord, line: &str) {
+    a.outside_calls += 1;
+    if a.outside.len() < crate::records::MAX_OUTSIDE_LISTED {
+        a.outside.push(line.to_string());
     }
 }

@@ -372,3 +372,252 @@ fn a_foreign_server_cannot_be_judged_exit_2() {
     let (code, _, err) = understudy(&["evidence", "att_x", "--url", "http://127.0.0.1:9"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// Entries of attempt `id` physically in the store, rolled out or not (the reader from
+/// sequence 0 skips nothing).
+fn stored_sequences(s: &Server, id: &str) -> Vec<u64> {
+    let last = s.app.store.last_sequence(id).unwrap();
+    let mut chunks = s.app.store.timeline_chunks(id, 0, last);
+    let mut out = Vec::new();
+    while let Some(c) = chunks().unwrap() {
+        out.extend(c.iter().map(|e| e.sequence()));
+    }
+    out
+}
+
+fn sequences(env: &Value) -> Vec<u64> {
+    let mut v: Vec<u64> = env["tool_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(env["events"].as_array().unwrap())
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// The default attempt's retention bound on one store (`default_attempt.max_entries` 3):
+/// rolling over good calls keeps a pass (no `no_calls`, no `missing_evidence`); a harness
+/// error that rolled out still fails the verdict through the API, `evidence`, `verify` and
+/// `report`, with its sequence; every entry after the roll is present; the store never
+/// keeps more than the bound.
+async fn retention_on(p: &Project) {
+    let max = 3;
+    let s = Server::start(p).await;
+    let d = s.default_attempt();
+    let ok = format!("/crm{LOOKUP}");
+    let bound = |s: &Server| {
+        let kept = stored_sequences(s, &d);
+        assert!(
+            kept.len() <= max,
+            "the store keeps {kept:?}, more than {max}"
+        );
+        kept
+    };
+    for _ in 0..3 {
+        assert_eq!(s.call("GET", &ok, None, &[]).await.status, 200);
+        bound(&s);
+    }
+    assert!(bound(&s).is_empty(), "rolled over at 3");
+    let env = s.evidence(&d).await;
+    assert_eq!(
+        env["verdict"], "pass",
+        "good calls rolled out pass: {env:#}"
+    );
+    assert_eq!(env["rolled_over"]["through"], 3, "{env:#}");
+    assert_eq!(env["rolled_over"]["calls"], 3);
+    assert_eq!(env["last_sequence"], 3);
+    assert!(sequences(&env).is_empty());
+
+    // Sequence 4: a harness error (nothing matches), then good calls until the next roll.
+    let bad = s.call("GET", "/api/nothing-matches-this", None, &[]).await;
+    assert!(bad.status >= 400, "{}", bad.text);
+    let live = s.evidence(&d).await;
+    assert_eq!(live["verdict"], "fail", "{live:#}");
+    for _ in 0..2 {
+        assert_eq!(s.call("GET", &ok, None, &[]).await.status, 200);
+        bound(&s);
+    }
+    let env = s.evidence(&d).await;
+    assert_eq!(env["rolled_over"]["through"], 6, "{env:#}");
+    assert_eq!(env["rolled_over"]["rolls"], 2);
+    assert_eq!(env["rolled_over"]["findings"]["harness_error"]["count"], 1);
+    assert_eq!(
+        env["verdict"], "fail",
+        "the rolled-out harness error: {env:#}"
+    );
+    assert_eq!(codes(&env), ["harness_error"], "{env:#}");
+    assert_eq!(env["verdict_reasons"][0]["sequence"], 4);
+
+    // After the roll: a call and an agent-side event, both present, and the bound holds.
+    assert_eq!(s.call("GET", &ok, None, &[]).await.status, 200);
+    let r = s
+        .call(
+            "POST",
+            &format!("/_understudy/api/attempts/{d}/events"),
+            Some(&json!({ "name": "said_hello", "kind": "agent_message" })),
+            &[],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let env = s.evidence(&d).await;
+    assert_eq!(sequences(&env), [7, 8], "{env:#}");
+    assert_eq!(codes(&env), ["harness_error"], "{env:#}");
+    assert_eq!(bound(&s), [7, 8]);
+    let v = s
+        .call(
+            "POST",
+            &format!("/_understudy/api/attempts/{d}/verify"),
+            Some(&json!({})),
+            &[],
+        )
+        .await;
+    assert_eq!(v.json()["passed"], false, "{}", v.text);
+    assert_eq!(v.json()["verdict_reasons"][0]["code"], "harness_error");
+    // Many rolls: the finding is counted once, and the bound holds.
+    for _ in 0..7 {
+        assert_eq!(s.call("GET", &ok, None, &[]).await.status, 200);
+        bound(&s);
+    }
+    let env = s.evidence(&d).await;
+    assert_eq!(env["rolled_over"]["findings"]["harness_error"]["count"], 1);
+    assert_eq!(env["verdict"], "fail");
+
+    // The CLI readers, through the running server (`--url`: either store).
+    let base = s.url("");
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--url", base.as_str()]);
+        understudy(&all)
+    };
+    let (code, out, err) = cli(&["evidence", &d]);
+    assert_eq!(code, 1, "{err}");
+    let env: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(codes(&env), ["harness_error"], "{env:#}");
+    let (code, out, err) = cli(&["report", &d, "--format", "junit"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("<failure"), "{out}");
+    assert!(out.contains("rolled out"), "{out}");
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_attempt_rolls_over_at_its_bound_and_keeps_its_failures_embedded() {
+    let p = standard_project();
+    p.write_config(json!({ "default_attempt": { "max_entries": 3 } }));
+    retention_on(&p).await;
+    // After the stop, from the data dir: the rolled-out failure is still there.
+    let (code, env, err) = evidence_cli(&p, "default");
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(codes(&env), ["harness_error"], "{env:#}");
+    assert_eq!(env["rolled_over"]["rolls"], 5, "{env:#}");
+    // `verify` with a contract the default attempt kept calling: it cannot be proven over a
+    // rolled-over attempt (inconclusive, never a pass), and the rolled-out harness error
+    // fails it first.
+    let contract = p.path().join("lookup_contract.yaml");
+    std::fs::write(
+        &contract,
+        "version: 1\nid: lookup_contract\nrisk: blocking\ntool: crm/lookup_contact_by_phone\n",
+    )
+    .unwrap();
+    let dir = p.data_dir();
+    let (code, out, err) = understudy(&[
+        "verify",
+        "default",
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--contract",
+        contract.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["passed"], false, "{v:#}");
+    assert_eq!(v["verdict_reasons"][0]["code"], "harness_error", "{v:#}");
+    assert_eq!(v["contract_results"][0]["status"], "inconclusive", "{v:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_attempt_rolls_over_at_its_bound_and_keeps_its_failures_postgres() {
+    let Some(pg) = crate::pg::shared() else {
+        return;
+    };
+    let p = standard_project();
+    p.write_config(json!({ "store": pg.fresh_db(), "default_attempt": { "max_entries": 3 } }));
+    retention_on(&p).await;
+}
+
+/// A fleet: an exclusive attempt created through process A, and a call without its token
+/// that reaches process B, which never loaded that attempt — at once, before any change
+/// notification could have told B about it. The attempt fails `outside_attempt`, read
+/// through either process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_missed_an_exclusive_attempt_through_another_process_of_a_fleet_fails_it() {
+    use crate::verdict_model::Proc;
+    let Some(pg) = crate::pg::shared() else {
+        return;
+    };
+    let url = pg.fresh_db();
+    let p = standard_project();
+    p.write_config(json!({ "store": url }));
+    let a = Proc::start(&p, Some(&url));
+    let b = Proc::start(&p, Some(&url));
+    let http = crate::support::client();
+    let send = |base: &str, method: &'static str, path: String, body: Option<Value>| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move { crate::support::send(&http, method, &url, body.as_ref(), &[]).await }
+    };
+    let r = send(
+        &a.base,
+        "POST",
+        "/_understudy/api/attempts".into(),
+        Some(json!({ "exclusive": true })),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let (id, token) = (
+        r.json()["attempt_id"].as_str().unwrap().to_string(),
+        r.json()["token"].as_str().unwrap().to_string(),
+    );
+    let r = send(&a.base, "GET", format!("/~{token}/crm{LOOKUP}"), None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let evidence = |base: String| {
+        let id = id.clone();
+        async move {
+            let r = send(
+                &base,
+                "GET",
+                format!("/_understudy/api/attempts/{id}/evidence"),
+                None,
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            r.json()
+        }
+    };
+    assert_eq!(evidence(a.base.clone()).await["verdict"], "pass");
+    // No token, through B.
+    let r = send(&b.base, "GET", format!("/crm{LOOKUP}"), None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    for via in [&a.base, &b.base] {
+        let env = evidence(via.clone()).await;
+        assert_eq!(env["verdict"], "fail", "through {via}: {env:#}");
+        assert_eq!(codes(&env), ["outside_attempt"], "{env:#}");
+        assert_eq!(env["outside_attempt"]["calls"], 1, "{env:#}");
+    }
+    // Two more through A and B: every one counts, whichever process wrote last.
+    for via in [&a.base, &b.base] {
+        assert_eq!(
+            send(via, "GET", format!("/crm{LOOKUP}"), None).await.status,
+            200
+        );
+    }
+    let env = evidence(b.base.clone()).await;
+    assert_eq!(env["outside_attempt"]["calls"], 3, "{env:#}");
+    assert_eq!(
+        env["outside_attempt"]["listed"].as_array().unwrap().len(),
+        3
+    );
+}

@@ -166,13 +166,13 @@ fn model_project() -> Project {
 }
 
 /// One `understudy serve` child process on a free port.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Proc {
-    fn start(p: &Project, store: Option<&str>) -> Proc {
+    pub(crate) fn start(p: &Project, store: Option<&str>) -> Proc {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -120,6 +120,9 @@ async fn commit_as(
         app.attempts
             .note_outside(&app.store, app.clock.now(), &line)
             .await;
+        if let Ok(seq) = &durable {
+            crate::app::retention::after_call(app, attempt, *seq).await;
+        }
     }
     let e = match durable {
         Ok(sequence) => {

@@ -152,7 +152,7 @@ impl Embedded {
                 let (after, upto) = (cur.after, cur.upto);
                 cur.after = upto;
                 return Ok(self
-                    .timeline(attempt_id)?
+                    .timeline(attempt_id, after)?
                     .into_iter()
                     .filter(|e| e.sequence() > after && e.sequence() <= upto)
                     .collect());
@@ -224,19 +224,24 @@ impl Embedded {
         Ok(out)
     }
 
+    /// The entries after `floor` (those up to it rolled out: [`Embedded::roll_over`]).
     pub(in crate::store) fn timeline(
         &self,
         attempt_id: &str,
+        floor: u64,
     ) -> Result<Vec<EvidenceEntry>, StoreError> {
         // The sequence counter, read before the scan (writes only add events): a trailing
         // event that is gone would otherwise leave a gap-free 1..n that passes the verdict.
         let recorded = self.counter(attempt_id)?;
         let mut out = Vec::new();
-        let mut last = 0;
+        let mut last = floor;
         let path = events::file_path(&self.journal.lanes.dir, attempt_id);
         match std::fs::read(&path) {
             Ok(bytes) => {
                 for (seq, json) in events::parse(&bytes).0 {
+                    if seq <= floor {
+                        continue; // rolled out (a crash left it before the file was emptied)
+                    }
                     if seq > recorded {
                         break; // written, never committed (a crash, or a write in flight)
                     }
@@ -260,6 +265,9 @@ impl Embedded {
                 for item in self.events.scan_prefix(&prefix) {
                     let (k, v) = item?;
                     let seq = decode_u64(&k[prefix.len()..], attempt_id)?;
+                    if seq <= floor {
+                        continue;
+                    }
                     last = seq;
                     out.push(EvidenceEntry::Call(decode_json(
                         &v,
@@ -277,6 +285,118 @@ impl Embedded {
         }
         super::super::missing_tail(attempt_id, recorded, last)?;
         Ok(out)
+    }
+
+    /// [`crate::store::Store::roll_over`]: the record's `rolled_over` set in one sled
+    /// update (so a concurrent store-failure mark is never overwritten), then a checkpoint
+    /// (the record durable, and no journal frame left that a replay would append again),
+    /// then the evidence file emptied under the attempt's lane.
+    pub(in crate::store) fn roll_over(
+        &self,
+        attempt_id: &str,
+        expected: u64,
+        rolled: &crate::records::RolledOver,
+    ) -> Result<bool, StoreError> {
+        let what = format!("attempt {attempt_id}");
+        let (mut moved, mut bad) = (false, None);
+        self.attempts
+            .fetch_and_update(attempt_id.as_bytes(), |old| {
+                let old = old?;
+                (moved, bad) = (false, None);
+                match decode_json::<AttemptRecord>(old, &what) {
+                    Ok(mut a) if a.rolled_through() == expected => {
+                        a.rolled_over = Some(rolled.clone());
+                        match encode_json(&a) {
+                            Ok(b) => {
+                                moved = true;
+                                Some(b)
+                            }
+                            Err(e) => {
+                                bad = Some(e);
+                                Some(old.to_vec())
+                            }
+                        }
+                    }
+                    Ok(_) => Some(old.to_vec()),
+                    Err(e) => {
+                        bad = Some(e);
+                        Some(old.to_vec())
+                    }
+                }
+            })?
+            .ok_or_else(|| StoreError::Invalid(format!("no attempt {attempt_id}")))?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        if !moved {
+            return Ok(false);
+        }
+        self.flush_now()?;
+        let lane = self.lane(attempt_id)?;
+        let mut lane = lock(&lane);
+        if lane.last != rolled.through {
+            // Written past the roll meanwhile (the caller did not hold the attempt's lock):
+            // the entries stay, and every reader skips those up to `through`.
+            return Err(StoreError::Invalid(format!(
+                "attempt {attempt_id} rolled over through #{} but its last entry is #{}: its evidence file was kept",
+                rolled.through, lane.last
+            )));
+        }
+        let io = |e: std::io::Error| {
+            StoreError::Backend(format!(
+                "cannot empty the evidence file of attempt {attempt_id}: {}",
+                io_message(&e)
+            ))
+        };
+        lane.file.set_len(0).map_err(io)?;
+        lane.file.sync_all().map_err(io)?;
+        lane.len = 0;
+        Ok(true)
+    }
+
+    /// [`crate::store::Store::count_outside_call`]: one sled update of the stored record (a
+    /// concurrent store-failure mark is never overwritten), made durable by sled's flush.
+    pub(in crate::store) fn count_outside_call(
+        &self,
+        attempt_id: &str,
+        line: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool, StoreError> {
+        let what = format!("attempt {attempt_id}");
+        let (mut counted, mut bad) = (false, None);
+        self.attempts
+            .fetch_and_update(attempt_id.as_bytes(), |old| {
+                let old = old?;
+                (counted, bad) = (false, None);
+                match decode_json::<AttemptRecord>(old, &what) {
+                    Ok(mut a) if crate::store::calls::open_exclusive(&a, now) => {
+                        crate::store::calls::add_outside(&mut a, line);
+                        match encode_json(&a) {
+                            Ok(b) => {
+                                counted = true;
+                                Some(b)
+                            }
+                            Err(e) => {
+                                bad = Some(e);
+                                Some(old.to_vec())
+                            }
+                        }
+                    }
+                    Ok(_) => Some(old.to_vec()),
+                    Err(e) => {
+                        bad = Some(e);
+                        Some(old.to_vec())
+                    }
+                }
+            })?
+            .ok_or_else(|| StoreError::Invalid(format!("no attempt {attempt_id}")))?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        if counted {
+            self.journal.db.flush()?;
+        }
+        Ok(counted)
     }
 
     // ---- durability ----------------------------------------------------------------------

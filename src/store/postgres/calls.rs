@@ -279,10 +279,12 @@ impl Postgres {
         Ok(out)
     }
 
-    /// Calls and agent-side events, in sequence order (dense up to the row's `last_seq`).
+    /// Calls and agent-side events after `floor` (those up to it rolled out), in sequence
+    /// order (dense up to the row's `last_seq`).
     pub(in crate::store) fn timeline(
         &self,
         attempt_id: &str,
+        floor: u64,
     ) -> Result<Vec<EvidenceEntry>, StoreError> {
         let id = attempt_id.to_string();
         self.block(move |s| async move {
@@ -298,13 +300,13 @@ impl Postgres {
                 .map_or(0, |r| to_u64(r.get(0)));
             let rows = conn
                 .query(
-                    "SELECT sequence, kind, event FROM understudy_events WHERE attempt_id = $1 AND sequence <= $2 ORDER BY sequence",
-                    &[&id, &to_i64(recorded)],
+                    "SELECT sequence, kind, event FROM understudy_events WHERE attempt_id = $1 AND sequence > $3 AND sequence <= $2 ORDER BY sequence",
+                    &[&id, &to_i64(recorded), &to_i64(floor)],
                 )
                 .await
                 .map_err(pg_err)?;
             let mut out = Vec::with_capacity(rows.len());
-            let mut last = 0u64;
+            let mut last = floor;
             for r in &rows {
                 let seq = to_u64(r.get(0));
                 if seq != last + 1 {

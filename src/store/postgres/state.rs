@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::calls::{read_state, S_CALL_ROW, S_PUT_STATE};
-use super::{lane, pg_err, pool_err, text, to_u64, Postgres, Shared};
+use super::{lane, pg_err, pool_err, text, to_i64, to_u64, Postgres, Shared};
 use crate::store::embedded::encode_json;
 use crate::store::StoreError;
 
@@ -87,6 +87,110 @@ impl Postgres {
                 Ok(to_u64(row.get(0)) as usize)
             })
             .await
+        })
+    }
+
+    /// [`crate::store::Store::roll_over`]: under the attempt's lease, one transaction sets
+    /// the record's `rolled_over` (only while it still rolls through `expected`; the other
+    /// members are left as they are, a concurrent store-failure mark included) and deletes
+    /// the events up to `rolled.through`.
+    pub(in crate::store) fn roll_over(
+        &self,
+        attempt_id: &str,
+        expected: u64,
+        rolled: &crate::records::RolledOver,
+    ) -> Result<bool, StoreError> {
+        let id = attempt_id.to_string();
+        let json = text(encode_json(rolled)?);
+        let (expected, through) = (to_i64(expected), to_i64(rolled.through));
+        self.block(move |s| async move {
+            s.exclusive(&id.clone(), move |s, leased| async move {
+                let mut conn = s.pool.get().await.map_err(pool_err)?;
+                let tx = conn.transaction().await.map_err(pg_err)?;
+                if !leased {
+                    lease_in_tx(&s, &tx, &id).await?;
+                }
+                let moved = tx
+                    .execute(
+                        "UPDATE understudy_attempts SET changed = nextval('understudy_change_seq'), \
+                         record = jsonb_set(record::jsonb, '{rolled_over}', $2::text::jsonb)::text \
+                         WHERE attempt_id = $1 \
+                         AND COALESCE((record::jsonb->'rolled_over'->>'through')::bigint, 0) = $3",
+                        &[&id, &json, &expected],
+                    )
+                    .await
+                    .map_err(pg_err)?;
+                if moved == 0 {
+                    return Ok(false);
+                }
+                tx.execute(
+                    "DELETE FROM understudy_events WHERE attempt_id = $1 AND sequence <= $2",
+                    &[&id, &through],
+                )
+                .await
+                .map_err(pg_err)?;
+                tx.execute("SELECT pg_notify($1, 'attempt')", &[&super::CHANNEL])
+                    .await
+                    .map_err(pg_err)?;
+                tx.commit().await.map_err(pg_err)?;
+                Ok(true)
+            })
+            .await
+        })
+    }
+
+    /// [`crate::store::Store::open_exclusive_attempts`].
+    pub(in crate::store) fn open_exclusive_attempts(&self) -> Result<Vec<String>, StoreError> {
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let rows = conn
+                .query(
+                    "SELECT attempt_id FROM understudy_attempts WHERE live AND NOT is_default \
+                     AND (record::jsonb->>'exclusive')::boolean IS TRUE ORDER BY attempt_id",
+                    &[],
+                )
+                .await
+                .map_err(pg_err)?;
+            Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        })
+    }
+
+    /// [`crate::store::Store::count_outside_call`]: one statement under the attempt row's
+    /// lock, so the calls of several processes all count and nothing else of the record
+    /// (its end, its store failures) is written back from an older copy.
+    pub(in crate::store) fn count_outside_call(
+        &self,
+        attempt_id: &str,
+        line: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool, StoreError> {
+        let (id, line) = (attempt_id.to_string(), line.to_string());
+        let now = crate::util::time::rfc3339(now);
+        let listed = crate::records::MAX_OUTSIDE_LISTED as i32;
+        self.block(move |s| async move {
+            let conn = s.pool.get().await.map_err(pool_err)?;
+            let n = conn
+                .execute(
+                    "UPDATE understudy_attempts SET changed = nextval('understudy_change_seq'), \
+                     record = jsonb_set(jsonb_set(record::jsonb, '{outside_calls}', \
+                       to_jsonb(COALESCE((record::jsonb->>'outside_calls')::bigint, 0) + 1)), \
+                       '{outside}', CASE WHEN jsonb_array_length(COALESCE(record::jsonb->'outside', '[]'::jsonb)) < $3 \
+                         THEN COALESCE(record::jsonb->'outside', '[]'::jsonb) || to_jsonb($2::text) \
+                         ELSE record::jsonb->'outside' END)::text \
+                     WHERE attempt_id = $1 AND live AND NOT is_default \
+                     AND (record::jsonb->>'exclusive')::boolean IS TRUE \
+                     AND (record::jsonb->>'expires_at' IS NULL \
+                          OR (record::jsonb->>'expires_at')::timestamptz > $4::text::timestamptz)",
+                    &[&id, &line, &listed, &now],
+                )
+                .await
+                .map_err(pg_err)?;
+            if n > 0 {
+                conn.execute("SELECT pg_notify($1, 'attempt')", &[&super::CHANNEL])
+                    .await
+                    .map_err(pg_err)?;
+            }
+            Ok(n > 0)
         })
     }
 }
