@@ -226,8 +226,13 @@ pub struct EvidenceArgs {
     /// The attempt id.
     #[arg(value_name = "ATTEMPT")]
     pub attempt: String,
+    /// The embedded data dir to read (default: the project file's `data_dir`; when the
+    /// project file's `store` or UNDERSTUDY_STORE names a fleet store and this flag is
+    /// absent, that PostgreSQL store is read instead).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The project file (default: understudy.json in the current directory when present):
+    /// its `redact` list, `data_dir` and `store`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     #[command(flatten)]
@@ -245,8 +250,13 @@ pub struct VerifyArgs {
     /// attempt pinned.
     #[arg(long = "contract", value_name = "FILE")]
     pub contracts: Vec<PathBuf>,
+    /// The embedded data dir to read (default: the project file's `data_dir`; when the
+    /// project file's `store` or UNDERSTUDY_STORE names a fleet store and this flag is
+    /// absent, that PostgreSQL store is read instead).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The project file (default: understudy.json in the current directory when present):
+    /// its `redact` list, `data_dir` and `store`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
@@ -320,8 +330,13 @@ pub struct ReportArgs {
     /// Write all three reports (evidence.json, junit.xml, report.html) into DIR.
     #[arg(long, value_name = "DIR")]
     pub report_dir: Option<PathBuf>,
+    /// The embedded data dir to read (default: the project file's `data_dir`; when the
+    /// project file's `store` or UNDERSTUDY_STORE names a fleet store and this flag is
+    /// absent, that PostgreSQL store is read instead).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The project file (default: understudy.json in the current directory when present):
+    /// its `redact` list, `data_dir` and `store`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     #[command(flatten)]

@@ -134,38 +134,70 @@ pub(crate) fn page_from(
 }
 
 /// `understudy evidence ATTEMPT [--data-dir D] [--config F]` with the flags as given:
-/// resolves the data dir and the redaction list, then calls [`run`].
+/// resolves the store and the redaction list, then writes the envelope as [`run`] does.
 ///
 /// The project file is `--config F`, else `understudy.json` in the current directory when
 /// present; its `redact` list always applies (a project file that cannot be loaded is an
-/// error, exit 2, rather than an export without its redactions). The data dir is
-/// `--data-dir D`, else the project file's `data_dir`, else `.understudy`.
+/// error, exit 2, rather than an export without its redactions). The store is the fleet
+/// store `UNDERSTUDY_STORE` or the project file's `store` names (`postgres://…`), as `serve`
+/// finds it; else the embedded store in `--data-dir D`, else the project file's `data_dir`,
+/// else `.understudy`.
 pub fn run_with(attempt_id: &str, data_dir: Option<&Path>, config: Option<&Path>) -> Exit {
     match resolve_store(data_dir, config, "evidence") {
-        Ok((dir, redact)) => run(attempt_id, &dir, &redact),
+        Ok(local) => match local.open() {
+            Ok(store) => write_stored(&store, attempt_id, &local.dir, &local.redact),
+            Err(e) => {
+                eprintln!("understudy evidence: {e}");
+                Exit::Usage
+            }
+        },
         Err(exit) => exit,
     }
 }
 
-/// The data dir and the redaction list of `evidence` and `verify` (rules of [`run_with`]);
+/// Where `evidence`, `verify` and `report` read an attempt from without `--url`: the data
+/// dir, the fleet store's URL when the project uses one, and the project's redactions.
+pub(crate) struct Local {
+    pub dir: PathBuf,
+    pub redact: Vec<String>,
+    /// `postgres://…` from `UNDERSTUDY_STORE` or the project file's `store`.
+    pub store_url: Option<String>,
+}
+
+impl Local {
+    /// Opens the store without creating one: the fleet store when a URL is given (an
+    /// invalid URL is an error naming where it came from), else the embedded store in `dir`.
+    pub fn open(&self) -> Result<Store, StoreError> {
+        match &self.store_url {
+            Some(url) if crate::config::is_postgres_url(url) => {
+                Store::open_postgres(url, &self.dir)
+            }
+            Some(url) => Err(StoreError::Invalid(format!(
+                "{}: expected a postgres:// or postgresql:// URL, got {:?}",
+                crate::commands::serve::STORE_ENV,
+                crate::config::redact_url(url)
+            ))),
+            None => Store::open_existing(&self.dir),
+        }
+    }
+}
+
+/// The store and the redaction list of `evidence` and `verify` (rules of [`run_with`]);
 /// `Err` after reporting a project file that cannot be loaded.
 pub(crate) fn resolve_store(
     data_dir: Option<&Path>,
     config: Option<&Path>,
     cmd: &str,
-) -> Result<(PathBuf, Vec<String>), Exit> {
+) -> Result<Local, Exit> {
     resolve(data_dir, config).map_err(|e| {
         eprintln!("understudy {cmd}: {e}");
         Exit::Usage
     })
 }
 
-/// The data dir and the redaction list of `evidence`, `verify` and `report` (rules of
+/// The store and the redaction list of `evidence`, `verify` and `report` (rules of
 /// [`run_with`]); `Err` names a project file that cannot be loaded.
-pub fn resolve(
-    data_dir: Option<&Path>,
-    config: Option<&Path>,
-) -> Result<(PathBuf, Vec<String>), String> {
+pub(crate) fn resolve(data_dir: Option<&Path>, config: Option<&Path>) -> Result<Local, String> {
     let default_file = Path::new(crate::config::PROJECT_FILE);
     let file = match config {
         Some(f) => Some(f),
@@ -182,7 +214,19 @@ pub fn resolve(
         (None, Some(c)) => c.data_dir.clone(),
         (None, None) => PathBuf::from(".understudy"),
     };
-    Ok((dir, redact))
+    // An explicit data dir means the embedded store in it, whatever the project names.
+    let store_url = match data_dir {
+        Some(_) => None,
+        None => std::env::var(crate::commands::serve::STORE_ENV)
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| cfg.as_ref().and_then(|c| c.store.clone())),
+    };
+    Ok(Local {
+        dir,
+        redact,
+        store_url,
+    })
 }
 
 /// `understudy evidence ATTEMPT --data-dir D`: writes the envelope to stdout as it is read
@@ -190,14 +234,18 @@ pub fn resolve(
 /// reasons go to stderr), 2 when the data dir or the attempt does not exist, the store cannot
 /// be opened (for example while `understudy serve` holds the data dir) or read to the end.
 pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
-    let store = match Store::open_existing(data_dir) {
-        Ok(s) => s,
+    match Store::open_existing(data_dir) {
+        Ok(store) => write_stored(&store, attempt_id, data_dir, redact),
         Err(e) => {
             eprintln!("understudy evidence: {e}");
-            return Exit::Usage;
+            Exit::Usage
         }
-    };
-    let resolved = match resolve_default(&store, attempt_id, data_dir) {
+    }
+}
+
+/// [`run`] on an open store (`data_dir` names it in messages).
+fn write_stored(store: &Store, attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
+    let resolved = match resolve_default(store, attempt_id, data_dir) {
         Ok(id) => id,
         Err(e) => {
             eprintln!("understudy evidence: {e}");
@@ -207,7 +255,7 @@ pub fn run(attempt_id: &str, data_dir: &Path, redact: &[String]) -> Exit {
     let attempt_id = resolved.as_str();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let written = write_from_store(&store, attempt_id, redact, None, &mut out);
+    let written = write_from_store(store, attempt_id, redact, None, &mut out);
     let _ = out.write_all(b"\n").and_then(|()| out.flush());
     match written {
         Ok(Some(w)) => verdict_exit(&w.verdict),

@@ -88,11 +88,11 @@ pub fn report(args: &ReportArgs) -> Exit {
     let source = match &args.remote.url {
         Some(url) => Ok((Source::Url(url), args.attempt.clone())),
         None => super::evidence::resolve(args.data_dir.as_deref(), args.config.as_deref())
-            .and_then(|(dir, redact)| {
-                let store = Store::open_existing(&dir).map_err(|e| e.to_string())?;
+            .and_then(|local| {
+                let store = local.open().map_err(|e| e.to_string())?;
                 // `default`: the data dir's default attempt, as `evidence` reads it.
-                let id = super::evidence::resolve_default(&store, &args.attempt, &dir)?;
-                Ok((Source::Store(store, redact), id))
+                let id = super::evidence::resolve_default(&store, &args.attempt, &local.dir)?;
+                Ok((Source::Store(store, local.redact), id))
             }),
     };
     let (source, args) = match source {

@@ -21,7 +21,6 @@ use super::Exit;
 use crate::cli::{OutputFormat, VerifyArgs};
 use crate::evidence::verdict::{verification, Verdict};
 use crate::evidence::verify::{self, ContractResult};
-use crate::store::Store;
 
 /// `understudy verify`.
 pub fn verify(args: &VerifyArgs) -> Exit {
@@ -34,11 +33,11 @@ pub fn verify(args: &VerifyArgs) -> Exit {
             }
         };
     }
-    let (dir, redact) =
-        match resolve_store(args.data_dir.as_deref(), args.config.as_deref(), "verify") {
-            Ok(x) => x,
-            Err(exit) => return exit,
-        };
+    let local = match resolve_store(args.data_dir.as_deref(), args.config.as_deref(), "verify") {
+        Ok(x) => x,
+        Err(exit) => return exit,
+    };
+    let (dir, redact) = (&local.dir, &local.redact);
     let mut given = Vec::new();
     for f in &args.contracts {
         let name = f.display().to_string();
@@ -62,14 +61,14 @@ pub fn verify(args: &VerifyArgs) -> Exit {
             }
         }
     }
-    let store = match Store::open_existing(&dir) {
+    let store = match local.open() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("understudy verify: {e}");
             return Exit::Usage;
         }
     };
-    let attempt = match super::evidence::resolve_default(&store, &args.attempt, &dir) {
+    let attempt = match super::evidence::resolve_default(&store, &args.attempt, dir) {
         Ok(id) => id,
         Err(e) => {
             eprintln!("understudy verify: {e}");
@@ -91,7 +90,7 @@ pub fn verify(args: &VerifyArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let inputs = crate::evidence::Inputs::of(&found, &redact);
+    let inputs = crate::evidence::Inputs::of(&found, redact);
     let pinned = crate::evidence::contract_results(&inputs);
     let verdict = crate::evidence::verdict_of(&inputs, &pinned);
     let results = if given.is_empty() {

@@ -16,13 +16,13 @@ use crate::pg::{self, eventually};
 use crate::support::{self, standard_project, Project, Resp};
 
 /// One `understudy serve` process on a free port, killed (SIGKILL) when dropped.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     base: String,
 }
 
 impl Proc {
-    fn start(p: &Project, store: &str) -> Proc {
+    pub(crate) fn start(p: &Project, store: &str) -> Proc {
         let log = std::fs::File::create(p.path().join(format!(
             "serve-{}.log",
             understudy::util::ids::random_hex(4)
@@ -51,11 +51,11 @@ impl Proc {
         Proc { child, base }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -67,11 +67,16 @@ impl Drop for Proc {
     }
 }
 
-async fn send(url: &str, method: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Resp {
+pub(crate) async fn send(
+    url: &str,
+    method: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> Resp {
     support::send(&support::client(), method, url, body, headers).await
 }
 
-async fn new_attempt(p: &Proc) -> (String, String) {
+pub(crate) async fn new_attempt(p: &Proc) -> (String, String) {
     let r = send(
         &p.url("/_understudy/api/attempts"),
         "POST",
@@ -100,7 +105,7 @@ async fn evidence(p: &Proc, id: &str) -> Value {
 }
 
 /// A project whose store is a fresh database of the shared server; `None`: skipped.
-fn fleet_project() -> Option<(Project, String)> {
+pub(crate) fn fleet_project() -> Option<(Project, String)> {
     let pg = pg::shared()?;
     let url = pg.fresh_db();
     let p = standard_project();

@@ -19,6 +19,7 @@ mod faults;
 mod faults_injected;
 mod fds;
 mod fleet;
+mod fleet_readers;
 mod forward_pool;
 mod hostile;
 mod hostile_h2;
