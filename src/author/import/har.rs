@@ -339,9 +339,9 @@ pub fn import(
     }
     Ok(from_exchanges(
         &exchanges,
+        &|at| format!("log/entries/{at}"),
         profile,
         scrub,
-        vec![file.display().to_string()],
         notes,
         file,
     ))
@@ -388,5 +388,63 @@ mod tests {
         );
         assert_eq!(split_url("ws://h/a"), None);
         assert_eq!(split_url("data:xyz"), None);
+    }
+
+    fn entry(path: &str, items: usize) -> serde_json::Value {
+        let body = serde_json::json!({ "items": (0..items).collect::<Vec<_>>() }).to_string();
+        serde_json::json!({
+            "startedDateTime": "2026-12-04T00:00:00Z",
+            "time": 1,
+            "request": { "method": "GET", "url": format!("http://up.test{path}"), "httpVersion": "HTTP/1.1",
+                         "headers": [], "queryString": [], "cookies": [], "headersSize": -1, "bodySize": 0 },
+            "response": { "status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1", "headers": [],
+                          "cookies": [], "content": { "size": body.len(), "mimeType": "application/json", "text": body },
+                          "redirectURL": "", "headersSize": -1, "bodySize": -1 },
+            "cache": {}, "timings": { "send": 0, "wait": 1, "receive": 0 }
+        })
+    }
+
+    /// A note of the draft builder about one operation names the first entry it was drafted
+    /// from, and the draft lists every entry (`file#log/entries/N`).
+    #[test]
+    fn draft_builder_notes_name_the_entries_of_their_operation() {
+        let har = serde_json::json!({ "log": { "version": "1.2", "creator": { "name": "t", "version": "1" },
+            "entries": [entry("/health", 1), entry("/items", 60), entry("/items", 70)] } });
+        let file = Path::new("rec.har");
+        let imported = import(
+            file,
+            &har.to_string(),
+            "api",
+            ProfileKind::Rest,
+            &Scrub::default(),
+            Some("http://up.test"),
+        )
+        .unwrap();
+        let cut: Vec<_> = imported
+            .notes
+            .iter()
+            .filter(|n| n.message.contains("were cut to"))
+            .collect();
+        assert_eq!(cut.len(), 1, "{:?}", imported.notes);
+        assert_eq!(cut[0].path, "log/entries/1");
+        assert!(
+            cut[0].message.contains("drafted from 2 entries"),
+            "{}",
+            cut[0].message
+        );
+        let items = imported
+            .drafts
+            .iter()
+            .find(|d| d.sources.len() == 2)
+            .expect("the /items draft");
+        assert_eq!(
+            items.sources,
+            vec!["rec.har#log/entries/1", "rec.har#log/entries/2"]
+        );
+        assert!(
+            imported.notes.iter().all(|n| !n.path.is_empty()),
+            "{:?}",
+            imported.notes
+        );
     }
 }

@@ -89,11 +89,14 @@ pub struct Imported {
 }
 
 /// Exchanges (HAR, Postman) → drafts through the record draft builder (scrubbing included).
+/// `place` names the JSON path of the source entry an exchange came from, by its `at_ms`
+/// (the importers number their exchanges with it): a draft lists its entries, and a note
+/// of the draft builder about one operation names the first entry it was drafted from.
 pub fn from_exchanges(
     exchanges: &[Exchange],
+    place: &dyn Fn(u64) -> String,
     profile: ProfileKind,
     scrub: &Scrub,
-    sources: Vec<String>,
     mut notes: Vec<Note>,
     file: &Path,
 ) -> Imported {
@@ -102,19 +105,40 @@ pub fn from_exchanges(
     for n in &set.notes {
         if n.contains("secrets scrubbed") {
             info.push(n.clone());
-        } else {
-            notes.push(Note::new(file, "", format!("draft builder: {n}")));
+            continue;
+        }
+        // `integration/operation: why` is about the entries that operation was drafted from;
+        // anything else (`integration: …`) is about the whole file.
+        let of = set.files.iter().find(|f| {
+            n.strip_prefix(&set.integration)
+                .and_then(|r| r.strip_prefix('/'))
+                .and_then(|r| r.strip_prefix(f.operation_id.as_str()))
+                .is_some_and(|r| r.starts_with(": "))
+        });
+        match of.and_then(|f| f.from.first().map(|&at| (f, at))) {
+            Some((f, at)) => {
+                let more = match f.from.len() {
+                    1 => String::new(),
+                    k => format!(" (drafted from {k} entries; this is the first)"),
+                };
+                notes.push(Note::new(
+                    file,
+                    place(at),
+                    format!("draft builder: {n}{more}"),
+                ));
+            }
+            None => notes.push(Note::new(file, "", format!("draft builder: {n}"))),
         }
     }
     let drafts = set
         .files
         .into_iter()
         .map(|f| Draft {
-            sources: vec![format!(
-                "{} exchange(s) of {}",
-                f.exchanges,
-                sources.join(", ")
-            )],
+            sources: f
+                .from
+                .iter()
+                .map(|&at| format!("{}#{}", file.display(), place(at)))
+                .collect(),
             op: f.op,
             reasons: Vec::new(),
         })

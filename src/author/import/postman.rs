@@ -41,6 +41,8 @@ struct Cx<'a> {
     prefix: String,
     notes: Vec<Note>,
     exchanges: Vec<Exchange>,
+    /// The JSON path of each exchange's saved response (`at_ms` indexes it).
+    places: Vec<String>,
     integration: &'a str,
     profile: ProfileKind,
 }
@@ -86,6 +88,7 @@ pub fn import(
         prefix,
         notes: Vec::new(),
         exchanges: Vec::new(),
+        places: Vec::new(),
         integration,
         profile,
     };
@@ -101,13 +104,16 @@ pub fn import(
         cx.note("item", "no saved response could be imported");
     }
     let Cx {
-        notes, exchanges, ..
+        notes,
+        exchanges,
+        places,
+        ..
     } = cx;
     Ok(from_exchanges(
         &exchanges,
+        &|at| places.get(at as usize).cloned().unwrap_or_default(),
         profile,
         scrub,
-        vec![file.display().to_string()],
         notes,
         file,
     ))
@@ -220,6 +226,7 @@ impl Cx<'_> {
                 };
                 if let Some(ex) = self.exchange(&req, &qat, code as u16, resp, &rat) {
                     self.exchanges.push(ex);
+                    self.places.push(rat);
                 }
             }
         }

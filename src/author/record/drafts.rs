@@ -419,6 +419,7 @@ impl Ctx<'_> {
             extra: None,
             existing,
             exchanges: g.members.len(),
+            from: g.members.iter().map(|(e, _)| e.at_ms).collect(),
             problems,
         })
     }

@@ -485,6 +485,7 @@ impl Ctx<'_> {
             extra,
             existing,
             exchanges,
+            from: Vec::new(),
             problems: Vec::new(),
         };
         d.problems = check_operation(&d.op, self.profile, &d.rel_path())

@@ -224,6 +224,9 @@ pub struct DraftFile {
     pub existing: bool,
     /// How many exchanges went into it.
     pub exchanges: usize,
+    /// The `at_ms` of each HTTP exchange it was drafted from (an importer's index of the
+    /// source entry, by which it names that entry's place); empty for an MCP draft.
+    pub from: Vec<u64>,
     /// `check` problems left in this draft (also in [`DraftSet::notes`]); empty = passes.
     pub problems: Vec<String>,
 }
