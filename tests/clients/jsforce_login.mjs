@@ -1,5 +1,6 @@
 // jsforce 3 logs in to understudy with `loginUrl` at the attempt's base URL (OAuth2
-// username-password and JWT bearer), then queries and reads `conn.limitInfo`. Driven by
+// username-password and JWT bearer), then queries, reads `conn.limitInfo` and runs Bulk API
+// 2.0 (through the base URL and through the forward proxy). Driven by
 // tests/it/salesforce.rs (jsforce is installed under target/ by the test's caller, see
 // .ci/run). Prints "jsforce-login: ok" when every check passed.
 import { createRequire } from 'node:module';
