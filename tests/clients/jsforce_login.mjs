@@ -246,7 +246,7 @@ async function evidence(a) {
     'bulk_query_create', 'bulk_query_get', 'bulk_query_results']) {
     check(ops.includes(op), `base-URL ${op} in ${ops}`);
   }
-  check(ev.tool_events.every((e) => e.integration === 'crm' && e.result_status !== 'error'),
+  check(ev.tool_events.every((e) => e.integration === 'crm' && e.result_status === 'ok'),
     `every base-URL call is crm's and answered: ${JSON.stringify(ev.tool_events.map((e) => [e.operation_id, e.integration, e.result_status]))}`);
   check(!JSON.stringify(ev).includes(conn.accessToken), 'the access token is not in the evidence');
 }
