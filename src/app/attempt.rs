@@ -603,6 +603,25 @@ impl Attempts {
         }
     }
 
+    /// The attempt `id` when `proves(secret)` holds for its secret, or `None` (fail closed).
+    /// A stored attempt is brought into memory only after the proof held, so a claim that
+    /// names an attempt without proving it loads nothing.
+    pub fn proven(
+        &self,
+        store: &Store,
+        id: &str,
+        proves: impl Fn(&str) -> bool,
+    ) -> Result<Option<Arc<Attempt>>, StoreError> {
+        if let Some(a) = self.loaded(id) {
+            let ok = proves(&a.read_record().secret);
+            return Ok(ok.then_some(a));
+        }
+        match store.attempt(id)? {
+            Some(rec) if proves(&rec.secret) => Ok(Some(self.load(store, rec)?)),
+            _ => Ok(None),
+        }
+    }
+
     /// Bring a stored attempt into memory: its state, and its idempotency table rebuilt from
     /// its evidence.
     fn load(&self, store: &Store, rec: AttemptRecord) -> Result<Arc<Attempt>, StoreError> {

@@ -364,6 +364,8 @@ fn builtin_default(
     let ctx = login::Ctx {
         instance_url: login::instance_url(req, consumed, integ.config.upstream.as_deref()),
         secret: &record.secret,
+        attempt_id: &record.attempt_id,
+        integration: integ.name(),
         variant: record.variants.get(&key).map(String::as_str),
         now_ms: app.clock.now().timestamp_millis(),
         // This call is the next one.

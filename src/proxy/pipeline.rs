@@ -34,8 +34,11 @@ use crate::http::{to_http, HttpResponse, Request};
 use crate::profile::Wire;
 
 /// Run one proxied HTTP-profile call through every stage and answer it.
-pub async fn handle(app: Arc<App>, req: Request) -> HttpResponse {
-    let (attempt, consumed) = match route::attempt(&app, &req) {
+pub async fn handle(app: Arc<App>, mut req: Request) -> HttpResponse {
+    // A path that names no integration may be a Salesforce session's (`route::by_session`).
+    let routed =
+        route::attempt(&app, &req).and_then(|(a, c)| route::by_session(&app, &mut req, a, c));
+    let (attempt, consumed) = match routed {
         Ok(x) => x,
         Err(r) => return to_http(r.response()),
     };

@@ -7,6 +7,8 @@
 //!    token and a header token that disagree are refused the same way.
 //! 2. **Integration**: the next path segment is the integration name (through the forward
 //!    proxy the target host chose it, and the request's segments were normalized to name it).
+//!    A path that names none may still be routed by the Salesforce session it carries
+//!    ([`by_session`]), and only by one the login handed out.
 //! 3. **Operation**: every operation file of the integration whose match template holds; the
 //!    most specific wins (more literal segments, then more query/header constraints). Only when
 //!    no file matches are the profile's built-in templates tried (user files always win). When
@@ -113,6 +115,88 @@ pub fn attempt(app: &App, req: &Request) -> Result<(Arc<Attempt>, usize), Refusa
             None => Err(Refusal::Store("the server has no default attempt".into())),
         },
     }
+}
+
+/// A call whose path names no integration of its attempt, routed by the Salesforce session it
+/// carries (docs/src/guides/salesforce.md#bulk-api-20-through-a-base-url): jsforce's Bulk API
+/// 2.0 resolves its URLs against the instance URL's origin (`/services/data/…`) or replaces
+/// its last segment (`/~<token>/services/data/…`), so neither names the integration. When
+/// `Authorization: Bearer` (or `OAuth`) holds a synthetic session the login handed out
+/// (`crate::profile::salesforce::login::session_id`: it names the attempt and the
+/// integration, with a MAC under the attempt's secret), the call goes to that attempt and
+/// integration, and `req` is rewritten as if it had been sent to the base URL
+/// (`/[~<token>/]<integration>/services/…`). The attempt a token chose must be the session's;
+/// without a token the session's attempt replaces the default one. Anything else — no
+/// bearer, a bearer that is no such session, a MAC that does not hold, an integration that is
+/// not the attempt's Salesforce integration — changes nothing: the call stays unmatched,
+/// refused and recorded as before. Nothing of the bearer is kept or logged.
+pub fn by_session(
+    app: &App,
+    req: &mut Request,
+    attempt: Arc<Attempt>,
+    consumed: usize,
+) -> Result<(Arc<Attempt>, usize), Refusal> {
+    use crate::profile::salesforce::login;
+    let names_integration = req
+        .segments
+        .get(consumed)
+        .is_some_and(|n| app.integration_for(&attempt, n).is_some());
+    if req.via_proxy.is_some() || names_integration {
+        return Ok((attempt, consumed));
+    }
+    let Some(bearer) = login::bearer(req) else {
+        return Ok((attempt, consumed));
+    };
+    let Some((id, integration)) = login::session_claim(bearer) else {
+        return Ok((attempt, consumed));
+    };
+    if attempt.id != id && !attempt.is_default() {
+        // A token chose another attempt: the session does not move the call.
+        return Ok((attempt, consumed));
+    }
+    let proves = |secret: &str| {
+        let want = login::session_id(secret, &id, &integration);
+        crate::app::attempt::ct_eq(want.as_bytes(), bearer.as_bytes())
+    };
+    let found = if attempt.id == id {
+        let ok = proves(&attempt.read_record().secret);
+        ok.then_some(attempt.clone())
+    } else {
+        app.attempts
+            .proven(&app.store, &id, proves)
+            .map_err(|e| Refusal::Store(e.to_string()))?
+    };
+    let Some(found) = found else {
+        return Ok((attempt, consumed));
+    };
+    let salesforce = app
+        .integration_for(&found, &integration)
+        .and_then(|i| i.wire.http().and_then(|p| p.kind()))
+        == Some(crate::contract::ProfileKind::Salesforce);
+    if !salesforce {
+        return Ok((attempt, consumed));
+    }
+    req.segments.insert(consumed, integration.clone());
+    req.path = insert_segment(&req.path, consumed, &integration);
+    Ok((found, consumed))
+}
+
+/// `path` with `segment` inserted after its first `n` non-empty segments (`/~t/a`, 1, `crm`
+/// → `/~t/crm/a`; `/a`, 0, `crm` → `/crm/a`).
+fn insert_segment(path: &str, n: usize, segment: &str) -> String {
+    let mut at = 0;
+    for _ in 0..n {
+        let rest = &path[at..];
+        let start = rest.len() - rest.trim_start_matches('/').len();
+        at += rest[start..].find('/').map_or(rest.len(), |i| start + i);
+    }
+    let (head, tail) = path.split_at(at);
+    let sep = if tail.starts_with('/') || tail.is_empty() {
+        ""
+    } else {
+        "/"
+    };
+    format!("{head}/{segment}{sep}{tail}")
 }
 
 /// What a request resolved to inside its integration.
@@ -436,6 +520,21 @@ mod tests {
         }
         // Only the query template makes `matches` stricter than `may_match` here.
         assert!(agreed >= templates.len() * requests.len() - 2, "{agreed}");
+    }
+
+    #[test]
+    fn insert_segment_keeps_the_rest_as_written() {
+        assert_eq!(
+            insert_segment("/services/data", 0, "crm"),
+            "/crm/services/data"
+        );
+        assert_eq!(
+            insert_segment("/~t/services/a//b/", 1, "crm"),
+            "/~t/crm/services/a//b/"
+        );
+        assert_eq!(insert_segment("/~t", 1, "crm"), "/~t/crm");
+        assert_eq!(insert_segment("", 0, "crm"), "/crm");
+        assert_eq!(insert_segment("//~t//x", 1, "crm"), "//~t/crm//x");
     }
 
     #[test]

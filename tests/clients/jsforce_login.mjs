@@ -1,5 +1,6 @@
 // jsforce 3 logs in to understudy with `loginUrl` at the attempt's base URL (OAuth2
-// username-password and JWT bearer), then queries and reads `conn.limitInfo`. Driven by
+// username-password and JWT bearer), then queries, reads `conn.limitInfo` and runs Bulk API
+// 2.0 (through the base URL and through the forward proxy). Driven by
 // tests/it/salesforce.rs (jsforce is installed under target/ by the test's caller, see
 // .ci/run). Prints "jsforce-login: ok" when every check passed.
 import { createRequire } from 'node:module';
@@ -204,6 +205,49 @@ async function evidence(a) {
   for (const op of ['bulk_ingest_create', 'bulk_ingest_upload', 'bulk_ingest_state', 'bulk_ingest_get', 'bulk_ingest_results', 'collections_create', 'composite_graph']) {
     check(ops.includes(op), `${op} in ${ops}`);
   }
+  check(!JSON.stringify(ev).includes(conn.accessToken), 'the access token is not in the evidence');
+}
+
+// 6. Bulk API 2.0 through the attempt's base URL (no proxy): jsforce resolves its Bulk URLs
+// against the instance URL's origin (`/services/data/…/jobs/ingest`) or replaces its last
+// segment (`/~<token>/services/data/…/jobs/query`), so neither names the integration; the
+// session the login handed out routes them to this attempt's `crm`.
+{
+  const a = await attempt();
+  const base = a.base_urls.crm;
+  const conn = new jsforce.Connection({
+    oauth2: { loginUrl: base, clientId: 'CK-js', clientSecret: CONSUMER_SECRET },
+    version: '59.0',
+  });
+  await conn.login('ada@healthplus.example', PASSWORD);
+  check(conn.instanceUrl === base, `base-URL instanceUrl ${conn.instanceUrl}`);
+  const input = [
+    { FirstName: 'Base', LastName: 'B0' },
+    { FirstName: 'Base', LastName: 'B1' },
+    { FirstName: 'NoLastName' },
+  ];
+  const r = await conn.bulk2.loadAndWaitForResults({ object: 'Contact', operation: 'insert', input, pollInterval: 50, pollTimeout: 20000 });
+  check(r.successfulResults.length === 2 && r.successfulResults.every((x) => x.sf__Id.startsWith('003')),
+    `base-URL bulk2 successful ${JSON.stringify(r.successfulResults)}`);
+  check(r.failedResults.length === 1 && /REQUIRED_FIELD_MISSING/.test(r.failedResults[0].sf__Error),
+    `base-URL bulk2 failed ${JSON.stringify(r.failedResults)}`);
+  const stream = await conn.bulk2.query("SELECT Id, LastName FROM Contact WHERE FirstName = 'Base' ORDER BY LastName",
+    { pollInterval: 50, pollTimeout: 20000 });
+  const rows = await new Promise((resolve, reject) => {
+    const got = [];
+    stream.on('record', (rec) => got.push(rec));
+    stream.on('error', reject);
+    stream.on('end', () => resolve(got));
+  });
+  check(JSON.stringify(rows.map((x) => x.LastName)) === JSON.stringify(['B0', 'B1']), `base-URL bulk2 query ${JSON.stringify(rows)}`);
+  const ev = await evidence(a);
+  const ops = ev.tool_events.map((e) => e.operation_id);
+  for (const op of ['oauth_token', 'bulk_ingest_create', 'bulk_ingest_upload', 'bulk_ingest_state', 'bulk_ingest_get', 'bulk_ingest_results',
+    'bulk_query_create', 'bulk_query_get', 'bulk_query_results']) {
+    check(ops.includes(op), `base-URL ${op} in ${ops}`);
+  }
+  check(ev.tool_events.every((e) => e.integration === 'crm' && e.result_status === 'ok'),
+    `every base-URL call is crm's and answered: ${JSON.stringify(ev.tool_events.map((e) => [e.operation_id, e.integration, e.result_status]))}`);
   check(!JSON.stringify(ev).includes(conn.accessToken), 'the access token is not in the evidence');
 }
 

@@ -44,6 +44,7 @@ mod report;
 mod salesforce;
 mod salesforce_modes;
 mod salesforce_record;
+mod salesforce_session;
 mod schemas;
 mod secrets;
 mod serve;

@@ -4,7 +4,8 @@
 //! (simple-salesforce) and through the attempt's base URL (jsforce, `loginUrl`); then both
 //! write to the default org through the forward proxy — Bulk API 2.0 insert (and query,
 //! simple-salesforce), `query_all` / `autoFetch` over three pages, Composite, Collections with
-//! `allOrNone`, Composite Graph — and read back what they wrote. One server,
+//! `allOrNone`, Composite Graph — and read back what they wrote; jsforce's Bulk API 2.0
+//! insert and query also run through the base URL, routed by the session. One server,
 //! one Python process and one Node process; afterwards no secret the clients sent is
 //! anywhere in the data dir or the attempts' reports. The clients must be installed (`.ci/run`); outside CI a
 //! missing one skips its half with a note, in CI (`CI=true`) it fails.

@@ -318,6 +318,8 @@ mod tests {
         let mut ctx = Ctx {
             instance_url: "http://x/crm".into(),
             secret: "00",
+            attempt_id: "a1",
+            integration: "crm",
             variant: Some(VARIANT_LIMIT_EXCEEDED),
             now_ms: 0,
             calls: 1,

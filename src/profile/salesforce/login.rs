@@ -5,9 +5,11 @@
 //! SOAP `login` (`POST /services/Soap/u/{version}`), `GET /services/oauth2/userinfo` and
 //! `POST /services/oauth2/revoke`.
 //!
-//! In replay the answer carries a synthetic session id that is stable per attempt (derived
-//! from the attempt's own secret, shaped like a real one: `00D…!…`) and an instance URL that
-//! brings the client back to understudy ([`instance_url`]). No credential is checked — there
+//! In replay the answer carries a synthetic session id that is stable per attempt and
+//! integration (shaped like a real one, `00D…!…`: it names the attempt and the integration and
+//! carries a MAC under the attempt's own secret, [`session_id`]) and an instance URL that
+//! brings the client back to understudy ([`instance_url`]). A call whose path names no
+//! integration but whose bearer is such a session is routed by it (`crate::proxy::route`). No credential is checked — there
 //! is nothing to check it against — but a request that lacks what Salesforce requires gets
 //! Salesforce's own error, and the variant `invalid_grant` (the attempt's variant of the
 //! login operation) answers every login as a wrong password does (`invalid_grant` /
@@ -44,6 +46,9 @@ pub struct Ctx<'a> {
     pub instance_url: String,
     /// The attempt's secret (hex): every synthetic id and token derives from it.
     pub secret: &'a str,
+    /// The attempt's id and the integration's name: what the session id names.
+    pub attempt_id: &'a str,
+    pub integration: &'a str,
     /// The attempt's variant of this operation, if any.
     pub variant: Option<&'a str>,
     /// Milliseconds since the epoch (the token's `issued_at`).
@@ -92,12 +97,11 @@ impl Answer {
     }
 }
 
-/// The attempt's synthetic identity: org id, user id and session id.
+/// The attempt's synthetic identity: org id and user id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Identity {
     pub org_id: String,
     pub user_id: String,
-    pub session_id: String,
 }
 
 /// The synthetic identity of the attempt whose secret is `secret` (the same for every call
@@ -112,17 +116,50 @@ pub fn identity(secret: &str) -> Identity {
     };
     let org_id = super::record_id("00D", &part("salesforce org"));
     let user_id = super::record_id("005", &part("salesforce user"));
-    let mut tail = String::new();
+    Identity { org_id, user_id }
+}
+
+/// The synthetic session id of `integration` in the attempt `attempt_id` whose secret is
+/// `secret`: `<org id, 15 characters>!<hex of "attempt id NUL integration">.<MAC>`, the MAC
+/// being HMAC-SHA256 under the secret of what precedes it, so only the server that holds the
+/// secret can make one, and [`session_claim`] reads whose it is without a table.
+pub fn session_id(secret: &str, attempt_id: &str, integration: &str) -> String {
+    let org_id = identity(secret).org_id;
+    let payload = crate::util::ids::hex(format!("{attempt_id}\0{integration}").as_bytes());
+    let mut s = format!("{}!{payload}.", &org_id[..15]);
     for label in ["salesforce session 1", "salesforce session 2"] {
-        for b in hmac_sha256(key, label.as_bytes()) {
-            tail.push(BASE64ISH[(b as usize) % BASE64ISH.len()] as char);
+        let mut msg = label.as_bytes().to_vec();
+        msg.push(0);
+        msg.extend_from_slice(s.as_bytes());
+        for b in hmac_sha256(secret.as_bytes(), &msg) {
+            s.push(BASE64ISH[(b as usize) % BASE64ISH.len()] as char);
         }
     }
-    Identity {
-        session_id: format!("{}!{tail}", &org_id[..15]),
-        org_id,
-        user_id,
+    s
+}
+
+/// Whose session `bearer` says it is, (attempt id, integration), read from its shape
+/// alone: `None` when it is not shaped like a [`session_id`]. The claim proves nothing
+/// until [`session_id`] of the claimed attempt's secret equals `bearer`.
+pub fn session_claim(bearer: &str) -> Option<(String, String)> {
+    let (_, rest) = bearer.split_once('!')?;
+    let (payload, _) = rest.split_once('.')?;
+    let text = String::from_utf8(crate::util::ids::unhex(payload)?).ok()?;
+    let (attempt, integration) = text.split_once('\0')?;
+    (!attempt.is_empty() && !integration.is_empty())
+        .then(|| (attempt.to_string(), integration.to_string()))
+}
+
+/// The bearer of `Authorization: Bearer <token>` (or `OAuth <token>`, the older spelling
+/// Salesforce also takes), if the request carries exactly one such header.
+pub fn bearer(req: &Request) -> Option<&str> {
+    if req.header_count("authorization") != 1 {
+        return None;
     }
+    let (scheme, token) = req.header("authorization")?.trim().split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("oauth"))
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
 }
 
 /// Whether `method path` (the path after the integration, as sent) is one of the login
@@ -478,7 +515,14 @@ pub fn token(ctx: &Ctx<'_>, req: &Request) -> Answer {
         ctx.secret.as_bytes(),
         format!("{}{}", id.user_id, ctx.now_ms).as_bytes(),
     ));
-    let response = json_answer(200, body(&id.session_id, &refresh, &signature));
+    let response = json_answer(
+        200,
+        body(
+            &session_id(ctx.secret, ctx.attempt_id, ctx.integration),
+            &refresh,
+            &signature,
+        ),
+    );
     let result = json!({"status": 200, "data": body(REDACTED, REDACTED, REDACTED)});
     Answer {
         response,
@@ -571,7 +615,10 @@ pub fn soap_login(ctx: &Ctx<'_>, req: &Request, version: &str) -> Answer {
             valid_seconds: SESSION_SECONDS,
         })
     };
-    let response = xml(200, text(&id.session_id));
+    let response = xml(
+        200,
+        text(&session_id(ctx.secret, ctx.attempt_id, ctx.integration)),
+    );
     let result = xml(200, text(REDACTED)).to_envelope();
     Answer {
         response,

@@ -23,6 +23,8 @@ fn ctx(variant: Option<&str>) -> Ctx<'_> {
     Ctx {
         instance_url: "http://127.0.0.1:7777/~tok/crm".into(),
         secret: "00112233",
+        attempt_id: "a1",
+        integration: "crm",
         variant,
         now_ms: 1_700_000_000_000,
         calls: 1,
@@ -47,7 +49,10 @@ fn password_grant_answers_a_stable_synthetic_session() {
     // Stable per attempt, different between attempts.
     let again = token(&ctx(None), &req("POST", "/x", FORM, body));
     assert_eq!(again.response.body.unwrap()["access_token"], tok);
-    assert_ne!(identity("other").session_id, tok);
+    assert_eq!(tok, session_id("00112233", "a1", "crm"));
+    assert_ne!(session_id("other", "a1", "crm"), tok);
+    assert_ne!(session_id("00112233", "a1", "crm2"), tok);
+    assert_eq!(session_claim(tok), Some(("a1".into(), "crm".into())));
     // The evidence: grant type, client id, user name; nothing secret.
     assert_eq!(
         a.arguments,
@@ -186,13 +191,15 @@ fn soap_login_answers_a_server_url_back_to_understudy() {
         x.contains("<serverUrl>https://healthplus.my.salesforce.com/services/Soap/u/59.0/00D"),
         "{x}"
     );
-    assert!(x.contains(&identity("00112233").session_id));
+    assert!(x.contains(&session_id("00112233", "a1", "crm")));
     assert_eq!(
         a.arguments,
         json!({"grant_type": "password", "via": "soap", "username": "ada@example.com"})
     );
     let recorded = a.result.to_string();
-    assert!(!recorded.contains(&identity("00112233").session_id) && !recorded.contains("pwTOKEN"));
+    assert!(
+        !recorded.contains(&session_id("00112233", "a1", "crm")) && !recorded.contains("pwTOKEN")
+    );
     let bad = soap_login(&c, &req("POST", "/s", "text/xml", "<nope"), "59.0");
     assert_eq!(bad.response.status, 500);
     assert!(bad.input_error);
@@ -252,4 +259,28 @@ fn the_login_family_is_told_from_the_rest() {
     ] {
         assert!(!is_login_exchange(m, p), "{m} {p}");
     }
+}
+
+#[test]
+fn only_the_shape_of_a_session_is_claimed_and_only_a_bearer_is_read() {
+    for junk in [
+        "",
+        "00D!",
+        "00Dxx!nothex.mac",
+        "00Dxx!6131.mac",
+        "00Dxx!0063726d.mac",
+        "00Dxx!613100.mac",
+    ] {
+        assert_eq!(session_claim(junk), None, "{junk}");
+    }
+    let with = |v: &str| {
+        let mut r = req("GET", "/services/data", FORM, "");
+        r.headers.insert("authorization", v.parse().unwrap());
+        r
+    };
+    assert_eq!(bearer(&with("Bearer 00D!x")), Some("00D!x"));
+    assert_eq!(bearer(&with("OAuth 00D!x")), Some("00D!x"));
+    assert_eq!(bearer(&with("Basic 00D!x")), None);
+    assert_eq!(bearer(&with("Bearer ")), None);
+    assert_eq!(bearer(&req("GET", "/", FORM, "")), None);
 }
