@@ -1,8 +1,9 @@
 //! The caller's trace over stdio (docs/src/guides/traces.md): over `understudy mcp stdio`
 //! and `mcp wrap` it travels only in `params._meta.traceparent`. The evidence event takes its
 //! `trace_id` from there, so the agent's own spans of that trace join the attempt and
-//! `agent_trace.reported_calls_arrived` judges them; and `mcp wrap --mode dry-run` exports
-//! one span per call under that `_meta` span, the blocked write with its guardrail event.
+//! `agent_trace.reported_calls_arrived` judges them; and `mcp wrap --mode dry-run` and
+//! `--mode record` export one span per call under that `_meta` span, the blocked write with
+//! its guardrail event.
 
 use std::time::Duration;
 
@@ -254,13 +255,12 @@ async fn stdio_meta_traceparent_joins_the_agents_spans_to_the_attempt() {
     s.stop().await;
 }
 
-/// `understudy mcp wrap --mode dry-run` around a real stdio server (`child_server.py`, the
+/// `understudy mcp wrap --mode MODE` around a real stdio server (`child_server.py`, the
 /// standard library only): the caller's trace only in `params._meta`, a read forwarded to the
 /// child and a write answered `blocked` without reaching it — one span each, under the
 /// `_meta` span, with the mode and (for the write) the guardrail event; the password the
 /// write carried is in no export.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_wrap_dry_run_exports_a_span_per_call_under_the_meta_span() {
+async fn wrap_spans(mode: &str) {
     let (collector, mut rx) = receiver().await;
     let p = Project::new(&[("child", "mcp")]);
     p.write_config(json!({"otel": {
@@ -270,19 +270,15 @@ async fn mcp_wrap_dry_run_exports_a_span_per_call_under_the_meta_span() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/mcp-stdio/child_server.py"
     );
+    let drafts = p.path().join("drafts");
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_understudy"));
-    cmd.args([
-        "mcp",
-        "wrap",
-        "--integration",
-        "child",
-        "--mode",
-        "dry-run",
-        "--config",
-    ])
-    .arg(p.config_path())
-    .args(["--", "python3", child_server])
-    .env("CHILD_WRITES", &writes);
+    cmd.args(["mcp", "wrap", "--integration", "child", "--mode", mode])
+        .arg("--out")
+        .arg(&drafts)
+        .arg("--config")
+        .arg(p.config_path())
+        .args(["--", "python3", child_server])
+        .env("CHILD_WRITES", &writes);
     let mut s = Stdio::spawn(&mut cmd);
     s.initialize().await;
     // The child's annotations tell its reads from its writes.
@@ -313,6 +309,12 @@ async fn mcp_wrap_dry_run_exports_a_span_per_call_under_the_meta_span() {
     assert_eq!(write["result"]["isError"], true, "blocked: {write}");
     s.end().await;
     assert!(!writes.exists(), "the write reached the child");
+    if mode == "record" {
+        assert!(
+            drafts.join("child/noisy.json").exists(),
+            "the read is drafted"
+        );
+    }
     // The exit flushed the last spans: both are at the collector.
     let (exports, spans) = spans_until(&mut rx, 2).await;
     let mut spans: Vec<Span> = spans.into_iter().map(|(_, s)| s).collect();
@@ -322,7 +324,7 @@ async fn mcp_wrap_dry_run_exports_a_span_per_call_under_the_meta_span() {
     assert_eq!(spans.len(), 2, "{spans:#?}");
     let attempt = str_attr(&spans[0].attributes, "understudy.attempt_id").unwrap();
     let read = tool_span(&spans, "noisy");
-    assert_tool_span(read, SPANS[0], &attempt, "noisy", "forwarded", "dry-run");
+    assert_tool_span(read, SPANS[0], &attempt, "noisy", "forwarded", mode);
     assert_eq!(
         str_attr(&read.attributes, "mcp.method.name").as_deref(),
         Some("tools/call")
@@ -333,9 +335,7 @@ async fn mcp_wrap_dry_run_exports_a_span_per_call_under_the_meta_span() {
     );
     assert_eq!(guardrail(read), None);
     let blocked = tool_span(&spans, "remember");
-    assert_tool_span(
-        blocked, SPANS[1], &attempt, "remember", "blocked", "dry-run",
-    );
+    assert_tool_span(blocked, SPANS[1], &attempt, "remember", "blocked", mode);
     assert_eq!(guardrail(blocked), Some(("deny".into(), "blocked".into())));
     assert_eq!(
         str_attr(&blocked.attributes, "error.type").as_deref(),
@@ -347,4 +347,16 @@ async fn mcp_wrap_dry_run_exports_a_span_per_call_under_the_meta_span() {
             "the write's secret reached the collector"
         );
     }
+}
+
+/// `dry-run`: the read forwarded, the write blocked by the mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_wrap_dry_run_exports_a_span_per_call_under_the_meta_span() {
+    wrap_spans("dry-run").await;
+}
+
+/// `record` without `--allow-writes`: the read forwarded and captured, the write blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_wrap_record_exports_a_span_per_call_under_the_meta_span() {
+    wrap_spans("record").await;
 }
