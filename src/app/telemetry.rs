@@ -15,7 +15,9 @@ use crate::config::Config;
 use crate::profile::Wire;
 use crate::records::ToolEvent;
 use crate::store::Store;
-use crate::telemetry::{self, AttemptOutcome, CallContext, CheckOutcome, Exporter, Forwarder};
+use crate::telemetry::{
+    self, AttemptOutcome, CallContext, CheckOutcome, Exporter, Forwarder, McpMessage,
+};
 
 /// How long the shutdown waits for the last spans at most.
 pub const FLUSH_AT_SHUTDOWN: Duration = Duration::from_secs(3);
@@ -60,21 +62,27 @@ fn to_system(rfc3339: &str) -> Option<SystemTime> {
 }
 
 impl App {
+    /// Whether `integration` speaks MCP (its calls' JSON-RPC message says more about them:
+    /// the caller's `params._meta.traceparent`, the request id).
+    pub fn is_mcp(&self, integration: &str) -> bool {
+        self.integrations
+            .get(integration)
+            .is_some_and(|i| matches!(i.wire, Wire::Mcp))
+    }
+
     /// The span of the call whose evidence event is `ev` (before the store gave it its
-    /// sequence; `encoded`: its result when stored pre-encoded), or `None` when export is
-    /// off or the caller's trace is not sampled.
+    /// sequence; `encoded`: its result when stored pre-encoded; `mcp`: its JSON-RPC message
+    /// when it came over MCP), or `None` when export is off or the caller's trace is not
+    /// sampled. It carries the server's mode (`understudy.mode`).
     pub fn call_span(
         &self,
         attempt_id: &str,
         ev: &ToolEvent,
         encoded: Option<&crate::store::EncodedResult>,
         cx: &CallContext,
+        mcp: Option<&McpMessage>,
     ) -> Option<SpanData> {
         let otel = self.otel.as_ref()?;
-        let mcp = self
-            .integrations
-            .get(&ev.integration)
-            .is_some_and(|i| matches!(i.wire, Wire::Mcp));
         let scrubber = self.store.scrubber().clone();
         let scrub = move |v: &mut serde_json::Value| {
             scrubber.json(v);
@@ -86,7 +94,7 @@ impl App {
         } else {
             None
         };
-        let span = telemetry::call_span(
+        let mut span = telemetry::call_span(
             ev,
             result.as_ref(),
             attempt_id,
@@ -95,6 +103,10 @@ impl App {
             content,
             SystemTime::now(),
         )?;
+        span.attributes.push(opentelemetry::KeyValue::new(
+            "understudy.mode",
+            self.mode.as_str(),
+        ));
         if span.parent_span_is_remote {
             otel.note_parent(
                 attempt_id,

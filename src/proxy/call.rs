@@ -53,6 +53,8 @@ pub struct CallInfo {
     /// The input once built; until then, a description of the raw request.
     pub arguments: Value,
     pub idempotency_key_ref: Option<String>,
+    /// The caller's trace: the `traceparent` header's here; [`commit`] settles it — an MCP
+    /// call's `params._meta.traceparent` wins ([`crate::telemetry::CallContext::caller_of`]).
     pub trace_id: Option<String>,
     /// When the request arrived (the event's latency).
     pub received: Instant,

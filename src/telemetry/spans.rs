@@ -21,7 +21,9 @@
 //! error code stays in `understudy.error.code`. Its parent is the `traceparent` the request
 //! carries in `params._meta` (how MCP propagates a trace, on stdio as on HTTP), else the HTTP
 //! header's; when both are there and differ the header's span is a link. Those come from the
-//! request's JSON-RPC message ([`McpMessage::read`]), read only for an MCP call's span. The
+//! request's JSON-RPC message ([`McpMessage::read`]), read once per MCP call by its commit,
+//! whose evidence event takes its `trace_id` from the same caller ([`CallContext::caller_of`]:
+//! what joins the agent's own spans to the attempt, over stdio too). The
 //! span keeps the GenAI name `execute_tool {tool}` on `tools/call`; another method is named
 //! after it (`resources/read`, `prompts/get {name}`) and carries no `gen_ai.operation.name`.
 
@@ -100,6 +102,20 @@ impl CallContext {
             mcp_protocol_version: header("mcp-protocol-version").map(str::to_string),
             body: RawBody(body.clone()),
         }
+    }
+
+    /// The JSON-RPC message of an MCP call (`tool`: its tool, which picks the member of a
+    /// batch), read from the body ([`McpMessage::read`]).
+    pub fn mcp_message(&self, tool: Option<&str>) -> McpMessage {
+        McpMessage::read(&self.body.0, tool)
+    }
+
+    /// The caller's span of a call — `msg`: its MCP message when it came over MCP: the
+    /// `traceparent` of `params._meta` (MCP's own propagation, the only one over stdio) wins
+    /// over the transport's header. The one answer for the call's span parent and its
+    /// evidence event's `trace_id` (docs/src/guides/traces.md#traces-out).
+    pub fn caller_of(&self, msg: Option<&McpMessage>) -> Option<Caller> {
+        msg.and_then(|m| m.caller).or(self.caller)
     }
 }
 
@@ -315,25 +331,23 @@ fn mcp_error(ev: &ToolEvent, result: &Value) -> Option<(String, Option<String>)>
 
 /// The span of one served call. `result`: its result when `ev.result` does not hold it (a
 /// static answer's is stored pre-encoded); `attempt_id`: the attempt it belongs to; `mcp`:
-/// the call came over MCP (its message is read from `cx.body`); `content`: the scrubber
-/// arguments and results go through before they are put on the span (`None`: they are left
-/// off); `end`: when its answer was decided. `None` when the caller's trace is not sampled.
+/// the call came over MCP, and this is its JSON-RPC message ([`CallContext::mcp_message`]);
+/// `content`: the scrubber arguments and results go through before they are put on the
+/// span (`None`: they are left off); `end`: when its answer was decided. `None` when the
+/// caller's trace is not sampled.
 pub fn call_span(
     ev: &ToolEvent,
     result: Option<&Value>,
     attempt_id: &str,
     cx: &CallContext,
-    mcp: bool,
+    mcp: Option<&McpMessage>,
     content: Option<&dyn Fn(&mut Value)>,
     end: SystemTime,
 ) -> Option<SpanData> {
-    let msg = if mcp {
-        McpMessage::read(&cx.body.0, ev.operation_id.as_deref())
-    } else {
-        McpMessage::default()
-    };
-    // MCP's own propagation (`params._meta`) wins over the transport's header.
-    let caller = msg.caller.or(cx.caller);
+    let caller = cx.caller_of(mcp);
+    let none = McpMessage::default();
+    let msg = mcp.unwrap_or(&none);
+    let mcp = mcp.is_some();
     if caller.is_some_and(|c| !c.sampled) {
         return None;
     }

@@ -73,7 +73,7 @@ fn a_call_span_is_an_execute_tool_span_under_its_caller() {
         None,
         "att-1",
         &cx,
-        false,
+        None,
         None,
         SystemTime::now(),
     )
@@ -106,7 +106,7 @@ fn a_call_span_is_an_execute_tool_span_under_its_caller() {
         None,
         "att-1",
         &CallContext::default(),
-        false,
+        None,
         None,
         SystemTime::now(),
     )
@@ -123,7 +123,7 @@ fn a_call_span_is_an_execute_tool_span_under_its_caller() {
         None,
         "a",
         &unsampled,
-        false,
+        None,
         None,
         SystemTime::now()
     )
@@ -142,7 +142,7 @@ fn content_only_when_asked_and_through_the_scrubber() {
         None,
         "a",
         &CallContext::default(),
-        false,
+        None,
         Some(&scrub),
         SystemTime::now(),
     )
@@ -178,7 +178,16 @@ fn failures_faults_guardrails_and_mcp() {
         mcp_protocol_version: Some("2025-06-18".into()),
         ..Default::default()
     };
-    let s = call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
+    let s = call_span(
+        &ev,
+        None,
+        "a",
+        &cx,
+        Some(&cx.mcp_message(ev.operation_id.as_deref())),
+        None,
+        SystemTime::now(),
+    )
+    .unwrap();
     assert_eq!(attr(&s, "understudy.fault").unwrap().as_str(), "status");
     assert_eq!(attr(&s, "error.type").unwrap().as_str(), "status");
     assert!(matches!(s.status, Status::Error { .. }));
@@ -199,7 +208,7 @@ fn failures_faults_guardrails_and_mcp() {
             None,
             "a",
             &CallContext::default(),
-            false,
+            None,
             None,
             SystemTime::now(),
         )
@@ -225,7 +234,7 @@ fn failures_faults_guardrails_and_mcp() {
         None,
         "a",
         &CallContext::default(),
-        false,
+        None,
         None,
         SystemTime::now(),
     )
@@ -245,7 +254,16 @@ const META_TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 #[test]
 fn mcp_spans_carry_the_request_id_and_the_meta_traceparent() {
     let span = |ev: &ToolEvent, cx: &CallContext| {
-        call_span(ev, None, "a", cx, true, None, SystemTime::now()).unwrap()
+        call_span(
+            ev,
+            None,
+            "a",
+            cx,
+            Some(&cx.mcp_message(ev.operation_id.as_deref())),
+            None,
+            SystemTime::now(),
+        )
+        .unwrap()
     };
     let call = |id: Value, meta: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -297,10 +315,19 @@ fn mcp_spans_carry_the_request_id_and_the_meta_traceparent() {
     // An unsampled `_meta` context: no span.
     let unsampled = META_TP.replace("-01", "-00");
     let cx = mcp_cx(call(json!(3), json!({"traceparent": unsampled})));
-    assert!(call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).is_none());
+    assert!(call_span(
+        &ev,
+        None,
+        "a",
+        &cx,
+        Some(&cx.mcp_message(ev.operation_id.as_deref())),
+        None,
+        SystemTime::now()
+    )
+    .is_none());
     // An HTTP call's body is never read as a message.
     let cx = mcp_cx(call(json!(9), json!({"traceparent": META_TP})));
-    let s = call_span(&ev, None, "a", &cx, false, None, SystemTime::now()).unwrap();
+    let s = call_span(&ev, None, "a", &cx, None, None, SystemTime::now()).unwrap();
     assert!(attr(&s, "jsonrpc.request.id").is_none());
     assert_eq!(s.parent_span_id, SpanId::INVALID);
 }
@@ -309,8 +336,18 @@ fn mcp_spans_carry_the_request_id_and_the_meta_traceparent() {
 fn mcp_errors_are_typed_as_the_mcp_conventions_say() {
     let cx = mcp_cx(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                            "params": {"name": "book_room"}}));
-    let span =
-        |ev: &ToolEvent| call_span(ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
+    let span = |ev: &ToolEvent| {
+        call_span(
+            ev,
+            None,
+            "a",
+            &cx,
+            Some(&cx.mcp_message(ev.operation_id.as_deref())),
+            None,
+            SystemTime::now(),
+        )
+        .unwrap()
+    };
     // An input error is an `isError: true` result: `tool_error`.
     let mut ev = event(ResultStatus::InputError);
     ev.error = Some(json!({"code": "input_error", "message": "room: required"}));
@@ -358,7 +395,16 @@ fn an_mcp_message_other_than_a_tool_call_is_named_after_its_method() {
         json!({"jsonrpc": "2.0", "id": "r1", "method": "resources/read",
                            "params": {"uri": "mem://a"}}),
     );
-    let s = call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
+    let s = call_span(
+        &ev,
+        None,
+        "a",
+        &cx,
+        Some(&cx.mcp_message(ev.operation_id.as_deref())),
+        None,
+        SystemTime::now(),
+    )
+    .unwrap();
     assert_eq!(s.name, "resources/read");
     assert_eq!(
         attr(&s, "mcp.method.name").unwrap().as_str(),
@@ -370,7 +416,16 @@ fn an_mcp_message_other_than_a_tool_call_is_named_after_its_method() {
     assert!(attr(&s, "gen_ai.tool.name").is_none());
     let cx = mcp_cx(json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
                            "params": {"name": "greet"}}));
-    let s = call_span(&ev, None, "a", &cx, true, None, SystemTime::now()).unwrap();
+    let s = call_span(
+        &ev,
+        None,
+        "a",
+        &cx,
+        Some(&cx.mcp_message(ev.operation_id.as_deref())),
+        None,
+        SystemTime::now(),
+    )
+    .unwrap();
     assert_eq!(s.name, "prompts/get greet");
     assert_eq!(attr(&s, "gen_ai.prompt.name").unwrap().as_str(), "greet");
 }
@@ -446,5 +501,37 @@ fn the_attempt_span_carries_the_verdict_and_each_check() {
     assert_eq!(
         s.end_time.duration_since(s.start_time).unwrap(),
         Duration::from_secs(2)
+    );
+}
+
+/// The one answer for a call's span parent and its evidence event's `trace_id`: an MCP
+/// call's `params._meta.traceparent`, else the header's; an invalid `_meta` value falls back
+/// to the header; an HTTP call's body is never read.
+#[test]
+fn the_callers_span_is_metas_then_the_headers() {
+    let header = Caller::parse(TP).unwrap();
+    let meta = Caller::parse(META_TP).unwrap();
+    let call = |meta: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "book_room", "_meta": meta}})
+    };
+    let mut cx = mcp_cx(call(json!({"traceparent": META_TP})));
+    let msg = cx.mcp_message(Some("book_room"));
+    assert_eq!(
+        cx.caller_of(Some(&msg)),
+        Some(meta),
+        "only in _meta (stdio)"
+    );
+    cx.caller = Some(header);
+    assert_eq!(cx.caller_of(Some(&msg)), Some(meta), "_meta wins");
+    assert_eq!(cx.caller_of(None), Some(header), "not MCP: the header");
+    let mut cx = mcp_cx(call(json!({"traceparent": "00-nope-01"})));
+    let msg = cx.mcp_message(Some("book_room"));
+    assert_eq!(cx.caller_of(Some(&msg)), None);
+    cx.caller = Some(header);
+    assert_eq!(
+        cx.caller_of(Some(&msg)),
+        Some(header),
+        "an invalid _meta value"
     );
 }

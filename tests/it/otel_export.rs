@@ -19,15 +19,15 @@ use crate::support::{self, Server};
 
 /// One export request as the receiver got it: its head, its raw body, and its spans with
 /// their resource's `service.name`.
-struct Export {
-    head: String,
-    body: Vec<u8>,
-    spans: Vec<(String, Span)>,
+pub(crate) struct Export {
+    pub head: String,
+    pub body: Vec<u8>,
+    pub spans: Vec<(String, Span)>,
 }
 
 /// A loopback OTLP/HTTP receiver on a free port ([`support::otlp_collector`]): every
 /// export decoded and handed to the channel.
-async fn receiver() -> (u16, tokio::sync::mpsc::UnboundedReceiver<Export>) {
+pub(crate) async fn receiver() -> (u16, tokio::sync::mpsc::UnboundedReceiver<Export>) {
     let mut c = support::otlp_collector(None).await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
@@ -54,7 +54,7 @@ async fn receiver() -> (u16, tokio::sync::mpsc::UnboundedReceiver<Export>) {
 }
 
 /// The spans of the exports `rx` gets until there are `n` (at most 15 s).
-async fn spans_until(
+pub(crate) async fn spans_until(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Export>,
     n: usize,
 ) -> (Vec<Export>, Vec<(String, Span)>) {
@@ -79,21 +79,21 @@ async fn spans_until(
     }
 }
 
-fn attr<'a>(kvs: &'a [KeyValue], k: &str) -> Option<&'a Any> {
+pub(crate) fn attr<'a>(kvs: &'a [KeyValue], k: &str) -> Option<&'a Any> {
     kvs.iter()
         .find(|kv| kv.key == k)
         .and_then(|kv| kv.value.as_ref())
         .and_then(|v| v.value.as_ref())
 }
 
-fn str_attr(kvs: &[KeyValue], k: &str) -> Option<String> {
+pub(crate) fn str_attr(kvs: &[KeyValue], k: &str) -> Option<String> {
     match attr(kvs, k) {
         Some(Any::StringValue(s)) => Some(s.clone()),
         _ => None,
     }
 }
 
-fn int_attr(kvs: &[KeyValue], k: &str) -> Option<i64> {
+pub(crate) fn int_attr(kvs: &[KeyValue], k: &str) -> Option<i64> {
     match attr(kvs, k) {
         Some(Any::IntValue(i)) => Some(*i),
         _ => None,
@@ -105,7 +105,7 @@ const AGENT_SPAN_1: &str = "00f067aa0ba902b7";
 const AGENT_SPAN_2: &str = "00f067aa0ba902b8";
 const SECRET: &str = "hunter2-s3cr3t-value";
 
-fn hex(b: &[u8]) -> String {
+pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -220,6 +220,7 @@ async fn every_call_is_a_tool_span_under_the_callers_span_and_the_attempt_carrie
         str_attr(at, "understudy.result_status").as_deref(),
         Some("ok")
     );
+    assert_eq!(str_attr(at, "understudy.mode").as_deref(), Some("replay"));
     assert_eq!(int_attr(at, "understudy.sequence"), Some(1));
     // The revision the attempt pinned.
     assert_eq!(

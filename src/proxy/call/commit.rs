@@ -72,6 +72,17 @@ async fn commit_as(
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+    // The caller's span, read once: an MCP call's `params._meta.traceparent` (the only
+    // carrier over `mcp stdio`), else the `traceparent` header — the event's `trace_id` (what
+    // joins the agent's own spans to the attempt) and the exported span's parent alike
+    // (docs/src/guides/traces.md#traces-out).
+    let mcp = app
+        .is_mcp(&info.integration)
+        .then(|| info.span_context.mcp_message(info.operation_id.as_deref()));
+    info.trace_id = info
+        .span_context
+        .caller_of(mcp.as_ref())
+        .map(|c| c.trace_id.to_string());
     // The result moves into the event (no deep copy per call): nothing below reads it.
     let result = std::mem::take(&mut d.result);
     let (event, latency_ms) = tool_event(app, &mut info, &d, result);
@@ -93,6 +104,7 @@ async fn commit_as(
         &event,
         result_json.as_ref(),
         &info.span_context,
+        mcp.as_ref(),
     );
     let rec = CallRecord {
         event,
