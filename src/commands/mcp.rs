@@ -23,12 +23,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::mcp_project::{init_logging, load_project};
+use super::mcp_project::{init_logging, load_project, route, Route};
 use super::Exit;
 use crate::app::{App, AppOptions};
 use crate::cli::{McpArgs, McpClient, McpCommand, McpConfigArgs, McpStdioArgs};
 use crate::server::stdio::{self, End, Target};
-use crate::store::published::{self, Published, PublishedAttempt, ServerAddress};
+use crate::store::published::{Published, PublishedAttempt, ServerAddress};
 
 /// `understudy mcp stdio|wrap|config` (`mcp wrap` is [`super::mcp_wrap`]; both load the
 /// project through [`super::mcp_project`]).
@@ -64,77 +64,6 @@ pub(super) fn publish(
             tracing::warn!(error = %e, dir = %data_dir.display(), "cannot publish the server's address for `understudy mcp stdio`");
             None
         }
-    }
-}
-
-/// A published server that still accepts connections.
-async fn running_server(data_dir: &Path) -> Option<ServerAddress> {
-    let found = published::read(data_dir)?;
-    let hostport = found
-        .url
-        .strip_prefix("http://")?
-        .trim_end_matches('/')
-        .to_string();
-    match tokio::time::timeout(
-        Duration::from_millis(500),
-        tokio::net::TcpStream::connect(&hostport),
-    )
-    .await
-    {
-        Ok(Ok(_)) => Some(found),
-        _ => {
-            tracing::info!(url = %found.url, "the published server does not answer; ignoring it");
-            None
-        }
-    }
-}
-
-/// Where the calls of a stdio front go and with which attempt (module doc).
-pub(super) struct Route {
-    /// A running server: (its URL, how it was found, for the stderr line).
-    pub server: Option<(String, String)>,
-    /// The attempt token sent with every message (none: the default attempt).
-    pub attempt: Option<String>,
-    /// Which attempt, for the stderr line (never the token).
-    pub which: String,
-}
-
-/// The server (`--url`, else a running `serve`/`test` published in `data_dir`) and the attempt
-/// (`--attempt`, `UNDERSTUDY_ATTEMPT`, the running test's, the default) of `mcp stdio` and
-/// `mcp wrap`.
-pub(super) async fn route(url: Option<&str>, attempt: Option<&str>, data_dir: &Path) -> Route {
-    let running = if url.is_some() {
-        None
-    } else {
-        running_server(data_dir).await
-    };
-    let env_attempt = std::env::var("UNDERSTUDY_ATTEMPT")
-        .ok()
-        .filter(|t| !t.is_empty());
-    let (attempt, which) = if let Some(t) = attempt {
-        (Some(t.to_string()), "the attempt of --attempt".to_string())
-    } else if let Some(t) = env_attempt {
-        (Some(t), "the attempt of UNDERSTUDY_ATTEMPT".to_string())
-    } else if let Some(a) = running.as_ref().and_then(|r| r.attempt.clone()) {
-        (
-            Some(a.token),
-            format!("the running understudy test's attempt {}", a.id),
-        )
-    } else {
-        (None, "the default attempt".to_string())
-    };
-    let server = if let Some(u) = url {
-        Some((u.to_string(), format!("through the server at {u}")))
-    } else {
-        running.map(|r| {
-            let place = format!("through the running understudy {} at {}", r.command, r.url);
-            (r.url, place)
-        })
-    };
-    Route {
-        server,
-        attempt,
-        which,
     }
 }
 

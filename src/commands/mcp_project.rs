@@ -1,12 +1,14 @@
 //! What `understudy mcp stdio` and `understudy mcp wrap` share ([`super::mcp`],
-//! [`super::mcp_wrap`]): loading the project with its `mcp` integration, and logging to stderr
-//! only (stdout is the MCP stream).
+//! [`super::mcp_wrap`]): loading the project with its `mcp` integration, logging to stderr
+//! only (stdout is the MCP stream), and where their calls go ([`route`]).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::Exit;
 use crate::config::Config;
 use crate::contract::ProfileKind;
+use crate::store::published::{self, ServerAddress};
 
 /// Load the project file and check that `integration` is an `mcp` integration.
 pub fn load_project(
@@ -62,4 +64,75 @@ pub fn init_logging() {
         .with_ansi(false)
         .with_writer(|| crate::util::scrub::LogWriter::new(std::io::stderr()))
         .try_init();
+}
+
+/// A published server that still accepts connections.
+async fn running_server(data_dir: &Path) -> Option<ServerAddress> {
+    let found = published::read(data_dir)?;
+    let hostport = found
+        .url
+        .strip_prefix("http://")?
+        .trim_end_matches('/')
+        .to_string();
+    match tokio::time::timeout(
+        Duration::from_millis(500),
+        tokio::net::TcpStream::connect(&hostport),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Some(found),
+        _ => {
+            tracing::info!(url = %found.url, "the published server does not answer; ignoring it");
+            None
+        }
+    }
+}
+
+/// Where the calls of a stdio front go and with which attempt (module doc).
+pub(super) struct Route {
+    /// A running server: (its URL, how it was found, for the stderr line).
+    pub server: Option<(String, String)>,
+    /// The attempt token sent with every message (none: the default attempt).
+    pub attempt: Option<String>,
+    /// Which attempt, for the stderr line (never the token).
+    pub which: String,
+}
+
+/// The server (`--url`, else a running `serve`/`test` published in `data_dir`) and the attempt
+/// (`--attempt`, `UNDERSTUDY_ATTEMPT`, the running test's, the default) of `mcp stdio` and
+/// `mcp wrap`.
+pub(super) async fn route(url: Option<&str>, attempt: Option<&str>, data_dir: &Path) -> Route {
+    let running = if url.is_some() {
+        None
+    } else {
+        running_server(data_dir).await
+    };
+    let env_attempt = std::env::var("UNDERSTUDY_ATTEMPT")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let (attempt, which) = if let Some(t) = attempt {
+        (Some(t.to_string()), "the attempt of --attempt".to_string())
+    } else if let Some(t) = env_attempt {
+        (Some(t), "the attempt of UNDERSTUDY_ATTEMPT".to_string())
+    } else if let Some(a) = running.as_ref().and_then(|r| r.attempt.clone()) {
+        (
+            Some(a.token),
+            format!("the running understudy test's attempt {}", a.id),
+        )
+    } else {
+        (None, "the default attempt".to_string())
+    };
+    let server = if let Some(u) = url {
+        Some((u.to_string(), format!("through the server at {u}")))
+    } else {
+        running.map(|r| {
+            let place = format!("through the running understudy {} at {}", r.command, r.url);
+            (r.url, place)
+        })
+    };
+    Route {
+        server,
+        attempt,
+        which,
+    }
 }

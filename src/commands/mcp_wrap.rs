@@ -110,7 +110,7 @@ pub fn wrap(args: &McpWrapArgs) -> Exit {
         }
     };
     let code = rt.block_on(async move {
-        let route = super::mcp::route(
+        let route = super::mcp_project::route(
             args.url.as_deref(),
             args.attempt.as_deref(),
             &config.data_dir,
