@@ -1,6 +1,6 @@
 //! The default attempt's retention bound (docs/src/reference/evidence-envelope.md#retention):
 //! after each committed call of the default attempt, when the entries the store keeps for it
-//! reach `default_attempt.max_entries` ([`crate::evidence::retention::DefaultAttempt::due`]),
+//! reach `default_attempt.max_entries` ([`crate::config::retention::DefaultAttempt::due`]),
 //! the attempt rolls over under its state lock: every entry kept so far is judged by the one
 //! verdict fold ([`crate::evidence::verdict::Judge::roll_over`]), the findings are added to
 //! the record's `rolled_over` summary, and the entries leave the store

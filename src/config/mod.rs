@@ -5,6 +5,8 @@
 //! command line are relative to the current directory. Every error names the file, the JSON
 //! path and what was expected.
 
+pub mod retention;
+
 use crate::{contract::ProfileKind, error::Problem};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -159,7 +161,7 @@ pub(crate) struct RawConfig {
     otel: crate::telemetry::Otel,
     /// The default attempt's retention bound (docs/src/reference/evidence-envelope.md#retention).
     #[serde(default)]
-    default_attempt: crate::evidence::retention::DefaultAttempt,
+    default_attempt: retention::DefaultAttempt,
     /// Integration name (`[a-z0-9_-]{1,64}`, not starting with `_`) → its definition; at least one.
     #[schemars(extend("propertyNames" = {"pattern": "^[a-z0-9-][a-z0-9_-]{0,63}$"}, "minProperties" = 1))]
     integrations: BTreeMap<String, RawIntegration>,
@@ -297,7 +299,7 @@ pub struct Config {
     /// `"otel"` as written (`OTEL_*` are read at start-up), and `--otel-forward`.
     pub otel: crate::telemetry::Otel,
     /// `"default_attempt"`: the default attempt's retention bound.
-    pub default_attempt: crate::evidence::retention::DefaultAttempt,
+    pub default_attempt: retention::DefaultAttempt,
 }
 
 /// One integration of the project file.

@@ -1,7 +1,7 @@
 //! The default attempt's retention bound (docs/src/reference/evidence-envelope.md#retention):
 //! `"default_attempt": {"max_entries": N}` in `understudy.json`. The default attempt lives as
 //! long as the server, so its evidence would grow without end; once the entries the store
-//! keeps for it reach `max_entries`, they are judged ([`super::verdict::Judge::roll_over`]),
+//! keeps for it reach `max_entries`, they are judged (`crate::evidence::verdict::Judge::roll_over`),
 //! their findings are kept per code in the attempt's record (`rolled_over`), and they leave
 //! the store. Attempts created with a token are never rolled over: they end.
 

@@ -10,11 +10,9 @@
 //! | [`verdict`] | every rule that can fail an attempt with its stable code ([`verdict::Rule`]) and the one function that judges ([`verdict::Judge`]) |
 //! | [`verify`] | tool-call contracts: model, static checks, the pure evaluator over evidence |
 //! | [`report`] | JUnit XML and the self-contained HTML report of an envelope |
-//! | [`retention`] | the default attempt's retention bound (`default_attempt.max_entries`): when its entries roll out |
 
 pub mod envelope;
 pub mod report;
-pub mod retention;
 pub mod stream;
 pub mod verdict;
 pub mod verify;
