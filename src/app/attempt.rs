@@ -650,7 +650,7 @@ impl Attempts {
     /// update of the stored record, which also decides whether the attempt is still open.
     pub async fn note_outside(&self, store: &Store, now: DateTime<Utc>, line: &str) {
         if store.is_shared() {
-            match store.open_exclusive_attempts() {
+            match store.open_exclusive_attempts().await {
                 Ok(ids) => {
                     for id in ids.iter().filter(|id| self.loaded(id).is_none()) {
                         if let Err(e) = self.get(store, id) {

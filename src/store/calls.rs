@@ -188,10 +188,10 @@ impl Store {
     /// attempt), whichever process of a shared store created them: a process that never
     /// loaded one still fails it for a call that missed it. The embedded store has one
     /// process, whose registry holds them all: none.
-    pub fn open_exclusive_attempts(&self) -> Result<Vec<String>, StoreError> {
+    pub async fn open_exclusive_attempts(&self) -> Result<Vec<String>, StoreError> {
         match &*self.inner {
             Backend::Embedded(_) => Ok(Vec::new()),
-            Backend::Postgres(p) => p.open_exclusive_attempts(),
+            Backend::Postgres(p) => p.open_exclusive_attempts().await,
         }
     }
 

@@ -86,6 +86,10 @@ impl Postgres {
         attempt_id: &str,
         token: u64,
     ) -> Result<Option<Fresh>, StoreError> {
+        // The lease held and the copy current: nothing to wait for or read.
+        if self.shared.lock_call_now(attempt_id, token) {
+            return Ok(None);
+        }
         let s = self.shared.clone();
         let id = attempt_id.to_string();
         // The caller's future may be dropped while it waits (a client that hangs up: every

@@ -212,6 +212,27 @@ pub(super) fn fail_conn(s: &Shared, gen: u64, why: &str) {
 }
 
 impl Shared {
+    /// [`Shared::hold`]'s first step when it needs no wait and no read: this process holds
+    /// the attempt's lease on the live connection, nobody has waited for it past the grace
+    /// period, and the in-memory copy is current. Then one hold is counted and its
+    /// acquisition id returned at once, with no task on the store runtime (the common case
+    /// of a busy attempt: every call of it but the first). `None`: take the slow path.
+    fn hold_if_current(&self, st: &mut State, attempt_id: &str) -> Option<u64> {
+        let (gen, connected) = (st.gen, st.conn.is_some());
+        let o = st.owned.get_mut(attempt_id)?;
+        let ready = connected
+            && o.gen == gen
+            && o.current
+            && !o.exclusive
+            && o.wanted.is_none_or(|t| t.elapsed() < GRACE);
+        if !ready {
+            return None;
+        }
+        o.holders += 1;
+        o.last_used = Instant::now();
+        Some(o.own_id)
+    }
+
     /// Takes one hold on the attempt's lease; returns the acquisition id and the state to
     /// apply when this process's copy is not current.
     ///

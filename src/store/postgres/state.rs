@@ -140,8 +140,15 @@ impl Postgres {
     }
 
     /// [`crate::store::Store::open_exclusive_attempts`].
-    pub(in crate::store) fn open_exclusive_attempts(&self) -> Result<Vec<String>, StoreError> {
-        self.block(move |s| async move {
+    /// Awaited on the store runtime, never blocking the caller's thread: every call of the
+    /// default attempt on a fleet asks it (`crate::app::attempt::Attempts::note_outside`), and
+    /// a blocked server worker per call made the default attempt's throughput one round trip
+    /// per worker. A caller that goes away leaves a read to finish, nothing else.
+    pub(in crate::store) async fn open_exclusive_attempts(
+        &self,
+    ) -> Result<Vec<String>, StoreError> {
+        let s = self.shared.clone();
+        let read = async move {
             let conn = s.pool.get().await.map_err(pool_err)?;
             let rows = conn
                 .query(
@@ -152,7 +159,11 @@ impl Postgres {
                 .await
                 .map_err(pg_err)?;
             Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
-        })
+        };
+        self.handle
+            .spawn(read)
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Backend("the store runtime stopped".into())))
     }
 
     /// [`crate::store::Store::count_outside_call`]: one statement under the attempt row's

@@ -34,6 +34,34 @@ impl Hold {
 }
 
 impl Shared {
+    /// Step 1 of a call without leaving the caller's task, when the lease is held and the
+    /// copy current ([`Shared::hold_if_current`]): the hold is recorded as `lock_call`
+    /// records it. `false`: nothing was taken, call `lock_call`.
+    pub(in crate::store::postgres) fn lock_call_now(&self, attempt_id: &str, token: u64) -> bool {
+        let mut st = lock(&self.lane.st);
+        let Some(own_id) = self.hold_if_current(&mut st, attempt_id) else {
+            return false;
+        };
+        let before = st.holds.insert(
+            attempt_id.to_string(),
+            Hold::Owned {
+                token,
+                own_id,
+                fresh: false,
+            },
+        );
+        // As in `lock_call`: a hold still there belongs to a call that went away.
+        if let Some(Hold::Owned {
+            own_id: old,
+            fresh: stale,
+            ..
+        }) = before
+        {
+            self.end_hold(&mut st, attempt_id, old, stale);
+        }
+        true
+    }
+
     /// Step 1 of a call: hold the attempt's lease (taking it when this process has not got
     /// it). `Ok(None)`: this process's in-memory state is current; `Ok(Some)`: apply it.
     ///
