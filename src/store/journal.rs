@@ -514,7 +514,13 @@ mod tests {
 
     /// The journal as `open` leaves it after `calls` group commits and `checkpoints`.
     fn journal_bytes(dir: &Path, calls: usize, checkpoint: bool) -> Vec<u8> {
-        let db = sled::Config::new().path(dir.join("db")).open().unwrap();
+        // As the store opens it: without sled's background flusher, whose thread would
+        // hold the file lock for a moment after the drop and fail the next open here.
+        let db = sled::Config::new()
+            .path(dir.join("db"))
+            .flush_every_ms(None)
+            .open()
+            .unwrap();
         let (state, meta) = (
             db.open_tree("state").unwrap(),
             db.open_tree("meta").unwrap(),
