@@ -152,6 +152,24 @@ mod tests {
         assert_eq!(r[0].code, "store_failure");
     }
 
+    /// Each format renders its own document of the envelope: JSON that reads back as the
+    /// envelope (one trailing newline), JUnit XML, an HTML page — never nothing.
+    #[test]
+    fn render_writes_each_format_of_the_envelope() {
+        let env = json!({"attempt_id": "a-1", "verdict": "fail",
+                         "verdict_reasons": [{"code": "no_calls", "message": "no tool call"}],
+                         "tool_events": []});
+        let j = render(&env, Format::Json);
+        assert_eq!(j.last(), Some(&b'\n'));
+        assert_eq!(serde_json::from_slice::<Value>(&j).unwrap(), env);
+        let x = String::from_utf8(render(&env, Format::Junit)).unwrap();
+        assert!(x.starts_with("<?xml") && x.contains("<testsuite"), "{x}");
+        assert!(x.contains("no_calls"), "{x}");
+        let h = String::from_utf8(render(&env, Format::Html)).unwrap();
+        assert!(h.contains("<html") && h.contains("a-1"), "{h}");
+        assert_eq!(Format::Html.file_name(), HTML_FILE);
+    }
+
     #[test]
     fn timeline_merges_calls_and_events_by_sequence() {
         let env = json!({"tool_events": [{"sequence": 1}, {"sequence": 3}],
