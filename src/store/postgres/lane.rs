@@ -211,6 +211,20 @@ pub(super) fn fail_conn(s: &Shared, gen: u64, why: &str) {
     s.inflight.send_modify(|x| *x = x.saturating_sub(n));
 }
 
+/// Counts one hold on a lease this process owns, when it may be used now: held on the live
+/// connection, not held exclusively, and nobody has waited for it past the grace period.
+/// Returns the acquisition id and whether the in-memory copy is current; `None`: wait.
+fn count_hold(o: &mut Owned, gen: u64, connected: bool) -> Option<(u64, bool)> {
+    let usable =
+        connected && o.gen == gen && !o.exclusive && o.wanted.is_none_or(|t| t.elapsed() < GRACE);
+    if !usable {
+        return None;
+    }
+    o.holders += 1;
+    o.last_used = Instant::now();
+    Some((o.own_id, o.current))
+}
+
 impl Shared {
     /// [`Shared::hold`]'s first step when it needs no wait and no read: this process holds
     /// the attempt's lease on the live connection, nobody has waited for it past the grace
@@ -219,18 +233,8 @@ impl Shared {
     /// of a busy attempt: every call of it but the first). `None`: take the slow path.
     fn hold_if_current(&self, st: &mut State, attempt_id: &str) -> Option<u64> {
         let (gen, connected) = (st.gen, st.conn.is_some());
-        let o = st.owned.get_mut(attempt_id)?;
-        let ready = connected
-            && o.gen == gen
-            && o.current
-            && !o.exclusive
-            && o.wanted.is_none_or(|t| t.elapsed() < GRACE);
-        if !ready {
-            return None;
-        }
-        o.holders += 1;
-        o.last_used = Instant::now();
-        Some(o.own_id)
+        let o = st.owned.get_mut(attempt_id).filter(|o| o.current)?;
+        count_hold(o, gen, connected).map(|(own_id, _)| own_id)
     }
 
     /// Takes one hold on the attempt's lease; returns the acquisition id and the state to
@@ -252,18 +256,11 @@ impl Shared {
                 let gen = st.gen;
                 let connected = st.conn.is_some();
                 match st.owned.get_mut(attempt_id) {
-                    Some(o) if connected && o.gen == gen => {
-                        if o.wanted.is_some_and(|t| t.elapsed() >= GRACE) || o.exclusive {
-                            Next::Wait(RETRY)
-                        } else {
-                            o.holders += 1;
-                            o.last_used = Instant::now();
-                            if o.current {
-                                return Ok((o.own_id, None));
-                            }
-                            Next::Read(o.own_id)
-                        }
-                    }
+                    Some(o) if connected && o.gen == gen => match count_hold(o, gen, connected) {
+                        None => Next::Wait(RETRY),
+                        Some((own_id, true)) => return Ok((own_id, None)),
+                        Some((own_id, false)) => Next::Read(own_id),
+                    },
                     _ => match st.yielded.get(attempt_id) {
                         Some(t) if t.elapsed() < YIELD => Next::Wait(YIELD - t.elapsed()),
                         _ if st.taking.contains(attempt_id) => Next::Wait(RETRY),

@@ -70,6 +70,7 @@ use tokio_postgres::NoTls;
 
 mod batch;
 mod calls;
+mod fresh;
 mod lane;
 mod listen;
 mod schema;
@@ -116,6 +117,9 @@ struct Shared {
     inflight: watch::Sender<usize>,
     changes: watch::Sender<Changes>,
     changed_attempts: Mutex<Vec<String>>,
+    /// The fleet's open exclusive attempts, read once per round trip for every call that
+    /// arrived before the read started ([`fresh`]); errors as text (the read is shared).
+    exclusive_reads: fresh::FreshRead<Result<Vec<String>, String>>,
     #[cfg(any(test, feature = "test-hooks"))]
     paused: watch::Sender<bool>,
 }
@@ -254,6 +258,7 @@ impl Postgres {
             inflight: watch::Sender::new(0),
             changes: watch::Sender::new(Changes::default()),
             changed_attempts: Mutex::new(Vec::new()),
+            exclusive_reads: fresh::FreshRead::new(),
             #[cfg(any(test, feature = "test-hooks"))]
             paused: watch::Sender::new(false),
         });

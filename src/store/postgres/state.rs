@@ -143,22 +143,30 @@ impl Postgres {
     /// Awaited on the store runtime, never blocking the caller's thread: every call of the
     /// default attempt on a fleet asks it (`crate::app::attempt::Attempts::note_outside`), and
     /// a blocked server worker per call made the default attempt's throughput one round trip
-    /// per worker. A caller that goes away leaves a read to finish, nothing else.
+    /// per worker. The calls share reads, each served by one that started after it arrived
+    /// ([`super::fresh`]): one query per round trip, not per call, and no call is answered
+    /// from a read older than itself. A caller that goes away leaves a read to finish.
     pub(in crate::store) async fn open_exclusive_attempts(
         &self,
     ) -> Result<Vec<String>, StoreError> {
         let s = self.shared.clone();
         let read = async move {
-            let conn = s.pool.get().await.map_err(pool_err)?;
-            let rows = conn
-                .query(
-                    "SELECT attempt_id FROM understudy_attempts WHERE live AND NOT is_default \
-                     AND (record::jsonb->>'exclusive')::boolean IS TRUE ORDER BY attempt_id",
-                    &[],
-                )
+            let s2 = s.clone();
+            s.exclusive_reads
+                .get(|| async move {
+                    let conn = s2.pool.get().await.map_err(|e| message(pool_err(e)))?;
+                    let rows = conn
+                        .query(
+                            "SELECT attempt_id FROM understudy_attempts WHERE live AND NOT is_default \
+                             AND (record::jsonb->>'exclusive')::boolean IS TRUE ORDER BY attempt_id",
+                            &[],
+                        )
+                        .await
+                        .map_err(|e| message(pg_err(e)))?;
+                    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+                })
                 .await
-                .map_err(pg_err)?;
-            Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+                .map_err(StoreError::Backend)
         };
         self.handle
             .spawn(read)
@@ -242,4 +250,13 @@ async fn lease_in_tx(
     .await
     .map_err(pg_err)?;
     Ok(())
+}
+
+/// The text of a store error without its "store error:" prefix (shared reads carry text and
+/// are made `StoreError::Backend` again by each caller).
+fn message(e: StoreError) -> String {
+    match e {
+        StoreError::Backend(m) => m,
+        other => other.to_string(),
+    }
 }

@@ -42,23 +42,7 @@ impl Shared {
         let Some(own_id) = self.hold_if_current(&mut st, attempt_id) else {
             return false;
         };
-        let before = st.holds.insert(
-            attempt_id.to_string(),
-            Hold::Owned {
-                token,
-                own_id,
-                fresh: false,
-            },
-        );
-        // As in `lock_call`: a hold still there belongs to a call that went away.
-        if let Some(Hold::Owned {
-            own_id: old,
-            fresh: stale,
-            ..
-        }) = before
-        {
-            self.end_hold(&mut st, attempt_id, old, stale);
-        }
+        self.record_hold(&mut st, attempt_id, token, own_id, false);
         true
     }
 
@@ -85,25 +69,7 @@ impl Shared {
         }
         match r {
             Ok((own_id, fresh)) => {
-                let before = st.holds.insert(
-                    attempt_id.to_string(),
-                    Hold::Owned {
-                        token,
-                        own_id,
-                        fresh: fresh.is_some(),
-                    },
-                );
-                // One hold per attempt is kept: a hold still there belongs to a call that
-                // went away before writing. It ends now, or it would count in `holders` for
-                // ever and the lease would never be given back.
-                if let Some(Hold::Owned {
-                    own_id: old,
-                    fresh: stale,
-                    ..
-                }) = before
-                {
-                    self.end_hold(&mut st, attempt_id, old, stale);
-                }
+                self.record_hold(&mut st, attempt_id, token, own_id, fresh.is_some());
                 Ok(fresh)
             }
             Err(e) => {
@@ -116,6 +82,29 @@ impl Shared {
                 );
                 Err(e)
             }
+        }
+    }
+
+    /// Records the call's hold (`fresh`: taking it read the state for the caller). One hold
+    /// per attempt is kept: a hold still there belongs to a call that went away before
+    /// writing. It ends now, or it would count in `holders` for ever and the lease would
+    /// never be given back.
+    fn record_hold(&self, st: &mut State, attempt_id: &str, token: u64, own_id: u64, fresh: bool) {
+        let before = st.holds.insert(
+            attempt_id.to_string(),
+            Hold::Owned {
+                token,
+                own_id,
+                fresh,
+            },
+        );
+        if let Some(Hold::Owned {
+            own_id: old,
+            fresh: stale,
+            ..
+        }) = before
+        {
+            self.end_hold(st, attempt_id, old, stale);
         }
     }
 
