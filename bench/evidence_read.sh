@@ -5,7 +5,9 @@
 # `GET /_understudy/api/attempts/ID/evidence` is read to the end. Prints the answer's size,
 # its time and MB/s, and the server's RSS before the GET and its peak (VmHWM) after it: the
 # growth is what the read added. Targets: growth <= 64 MiB, >= 50 MB/s. Also times one page
-# (?after=N/2&limit=1000) and `understudy evidence --url` (the CLI's own RSS peak).
+# (?after=N/2&limit=1000) and `understudy evidence --url` (the CLI's own RSS peak), and
+# `understudy report --report-dir` (all three formats) of the same attempt, through --url and
+# from the data dir after the server stopped: each one's time, output sizes and peak RSS.
 #
 #   bash bench/evidence_read.sh            # N=1000000
 #   N=200000 BUILD=0 bash bench/evidence_read.sh
@@ -51,3 +53,18 @@ read -r psize psecs <<<"$(curl -s -o /dev/null -w '%{size_download} %{time_total
 echo "one page (after=$((N / 2)), limit=1000): $psize bytes in $psecs s (one judging pass over all $N entries)"
 /usr/bin/time -f '%M' -o "$work/cli.rss" "$BIN" evidence bench-evidence --url "http://127.0.0.1:$PORT" >/dev/null 2>"$work/cli.err" || true
 echo "understudy evidence --url: peak RSS $(( $(tail -1 "$work/cli.rss") / 1024 )) MiB"
+# The reports of the same attempt: JSON, JUnit XML and HTML in one run, through the server and
+# then from the data dir (the server stopped first: it holds the store while it runs).
+report() {
+    local how="$1"; shift
+    rm -rf "$work/reports"
+    local t0 t1
+    t0=$(date +%s.%N)
+    /usr/bin/time -f '%M' -o "$work/report.rss" "$BIN" report bench-evidence --report-dir "$work/reports" "$@" \
+        >/dev/null 2>"$work/report.err" || { echo "understudy report ($how) failed: $(tail -2 "$work/report.err")"; return; }
+    t1=$(date +%s.%N)
+    echo "understudy report --report-dir ($how): $(echo "$t1 - $t0" | bc) s, $(du -sh "$work/reports" | cut -f1) written ($(cd "$work/reports" && ls | tr '\n' ' ')), peak RSS $(( $(tail -1 "$work/report.rss") / 1024 )) MiB"
+}
+report "--url" --url "http://127.0.0.1:$PORT"
+kill "$srv"; wait "$srv" 2>/dev/null || true
+report "data dir" --data-dir "$work/data" --config "$work/understudy.json"

@@ -22,7 +22,9 @@
 #   KEEP=1 keep the work dir   RSS_SLACK_KB (16384) FD_SLACK (16): the bounds below
 #
 # "Bounded": the highest RSS of the second half of the run ≤ 1.25 × the highest RSS of the first
-# half + RSS_SLACK_KB, and likewise open fds ≤ first-half max + FD_SLACK. The process helpers
+# half + RSS_SLACK_KB, and likewise open fds ≤ first-half max + FD_SLACK; the read-back of every
+# attempt's evidence keeps the server's peak RSS (VmHWM) ≤ 1.25 × the load phase's highest
+# sample + RSS_SLACK_KB (`readback_rss_kb`). The process helpers
 # (spawn_server, stop_pid, alive) are bench/run.sh's, copied so this script stands alone.
 set -euo pipefail
 export LC_ALL=C
@@ -215,11 +217,11 @@ kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/null || true
 
 # ---- 4. evidence of every attempt, then the summary ------------------------------------------
 SERVER_ALIVE=$(alive "$PID" && echo true || echo false)
-python3 - "$US" "$WORK" "$DUR" "$CONNS" "$ATTEMPTS" "$SAMPLE" "$SEG" "$RSS_SLACK_KB" "$FD_SLACK" "$SERVER_ALIVE" \
+python3 - "$US" "$WORK" "$DUR" "$CONNS" "$ATTEMPTS" "$SAMPLE" "$SEG" "$RSS_SLACK_KB" "$FD_SLACK" "$SERVER_ALIVE" "$PID" \
   "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$(cd "$ROOT" && git diff --quiet HEAD 2>/dev/null || echo '+dirty')" \
   > "$WORK/summary.json" <<'PY'
 import json, sys, urllib.request
-us, work, dur, conns, attempts, sample, seg, rss_slack, fd_slack, alive, rev = sys.argv[1:]
+us, work, dur, conns, attempts, sample, seg, rss_slack, fd_slack, alive, pid, rev = sys.argv[1:]
 dur, conns, attempts, sample, seg = int(dur), int(conns), int(attempts), int(sample), int(seg)
 rss_slack, fd_slack, alive = int(rss_slack), int(fd_slack), alive == "true"
 rows = lambda f: [json.loads(l) for l in open(f"{work}/{f}") if l.strip()]
@@ -243,6 +245,17 @@ for a in created:
             ev["not_ok"][x["result_status"]] = ev["not_ok"].get(x["result_status"], 0) + 1
     ev["verdicts"][e.get("verdict")] = ev["verdicts"].get(e.get("verdict"), 0) + 1
 
+def status_kb(key):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+# The read-back's cost: the server's RSS after every attempt's evidence was read, and its
+# peak over the whole run (VmHWM: the load phase and the read-back alike).
+readback = {"rss_kb_after": status_kb("VmRSS"), "peak_rss_kb": status_kb("VmHWM")}
+
 def half_max(key, second):
     pts = [s for s in samples if s.get(key) is not None]
     mid = dur / 2
@@ -252,6 +265,11 @@ rss1, rss2 = half_max("rss_kb", False), half_max("rss_kb", True)
 fd1, fd2 = half_max("fds", False), half_max("fds", True)
 rss_bounded = rss1 is not None and rss2 is not None and rss2 <= 1.25 * rss1 + rss_slack
 fd_bounded = fd1 is not None and fd2 is not None and fd2 <= fd1 + fd_slack
+# Issue 34 item 4: reading the evidence back stays within the load phase's RSS bound.
+load_max = max(x for x in (rss1, rss2) if x is not None) if (rss1 or rss2) else None
+readback["load_max_rss_kb"] = load_max
+readback["bounded"] = (load_max is not None and readback["peak_rss_kb"] is not None
+                       and readback["peak_rss_kb"] <= 1.25 * load_max + rss_slack)
 
 segs = [s for s in segments if s.get("r")]
 ms = lambda us_: round(us_ / 1000, 3)
@@ -264,7 +282,7 @@ p99_drift = round(seg_rows[-1]["p99_ms"] / seg_rows[0]["p99_ms"], 2) if len(seg_
 evidence_ok = (not ev["gaps"] and not ev["read_errors"] and not ev["not_ok"]
                and ev["verdicts"] == {"pass": attempts} and ev["events"] >= requests)
 out = {
-    "ok": bool(alive and evidence_ok and rss_bounded and fd_bounded and errors == 0
+    "ok": bool(alive and evidence_ok and rss_bounded and fd_bounded and readback["bounded"] and errors == 0
                and len(segments) * seg >= dur and all(s["alive"] for s in segments)),
     "params": {"dur_s": dur, "conns": conns, "attempts": attempts, "sample_s": sample, "segment_s": seg,
                "mix": "4/7 get_contact, 2/7 bump_counter (state write), 1/7 get_case (delay_ms 20)",
@@ -275,6 +293,7 @@ out = {
     "evidence": {**ev, "events_ge_answered": ev["events"] >= requests, "ok": evidence_ok},
     "rss_kb": {"start": samples[0].get("rss_kb"), "end": samples[-1].get("rss_kb"),
                "max_first_half": rss1, "max_second_half": rss2, "bounded": rss_bounded},
+    "readback_rss_kb": readback,
     "fds": {"start": samples[0].get("fds"), "end": samples[-1].get("fds"),
             "max_first_half": fd1, "max_second_half": fd2, "bounded": fd_bounded},
     "data_dir_kb_end": samples[-1].get("data_dir_kb"),

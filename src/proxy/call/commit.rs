@@ -118,23 +118,30 @@ async fn commit_as(
         Err(_) => None,
     };
     drop(state);
-    let durable = match written {
-        // Durability `attempt`: flushed in the background, durable by the verdict read.
-        Ok(seq) => app
-            .store
-            .acknowledge(attempt.durability)
-            .await
-            .map(|()| seq),
-        Err(e) => Err(e),
-    };
-    app.send_call_span(span, durable.as_ref().ok().copied());
-    if let Some(line) = outside {
-        app.attempts
-            .note_outside(&app.store, app.clock.now(), &line)
-            .await;
-        if let Ok(seq) = &durable {
-            crate::app::retention::after_call(app, attempt, *seq).await;
+    // Durability `attempt`: flushed in the background, durable by the verdict read. The
+    // commits to wait for are taken now, before anything else of this task writes.
+    let ack = written.map(|seq| (seq, app.store.acknowledge(attempt.durability)));
+    // A call of the default attempt is counted against the open exclusive attempts while
+    // its own commit is on its way (on a fleet both are round trips to PostgreSQL): the
+    // count does not depend on the call's durability, and the list it reads is read after
+    // the call arrived either way.
+    let note = async {
+        if let Some(line) = &outside {
+            app.attempts
+                .note_outside(&app.store, app.clock.now(), line)
+                .await;
         }
+    };
+    let durable = async {
+        match ack {
+            Ok((seq, wait)) => wait.await.map(|()| seq),
+            Err(e) => Err(e),
+        }
+    };
+    let (durable, ()) = tokio::join!(durable, note);
+    app.send_call_span(span, durable.as_ref().ok().copied());
+    if let (Some(_), Ok(seq)) = (&outside, &durable) {
+        crate::app::retention::after_call(app, attempt, *seq).await;
     }
     let e = match durable {
         Ok(sequence) => {
