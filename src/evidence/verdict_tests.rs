@@ -389,3 +389,44 @@ fn rolled_out_calls_and_events_together_are_not_no_calls() {
     };
     assert!(judge(&a, &[], &[], &[]).passed());
 }
+
+/// A verification adds the reasons of the contracts it was given to the attempt's verdict —
+/// a failed blocking contract fails an attempt whose own verdict passed — and lists a reason
+/// the verdict already holds (a pinned contract given again) once. Kills the cargo-mutants
+/// survivor `delete ! in verification` (which dropped every new reason and kept repeats).
+#[test]
+fn verification_adds_each_contract_reason_once() {
+    let failed = ContractResult {
+        contract_id: "book_after_lookup".into(),
+        contract_hash: "h".into(),
+        policy_version: None,
+        risk: Risk::Blocking,
+        status: Status::Failed,
+        checks: vec![crate::evidence::verify::CheckResult {
+            id: "order[in_order]".into(),
+            status: Status::Failed,
+            evidence: "book at sequence 3 before lookup".into(),
+        }],
+    };
+    let results = [failed];
+    let (passed, answer) = verification("a1", &results, &Verdict::default());
+    assert!(!passed, "{answer}");
+    assert_eq!(answer["verdict"], "fail");
+    let reasons = answer["verdict_reasons"].as_array().unwrap();
+    assert_eq!(reasons.len(), 1, "{answer}");
+    assert!(reasons[0]["code"]
+        .as_str()
+        .unwrap()
+        .contains("book_after_lookup"));
+    // The attempt's verdict already fails for the same contract: one reason, not two.
+    let pinned = Verdict {
+        reasons: contract_reasons(&results),
+    };
+    let (passed, answer) = verification("a1", &results, &pinned);
+    assert!(!passed);
+    assert_eq!(
+        answer["verdict_reasons"].as_array().unwrap().len(),
+        1,
+        "{answer}"
+    );
+}
