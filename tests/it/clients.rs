@@ -7,26 +7,11 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn simple_salesforce_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import simple_salesforce"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must install simple-salesforce (pip install simple-salesforce)"
-        );
-        eprintln!("note: simple-salesforce not installed; skipping the real-client test");
-    }
-    ok
-}
+use crate::support;
 
 #[test]
 fn simple_salesforce_through_the_forward_proxy_on_the_example() {
-    if !simple_salesforce_available() {
+    if !support::python_has(&["simple_salesforce"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -11,7 +11,7 @@
 //! a note, in CI (`CI=true`) it fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -224,39 +224,6 @@ async fn every_http_fault_kind_through_reqwest_on_http1_and_h2() {
 
 // ---- real clients: Python requests + urllib3, curl --------------------------------------
 
-fn python_requests_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import requests, urllib3"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must install Python requests (pip install requests)"
-        );
-        eprintln!("note: python3 with requests not installed; skipping");
-    }
-    ok
-}
-
-fn curl_available() -> bool {
-    let ok = Command::new("curl")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must install curl"
-        );
-        eprintln!("note: curl not installed; skipping");
-    }
-    ok
-}
-
 /// A Python `requests` client: POST `url` with `{"n": 1}`, a timeout and urllib3 retries
 /// (`retries` for reads and 503 statuses, Retry-After honoured; none: requests' default
 /// adapter), printing what it saw.
@@ -307,7 +274,7 @@ async fn python(url: String, timeout: f64, retries: u32) -> Value {
 
 #[tokio::test]
 async fn python_requests_with_a_timeout_and_urllib3_retries() {
-    if !python_requests_available() {
+    if !support::python_has(&["requests", "urllib3"]) {
         return;
     }
     let p = project();
@@ -392,7 +359,7 @@ async fn curl(url: String, extra: &'static [&'static str]) -> (i32, String, Stri
 
 #[tokio::test]
 async fn curl_sees_each_fault() {
-    if !curl_available() {
+    if !support::tool_available("curl", &["--version"], "curl") {
         return;
     }
     let p = project();

@@ -26,7 +26,7 @@ use understudy::app::{App, AppOptions};
 use understudy::server::Transport;
 use understudy::tls::{self, Ca};
 
-use crate::support::{counter_op, Project};
+use crate::support::{self, counter_op, Project};
 
 const SF_HOST: &str = "acme.my.salesforce.com";
 const CONTACT_PATH: &str = "/services/data/v60.0/sobjects/Contact/003000000000001AAA";
@@ -242,19 +242,6 @@ fn basic(token: &str) -> String {
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{token}:"))
     )
-}
-
-fn curl_available() -> bool {
-    let found = Command::new("curl").arg("--version").output().is_ok();
-    if !found {
-        // Under CI a missing tool is a failure, never a skip (`.ci/run` exports CI=true).
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must install curl"
-        );
-        println!("note: curl is not on PATH; the curl checks are skipped");
-    }
-    found
 }
 
 /// curl with no proxy or CA settings inherited from the environment.
@@ -865,7 +852,7 @@ async fn tls_and_forward_proxy_together_make_an_https_proxy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_through_the_forward_proxy_with_a_token_over_http1_and_http2() {
-    if !curl_available() {
+    if !support::tool_available("curl", &["--version"], "curl") {
         return;
     }
     let (p, certs) = project();
@@ -941,7 +928,7 @@ async fn curl_through_the_forward_proxy_with_a_token_over_http1_and_http2() {
 fn the_done_statement_with_curl_and_the_real_binary() {
     use std::io::BufRead;
     use std::os::unix::fs::PermissionsExt;
-    if !curl_available() {
+    if !support::tool_available("curl", &["--version"], "curl") {
         return;
     }
     let p = Project::new(&[("crm", "salesforce")]);

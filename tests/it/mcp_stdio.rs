@@ -15,30 +15,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::support::Project;
+use crate::support::{self, Project};
 
 const BIN: &str = env!("CARGO_BIN_EXE_understudy");
-
-fn in_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-fn python_sdk_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import mcp.client.stdio"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            !in_ci(),
-            "CI must install the MCP Python SDK (pip install mcp==2.3.0)"
-        );
-        eprintln!("note: the MCP Python SDK is not installed; skipping");
-    }
-    ok
-}
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -59,7 +38,7 @@ pub fn node_modules() -> Option<PathBuf> {
             .status()
             .is_ok_and(|s| s.success());
         if !ok || !marker.exists() {
-            assert!(!in_ci(), "npm ci of tests/mcp-stdio/ failed");
+            assert!(!support::in_ci(), "npm ci of tests/mcp-stdio/ failed");
             eprintln!("note: npm ci of tests/mcp-stdio/ failed; skipping");
             return None;
         }
@@ -165,7 +144,7 @@ fn calls_of(evidence: &Value) -> Vec<(String, Value)> {
 
 #[test]
 fn python_sdk_stdio_client_in_both_eras_standalone_with_state_and_evidence() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = project();
@@ -223,7 +202,7 @@ fn python_sdk_stdio_client_in_both_eras_standalone_with_state_and_evidence() {
 
 #[test]
 fn understudy_test_catches_the_stdio_server_its_agent_starts_with_a_cleaned_environment() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = project();
@@ -617,7 +596,7 @@ fn process_group_of(stderr: &str) -> u32 {
 
 #[test]
 fn wrap_dry_run_never_lets_a_write_reach_server_memory_started_through_npx() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let Some(modules) = node_modules() else {
@@ -712,7 +691,7 @@ fn wrap_dry_run_never_lets_a_write_reach_server_memory_started_through_npx() {
 
 #[test]
 fn wrap_records_server_everything_through_sh_and_the_drafts_replay_through_mcp_stdio() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let Some(modules) = node_modules() else {
@@ -894,7 +873,7 @@ async fn rmcp_child_process_transport_in_both_eras() {
 /// — reaches the SDK client, whose answer reaches the child.
 #[test]
 fn wrap_gives_the_child_the_proxy_and_ca_and_relays_what_it_sends_outside_any_request() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = Project::new(&[("child", "mcp"), ("weather", "rest")]);
@@ -1034,7 +1013,7 @@ fn child_server() -> PathBuf {
 /// belongs to no call, so the drafts' notes name each such method instead.
 #[test]
 fn wrap_records_the_childs_log_during_a_call_and_notes_what_it_sent_outside_any_request() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = Project::new(&[("child", "mcp")]);
@@ -1109,7 +1088,7 @@ fn wrap_records_the_childs_log_during_a_call_and_notes_what_it_sent_outside_any_
 /// reaches the child, a write never does — while the child is still the wrapped server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrap_joins_a_running_servers_attempt_and_mode() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = Project::new(&[("child", "mcp")]);
@@ -1183,7 +1162,7 @@ async fn wrap_joins_a_running_servers_attempt_and_mode() {
 /// forwarded to it).
 #[test]
 fn understudy_test_catches_a_wrapped_server_its_agent_starts() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = Project::new(&[("child", "mcp")]);
@@ -1300,7 +1279,7 @@ fn faulty_tool() -> Value {
 /// session the same way.
 #[test]
 fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = Project::new(&[("tools", "mcp")]);
@@ -1427,7 +1406,7 @@ fn faults_over_stdio_as_the_python_sdk_and_the_evidence_see_them() {
 /// server's connection ends the stdio session. Both calls are in that attempt's evidence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_faults_of_a_running_servers_attempt_over_stdio() {
-    if !python_sdk_available() {
+    if !support::python_has(&["mcp.client.stdio"]) {
         return;
     }
     let p = project();

@@ -20,29 +20,6 @@ use crate::support::{self, Server};
 const BIN: &str = env!("CARGO_BIN_EXE_understudy");
 const LOOKUP_Q: &str = "q=SELECT Id, FirstName FROM Contact WHERE Phone = '+15550001'";
 
-fn in_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// Whether python3 can import every module; fails in CI when not.
-fn python_has(modules: &[&str]) -> bool {
-    let ok = Command::new("python3")
-        .arg("-c")
-        .arg(format!("import {}", modules.join(", ")))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            !in_ci(),
-            "CI must install the python packages {modules:?} (.ci/run pip-installs them)"
-        );
-        eprintln!("note: python packages {modules:?} missing; skipping");
-    }
-    ok
-}
-
 /// The Chromium binary; fails in CI when missing.
 fn chromium() -> Option<&'static str> {
     for c in ["chromium", "chromium-browser"] {
@@ -57,7 +34,7 @@ fn chromium() -> Option<&'static str> {
         }
     }
     assert!(
-        !in_ci(),
+        !support::in_ci(),
         "CI must install chromium (.ci/run: apt-get install -y chromium)"
     );
     eprintln!("note: chromium not installed; skipping the browser test");
@@ -351,7 +328,7 @@ fn test_with_the_booking_contract_is_red_for_a_broken_agent_and_green_for_a_fixe
 
 #[test]
 fn test_forward_proxy_with_the_ca_variables_for_curl_and_python_requests() {
-    if !python_has(&["requests"]) {
+    if !support::python_has(&["requests"]) {
         return;
     }
     let dir = project("replay");
@@ -561,7 +538,7 @@ fn check_junit(file: &Path) -> Value {
 
 #[test]
 fn report_command_writes_junit_that_validates_and_parses() {
-    if !python_has(&["xmlschema", "junitparser"]) {
+    if !support::python_has(&["xmlschema", "junitparser"]) {
         return;
     }
     let dir = project("replay");

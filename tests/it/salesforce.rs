@@ -14,28 +14,13 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::support;
+
 const SECRETS: &[&str] = &[
     "Pa55-word-never-stored",
     "SecTokNeverStored42",
     "Consumer-Secret-Never-Stored",
 ];
-
-pub(crate) fn available(cmd: &str, args: &[&str], what: &str) -> bool {
-    let ok = Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must install {what}"
-        );
-        eprintln!("note: {what} is not installed; skipping its part of the Salesforce test");
-    }
-    ok
-}
 
 /// jsforce 3 installed under target/ (`.ci/run`: `npm install --prefix target/jsforce`).
 fn jsforce_dir(root: &Path) -> Option<PathBuf> {
@@ -115,7 +100,7 @@ pub(crate) fn files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
 #[test]
 fn real_clients_log_in_and_read_without_leaving_a_secret() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = available(
+    let python = support::tool_available(
         "python3",
         &[
             "-c",

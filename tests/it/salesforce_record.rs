@@ -14,8 +14,8 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::salesforce::{available, ca_init, files, spawn_serve, Served};
-use crate::support::{Project, Server};
+use crate::salesforce::{ca_init, files, spawn_serve, Served};
+use crate::support::{self, Project, Server};
 
 const PASSWORD: &str = "Pa55-recorded-never-stored";
 const CONSUMER_SECRET: &str = "Consumer-recorded-never-stored";
@@ -378,7 +378,7 @@ async fn logins_are_not_drafted_and_every_write_endpoint_records_then_replays() 
 
     // simple-salesforce logs in to the replay (SOAP, through the forward proxy) and reads
     // the recorded answers.
-    let python = available(
+    let python = support::tool_available(
         "python3",
         &["-c", "import simple_salesforce, pytest_understudy"],
         "simple-salesforce and pytest-understudy",

@@ -96,6 +96,37 @@ impl Project {
     }
 }
 
+/// The tests run under `CI=true` (`.ci/run` exports it): there a missing tool fails the test.
+pub fn in_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// Whether `cmd ARGS…` runs and succeeds. A missing tool skips the caller's test with a note
+/// locally and fails it in CI (`what` says what CI must install).
+pub fn tool_available(cmd: &str, args: &[&str], what: &str) -> bool {
+    let ok = std::process::Command::new(cmd)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(!in_ci(), "CI must install {what} (.ci/run installs it)");
+        eprintln!("note: {what} is not installed; skipping");
+    }
+    ok
+}
+
+/// Whether python3 can import every module of `modules` (see [`tool_available`]).
+pub fn python_has(modules: &[&str]) -> bool {
+    let import = format!("import {}", modules.join(", "));
+    tool_available(
+        "python3",
+        &["-c", &import],
+        &format!("the python modules {modules:?}"),
+    )
+}
+
 /// Copy a directory tree (an example project), leaving out data dirs (`.understudy`).
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create dir");
@@ -540,6 +571,15 @@ const OTEL_INHERITED: [&str; 6] = [
     "AGENT_BASE_URL",
     "UNDERSTUDY_ADMIN_TOKEN",
 ];
+
+/// The OpenTelemetry Python SDK and its OTLP/HTTP exporter, which `tests/otel/agent.py` uses
+/// (a test without them skips locally and fails in CI, [`tool_available`]).
+pub fn otel_sdk_available() -> bool {
+    python_has(&[
+        "opentelemetry.sdk.trace",
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    ])
+}
 
 /// `python3 tests/otel/agent.py MODE` (tokio's Command: the test's runtime keeps serving
 /// the agent's calls meanwhile); the caller adds `AGENT_BASE_URL` and the exporter's
