@@ -70,7 +70,7 @@ mod eval_tests;
 use std::path::{Path, PathBuf};
 
 pub use check::{check_contract, ToolCatalog};
-pub use eval::{all_blocking_passed, evaluate, CheckResult, ContractResult, Status};
+pub use eval::{evaluate, CheckResult, ContractResult, Status};
 pub use input::{AgentEvent, Call, Evidence, Item};
 pub use model::{contract_hash, parse, Problem, Risk, ToolCallContract};
 

@@ -256,7 +256,45 @@ fn a_hallucinated_tool_fails_no_unknown_tools_and_a_local_tool_is_left_out() {
         ..Default::default()
     };
     let r = evaluate(&c, &contract_hash(&c), &e);
-    assert_eq!(status(&r, "no_unknown_tools").0, Passed);
+    // Left out of the comparison, and only it: the project's tools still pair one to one.
+    for k in [
+        "reported_calls_arrived",
+        "arrived_calls_reported",
+        "claims_match_results",
+        "no_unknown_tools",
+    ] {
+        let (s, e) = status(&r, k);
+        assert_eq!(s, Passed, "{k}: {e}");
+    }
+}
+
+/// A value redacted on either side (`[redacted]`, or a scrubber's `[redacted:…]` mark)
+/// proves nothing and disproves nothing: it pairs with any value; a plain different value does
+/// not.
+#[test]
+fn a_redacted_argument_on_either_side_pairs_and_a_different_one_does_not() {
+    let mark = format!("{}0123456789ab]", crate::util::scrub::MARK_PREFIX);
+    assert!(crate::util::scrub::is_mark(&mark));
+    let with_lookup = |reported: Value, arrived: Value| {
+        let mut v = vec![call(1, "lookup", "ok", json!({ "query": arrived }), false)];
+        v.push(span(2, 10, "lookup", reported, "ok"));
+        status(&run(v), "reported_calls_arrived")
+    };
+    let phone = |p: &str| json!({ "phone": p });
+    for (reported, arrived) in [
+        ("[redacted]", "+1555"),
+        (mark.as_str(), "+1555"),
+        ("+1555", "[redacted]"),
+        ("+1555", mark.as_str()),
+    ] {
+        let (s, e) = with_lookup(phone(reported), phone(arrived));
+        assert_eq!(s, Passed, "reported {reported}, arrived {arrived}: {e}");
+    }
+    let (s, e) = with_lookup(phone("+1999"), phone("+1555"));
+    assert_eq!(s, Failed, "{e}");
+    // Not a mark: one hex digit short.
+    let (s, e) = with_lookup(phone(&mark.replace("ab]", "a]")), phone("+1555"));
+    assert_eq!(s, Failed, "{e}");
 }
 
 #[test]

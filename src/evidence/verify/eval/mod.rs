@@ -85,13 +85,6 @@ pub struct ContractResult {
     pub checks: Vec<CheckResult>,
 }
 
-/// Whether every blocking contract passed (advisory ones never decide).
-pub fn all_blocking_passed(results: &[ContractResult]) -> bool {
-    results
-        .iter()
-        .all(|r| r.risk != Risk::Blocking || r.status == Status::Passed)
-}
-
 /// Evaluates `contract` (whose pinned hash is `hash`) over `evidence`.
 pub fn evaluate(contract: &ToolCallContract, hash: &str, evidence: &Evidence) -> ContractResult {
     let mut items: Vec<&Item> = evidence.items.iter().collect();
