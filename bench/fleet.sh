@@ -216,6 +216,11 @@ for g in ((e1, p1, p2, p3), (eN, pN1, pN2, pN3)):
         x["ratio_to_embedded"] = ratio(x, g[0])
         c = x["cpu_s"]
         x["postgres_cpu_share"] = round(c["postgres"] / (c["wall_s"] * int(cores)), 3)
+        # CPU time per answered call (the warm-up runs at the measured rate, so the calls of
+        # the whole window are rps x wall): what a call costs PostgreSQL and understudy, the
+        # budget that decides whether a fleet on the same cores can outrun one process.
+        n = rps(x) * c["wall_s"]
+        x["cpu_us_per_call"] = {k: round(c[k] / n * 1e6, 1) if n else None for k in ("postgres", "understudy")}
 targets = [
     {"target": f"nginx + two processes, {eN['target'].split(', ')[-1]}, c={eN['c']}: >= 1.0 x one embedded process",
      "ratio": ratio(pN2, eN), "threshold": 1.0},
@@ -233,11 +238,14 @@ print(json.dumps({"bench": "fleet", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", 
                   "loadavg_at_end": load, "postgres": pgv, "targets": targets,
                   "scaling": scaling, "runs": r}, indent=1))
 print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cores} cores ({cpu}), load {load}, `{command}`", file=sys.stderr)
-print("\n| run | rps | p50 ms | p99 ms | errors | ÷ embedded | ÷ nginx static | PostgreSQL CPU share |\n|---|---|---|---|---|---|---|---|", file=sys.stderr)
+print("\n| run | rps | p50 ms | p99 ms | errors | ÷ embedded | ÷ nginx static | PostgreSQL CPU share | CPU µs per call (PostgreSQL + understudy) |\n|---|---|---|---|---|---|---|---|---|", file=sys.stderr)
+def per_call(x):
+    u = x.get("cpu_us_per_call")
+    return f"{u['postgres']} + {u['understudy']}" if u else ""
 for x in r:
     w = x["wrk"]; e = sum(v for k, v in w.items() if k.startswith("err_"))
     print(f"| {x['target']} | {w['rps']:.0f} | {w['p50_us'] / 1000:.2f} | {w['p99_us'] / 1000:.2f} | {e} | "
-          f"{x.get('ratio_to_embedded', '')} | {x['ratio_to_nginx']} | {x.get('postgres_cpu_share', '')} |", file=sys.stderr)
+          f"{x.get('ratio_to_embedded', '')} | {x['ratio_to_nginx']} | {x.get('postgres_cpu_share', '')} | {per_call(x)} |", file=sys.stderr)
 print("\n| target | ratio | threshold | met |\n|---|---|---|---|", file=sys.stderr)
 for t in targets:
     print(f"| {t['target']} | {t['ratio']} | {t['threshold']} | {'met' if t['met'] else 'NOT met'} |", file=sys.stderr)
