@@ -597,7 +597,7 @@ fn run_pages(pages: &[(&str, usize, &[&str])]) {
     let missing = missing_tools(&needs);
     if !missing.is_empty() {
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            !crate::support::in_ci(),
             "{names:?}: the runnable blocks need {missing:?}"
         );
         eprintln!("skipped {names:?}: {missing:?} not installed");

@@ -414,7 +414,7 @@ async fn postgres_stopped_mid_run_is_store_error_and_the_process_recovers() {
 
 #[test]
 fn the_fleet_recipe_serves_the_quick_start_through_nginx() {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let ci = crate::support::in_ci();
     let nginx_missing = Command::new("sh")
         .args(["-c", "command -v nginx || test -x /usr/sbin/nginx"])
         .stdout(Stdio::null())

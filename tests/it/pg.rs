@@ -242,7 +242,7 @@ impl Drop for PgServer {
 }
 
 fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
+    crate::support::in_ci()
 }
 
 /// What to do when PostgreSQL cannot start: fail under CI=true, else skip (None).

@@ -29,7 +29,7 @@ fn jsforce_dir(root: &Path) -> Option<PathBuf> {
         return Some(dir);
     }
     assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
+        !crate::support::in_ci(),
         "CI must install jsforce under target/jsforce (.ci/run)"
     );
     eprintln!("note: jsforce is not installed under target/jsforce; skipping its part");
