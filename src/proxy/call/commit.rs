@@ -140,7 +140,8 @@ async fn commit_as(
     };
     let (durable, ()) = tokio::join!(durable, note);
     app.send_call_span(span, durable.as_ref().ok().copied());
-    if let (Some(_), Ok(seq)) = (&outside, &durable) {
+    // The default attempt's retention bound (docs/src/reference/config.md).
+    if let (true, Ok(seq)) = (attempt.is_default(), &durable) {
         crate::app::retention::after_call(app, attempt, *seq).await;
     }
     let e = match durable {

@@ -154,16 +154,19 @@ impl Postgres {
             let s2 = s.clone();
             s.exclusive_reads
                 .get(|| async move {
-                    let conn = s2.pool.get().await.map_err(|e| message(pool_err(e)))?;
-                    let rows = conn
-                        .query(
-                            "SELECT attempt_id FROM understudy_attempts WHERE live AND NOT is_default \
-                             AND (record::jsonb->>'exclusive')::boolean IS TRUE ORDER BY attempt_id",
-                            &[],
-                        )
-                        .await
-                        .map_err(|e| message(pg_err(e)))?;
-                    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+                    let read = async {
+                        let conn = s2.pool.get().await.map_err(pool_err)?;
+                        let rows = conn
+                            .query(
+                                "SELECT attempt_id FROM understudy_attempts WHERE live AND NOT is_default \
+                                 AND (record::jsonb->>'exclusive')::boolean IS TRUE ORDER BY attempt_id",
+                                &[],
+                            )
+                            .await
+                            .map_err(pg_err)?;
+                        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+                    };
+                    read.await.map_err(message)
                 })
                 .await
                 .map_err(StoreError::Backend)
