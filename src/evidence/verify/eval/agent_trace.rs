@@ -154,8 +154,11 @@ fn lcs(rep: &[Reported<'_>], arr: &[&Call]) -> Vec<Option<usize>> {
     }
     let mut out = vec![None; n];
     let (mut i, mut j) = (0, 0);
+    // A pair that matches is part of some longest matching of what is left (a longest one
+    // that pairs either side elsewhere, or not at all, can swap that pair for this one), so it
+    // is taken.
     while i < n && j < m {
-        if pairs(&rep[i], arr[j]) && dp[i][j] == dp[i + 1][j + 1] + 1 {
+        if pairs(&rep[i], arr[j]) {
             out[i] = Some(j);
             i += 1;
             j += 1;
@@ -441,5 +444,101 @@ fn claims(
         )
     } else {
         check(id, Failed, list(wrong))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest common subsequence's length by its definition (exponential: small inputs
+    /// only), written apart from `lcs`'s table.
+    fn best(rep: &[&str], arr: &[&str]) -> usize {
+        match (rep.split_first(), arr.split_first()) {
+            (Some((r, rs)), Some((a, ars))) => {
+                let skip = best(rs, arr).max(best(rep, ars));
+                if r == a {
+                    skip.max(1 + best(rs, ars))
+                } else {
+                    skip
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    /// For every pair of short tool sequences (a seeded generator), `lcs` pairs only calls
+    /// that match, in order, each call at most once, and as many as the longest common
+    /// subsequence has.
+    #[test]
+    fn lcs_is_a_maximum_order_preserving_matching() {
+        const TOOLS: [&str; 3] = ["a", "b", "c"];
+        let ev = AgentEvent {
+            sequence: 1,
+            name: "otel.tool_call".into(),
+            kind: "checkpoint".into(),
+            test_run_id: None,
+            text: None,
+            data: Value::Null,
+        };
+        let mut seed: u64 = 0x5eed;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..2000 {
+            let rep: Vec<&str> = (0..next(7)).map(|_| TOOLS[next(3) as usize]).collect();
+            let arr: Vec<&str> = (0..next(7)).map(|_| TOOLS[next(3) as usize]).collect();
+            let reported: Vec<Reported<'_>> = rep
+                .iter()
+                .map(|t| Reported {
+                    ev: &ev,
+                    tool: t.to_string(),
+                    resolves_to: Some(format!("crm/{t}")),
+                    arguments: None,
+                    ok: true,
+                    start: 0,
+                })
+                .collect();
+            let calls: Vec<Call> = arr
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Call {
+                    sequence: i as u64 + 1,
+                    integration: "crm".into(),
+                    operation_id: Some(t.to_string()),
+                    result_status: "ok".into(),
+                    http_status: Some(200),
+                    arguments: Value::Null,
+                    result: Value::Null,
+                    source: "mock".into(),
+                    is_write: false,
+                    trace_id: None,
+                    idempotency_key_ref: None,
+                    fault_after_effect: false,
+                })
+                .collect();
+            let call_refs: Vec<&Call> = calls.iter().collect();
+            let out = lcs(&reported, &call_refs);
+            assert_eq!(out.len(), rep.len());
+            let pairs_made: Vec<(usize, usize)> = out
+                .iter()
+                .enumerate()
+                .filter_map(|(i, j)| j.map(|j| (i, j)))
+                .collect();
+            for w in pairs_made.windows(2) {
+                assert!(w[0].1 < w[1].1, "{rep:?} {arr:?}: not in order {out:?}");
+            }
+            for (i, j) in &pairs_made {
+                assert_eq!(rep[*i], arr[*j], "{rep:?} {arr:?}: {out:?}");
+            }
+            assert_eq!(
+                pairs_made.len(),
+                best(&rep, &arr),
+                "{rep:?} {arr:?}: {out:?}"
+            );
+        }
     }
 }
