@@ -223,6 +223,51 @@ fn test_exit_codes_command_failure_then_verdict_then_success() {
     assert_eq!(out["totalSize"], 0);
 }
 
+/// A malformed `--variant` or `--timeout` is a usage error (exit 2) that names the flag, before
+/// the command runs; the same flags well formed run it.
+#[test]
+fn test_refuses_a_malformed_variant_or_timeout_before_the_command_runs() {
+    let dir = project("replay");
+    let ran = dir.path().join("ran");
+    for (args, says) in [
+        (
+            &["--variant", "crm/lookup_contact_by_phone="][..],
+            "--variant",
+        ),
+        (
+            &["--variant", "lookup_contact_by_phone=missing"],
+            "--variant",
+        ),
+        (&["--variant", "crm/lookup_contact_by_phone"], "--variant"),
+        (&["--timeout", "0"], "--timeout"),
+        (&["--timeout=-1"], "--timeout"),
+        (&["--timeout", "inf"], "--timeout"),
+        (&["--timeout", "NaN"], "--timeout"),
+    ] {
+        let o = run_test(dir.path(), args, "touch ran");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(says),
+            "{args:?}: {}",
+            text(&o)
+        );
+        assert!(!ran.exists(), "{args:?}: the command ran");
+    }
+    let o = run_test(
+        dir.path(),
+        &[
+            "--variant",
+            "crm/lookup_contact_by_phone=missing",
+            "--timeout",
+            "30",
+            "--allow-no-calls",
+        ],
+        "touch ran",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(ran.exists());
+}
+
 #[test]
 fn test_contracts_need_a_build_with_contracts() {
     // An unknown contract id is refused before CMD runs (422 from the attempt API: usage).
