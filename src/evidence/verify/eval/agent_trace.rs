@@ -451,6 +451,22 @@ fn claims(
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_list_names_twelve_items_and_counts_the_rest() {
+        let items = |n: usize| (1..=n).map(|i| format!("i{i}")).collect::<Vec<_>>();
+        assert_eq!(list(items(2)), "i1; i2");
+        let twelve = list(items(12));
+        assert!(
+            twelve.ends_with("i11; i12") && !twelve.contains("more"),
+            "{twelve}"
+        );
+        let thirteen = list(items(13));
+        assert!(
+            thirteen.ends_with("i12 … (+1 more)") && !thirteen.contains("i13"),
+            "{thirteen}"
+        );
+    }
+
     /// The longest common subsequence's length by its definition (exponential: small inputs
     /// only), written apart from `lcs`'s table.
     fn best(rep: &[&str], arr: &[&str]) -> usize {

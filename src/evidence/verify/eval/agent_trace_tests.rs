@@ -156,7 +156,46 @@ fn a_reported_result_for_a_call_never_made_fails_reported_calls_arrived() {
     assert_eq!(s, Failed);
     assert!(e.contains("book") && e.contains("never arrived"), "{e}");
     assert_eq!(status(&r, "arrived_calls_reported").0, Passed);
+    // Its span said `ok`: a claimed success of a call that never arrived.
+    let (s, e) = status(&r, "claims_match_results");
+    assert_eq!(s, Failed);
+    assert!(
+        e.contains("sequence 3") && e.contains("reports success of a call that never arrived"),
+        "{e}"
+    );
     assert_eq!(r.status, Failed);
+}
+
+/// Beyond 4 000 reported calls or 4 000 arrived calls (either side) the pairing is not
+/// attempted and every check is inconclusive; at 4 000 it is.
+#[test]
+fn more_calls_than_the_pairing_takes_on_either_side_is_inconclusive() {
+    const MAX: usize = 4000;
+    let lookup = |seq: usize| call(seq as u64, "lookup", "ok", json!({}), false);
+    let spans = |from: usize, n: usize| -> Vec<Item> {
+        (0..n)
+            .map(|i| span((from + i) as u64, i as u64, "lookup", json!({}), "ok"))
+            .collect()
+    };
+    for (reported, arrived, inconclusive) in [
+        (1, MAX + 1, true),
+        (1, MAX, false),
+        (MAX + 1, 1, true),
+        (MAX, 1, false),
+    ] {
+        let mut v: Vec<Item> = (1..=arrived).map(lookup).collect();
+        v.extend(spans(arrived + 1, reported));
+        let r = run(v);
+        let (s, e) = status(&r, "reported_calls_arrived");
+        assert_eq!(
+            s == Inconclusive,
+            inconclusive,
+            "{reported} reported, {arrived} arrived: {s:?} {e}"
+        );
+        if inconclusive {
+            assert!(e.contains("more than the 4000"), "{e}");
+        }
+    }
 }
 
 #[test]
