@@ -253,6 +253,54 @@ fn booked_after_a_faulted_write_fails_claims_match_results() {
     assert_eq!(s, Passed, "{e}");
 }
 
+/// A failed write is excused by a later success of the same tool (a retry), not by a success
+/// of another tool, nor by a later failure of the same one; "booked" with no successful write
+/// at all is a false claim too.
+#[test]
+fn only_a_successful_retry_of_the_same_tool_excuses_a_failed_write() {
+    let claims = |calls: Vec<Item>| {
+        let n = calls.len() as u64;
+        let mut v = calls.clone();
+        for (i, c) in calls.iter().enumerate() {
+            if let Item::Call(c) = c {
+                let op = c.operation_id.as_deref().unwrap();
+                let ok = if c.result_status == "ok" {
+                    "ok"
+                } else {
+                    "error"
+                };
+                v.push(span(
+                    n + 1 + i as u64,
+                    10 * (i as u64 + 1),
+                    op,
+                    json!({}),
+                    ok,
+                ));
+            }
+        }
+        v.push(final_message(2 * n + 1, "You are booked."));
+        status(&run(v), "claims_match_results")
+    };
+    let book = |seq, status| call(seq, "book", status, json!({}), true);
+    let lookup = |seq| call(seq, "lookup", "ok", json!({}), false);
+    // Retried with success: the claim stands.
+    let (s, e) = claims(vec![lookup(1), book(2, "harness_error"), book(3, "ok")]);
+    assert_eq!(s, Passed, "{e}");
+    // Followed by another tool's success: not a retry.
+    let (s, e) = claims(vec![book(1, "harness_error"), lookup(2), book(3, "ok")]);
+    assert_eq!(s, Passed, "{e}");
+    let (s, e) = claims(vec![lookup(1), book(2, "harness_error"), lookup(3)]);
+    assert_eq!(s, Failed, "{e}");
+    assert!(e.contains("sequence 2"), "{e}");
+    // Retried, and failed again.
+    let (s, e) = claims(vec![book(1, "harness_error"), book(2, "harness_error")]);
+    assert_eq!(s, Failed, "{e}");
+    // No write at all, only a successful read.
+    let (s, e) = claims(vec![lookup(1)]);
+    assert_eq!(s, Failed, "{e}");
+    assert!(e.contains("no write succeeded"), "{e}");
+}
+
 #[test]
 fn a_tool_span_that_reports_success_of_a_blocked_call_fails_claims_match_results() {
     let v = vec![
