@@ -28,8 +28,7 @@
 //!
 //! Exit code: CMD's own code when it failed (124 timed out, 130 interrupted, 128+N killed by
 //! signal N, 127 could not be started), else 1 when the verdict is `fail`, else 0; 2 for usage
-//! errors (a bad `--variant`, unknown contracts or operations, contracts on a build without
-//! them) and whenever understudy could not judge (ending the attempt or reading its evidence
+//! errors (a bad `--variant` or `--timeout`, unknown contracts or operations) and whenever understudy could not judge (ending the attempt or reading its evidence
 //! failed: `evidence.json` then holds `judge_error`), 1 when the server cannot start.
 //!
 //! The attempt is created `exclusive` (a call of the run that reaches the server without its
@@ -234,18 +233,14 @@ async fn run(
     let created = match created {
         Ok((201, v)) => v,
         Ok((status, v)) => {
-            let msg = v["error"]["message"].as_str().unwrap_or("").to_string();
-            if !args.contracts.is_empty() && status == 400 && msg.contains("contracts") {
-                eprintln!("understudy test: contracts are not supported by this build ({msg})");
-            } else {
-                eprintln!(
-                    "understudy test: the attempt could not be created ({status}): {msg}{}",
-                    match v["error"]["details"].as_array() {
-                        Some(d) if !d.is_empty() => format!(" {}", Value::Array(d.clone())),
-                        _ => String::new(),
-                    }
-                );
-            }
+            let msg = v["error"]["message"].as_str().unwrap_or("");
+            eprintln!(
+                "understudy test: the attempt could not be created ({status}): {msg}{}",
+                match v["error"]["details"].as_array() {
+                    Some(d) if !d.is_empty() => format!(" {}", Value::Array(d.clone())),
+                    _ => String::new(),
+                }
+            );
             stop_server(server_task).await;
             return if status >= 500 {
                 Exit::Problems

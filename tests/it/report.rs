@@ -179,6 +179,7 @@ echo "stdout of the command""#,
     assert_eq!(env["verdict"], "pass");
     assert_eq!(env["tool_events"].as_array().unwrap().len(), 1);
     assert_eq!(env["test_run"]["exit_code"], 0);
+    assert_eq!(env["test_run"]["command"], json!(["sh", "-c", script]));
     assert!(env["ended_at"].is_string(), "the attempt was ended");
     for f in ["junit.xml", "report.html", "understudy.log"] {
         assert!(dir.path().join("report").join(f).is_file(), "{f}");
@@ -221,6 +222,59 @@ fn test_exit_codes_command_failure_then_verdict_then_success() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap())
             .unwrap();
     assert_eq!(out["totalSize"], 0);
+}
+
+/// The user's own OpenTelemetry endpoint is kept (the agent exports where they said); an
+/// empty one counts as unset, so the agent exports to the attempt.
+#[test]
+fn test_keeps_the_users_otel_endpoint_and_treats_an_empty_one_as_unset() {
+    let dir = project("replay");
+    let endpoint = |value: &str| {
+        let o = Command::new(BIN)
+            .arg("test")
+            .arg("--config")
+            .arg(dir.path().join("understudy.json"))
+            .arg("--report-dir")
+            .arg(dir.path().join("report"))
+            .args(["--allow-no-calls", "--", "sh", "-c"])
+            .arg("printf %s \"$OTEL_EXPORTER_OTLP_ENDPOINT\"")
+            .current_dir(dir.path())
+            .env_remove("UNDERSTUDY_ADMIN_TOKEN")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", value)
+            .stdin(Stdio::null())
+            .output()
+            .expect("understudy test runs");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(
+        endpoint("http://127.0.0.1:9/mine"),
+        "http://127.0.0.1:9/mine"
+    );
+    let ours = endpoint("");
+    assert!(
+        ours.starts_with("http://127.0.0.1:") && ours.ends_with("/_understudy/api/otlp"),
+        "{ours}"
+    );
+}
+
+/// Reports that cannot be written turn a passing run into exit 1 (the run is not proven to
+/// CI), and never hide a failing command's own code.
+#[test]
+fn test_a_report_that_cannot_be_written_is_not_a_pass() {
+    let dir = project("replay");
+    // A directory where the JUnit file goes: the report write fails.
+    std::fs::create_dir_all(dir.path().join("report/junit.xml")).unwrap();
+    let o = run_test(dir.path(), &["--allow-no-calls"], "true");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("reports in"),
+        "{}",
+        text(&o)
+    );
+    let o = run_test(dir.path(), &["--allow-no-calls"], "exit 5");
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
 }
 
 /// A malformed `--variant` or `--timeout` is a usage error (exit 2) that names the flag, before
@@ -269,11 +323,19 @@ fn test_refuses_a_malformed_variant_or_timeout_before_the_command_runs() {
 }
 
 #[test]
-fn test_contracts_need_a_build_with_contracts() {
-    // An unknown contract id is refused before CMD runs (422 from the attempt API: usage).
+fn test_refuses_an_unknown_contract_before_the_command_runs() {
+    // An unknown contract id is refused before CMD runs (422 from the attempt API: usage),
+    // and the message names it.
     let dir = project("replay");
-    let o = run_test(dir.path(), &["--contract", "book_contract"], "true");
+    let o = run_test(dir.path(), &["--contract", "book_contract"], "touch ran");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the attempt could not be created (422)") && err.contains("book_contract"),
+        "{}",
+        text(&o)
+    );
+    assert!(!dir.path().join("ran").exists(), "the command ran");
 }
 
 /// The healthplus example (its mocks and contracts) in a temp dir of its own.
