@@ -537,11 +537,11 @@ fn wait_for_file(p: &Path) -> String {
     }
 }
 
-/// Starts `understudy test` with a command that records its pids and hangs; returns the
-/// child, the shell's pid and the grandchild's.
-fn start_hanging(dir: &Path, extra: &[&str]) -> (std::process::Child, u32, u32) {
+/// Starts `understudy test` with a command that records its pids and hangs (after `prelude`,
+/// e.g. a `trap`); returns the child, the shell's pid and the grandchild's.
+fn start_hanging(dir: &Path, extra: &[&str], prelude: &str) -> (std::process::Child, u32, u32) {
     let script = format!(
-        "{} > /dev/null; sleep 600 & echo \"$$ $!\" > pids.tmp; mv pids.tmp pids; wait",
+        "{prelude}{} > /dev/null; sleep 600 & echo \"$$ $!\" > pids.tmp; mv pids.tmp pids; wait",
         lookup_curl("UNDERSTUDY_URL_CRM")
     );
     let child = Command::new(BIN)
@@ -578,7 +578,7 @@ fn assert_gone(pids: &[u32]) {
 #[test]
 fn sigint_stops_the_command_and_its_children_ends_the_attempt_and_writes_reports() {
     let dir = project("replay");
-    let (child, sh, sleep) = start_hanging(dir.path(), &[]);
+    let (child, sh, sleep) = start_hanging(dir.path(), &[], "");
     assert!(pid_alive(sh) && pid_alive(sleep));
     let st = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -605,7 +605,7 @@ fn sigint_stops_the_command_and_its_children_ends_the_attempt_and_writes_reports
 fn timeout_stops_the_command_and_its_children_and_writes_reports() {
     let dir = project("replay");
     let t = Instant::now();
-    let (child, sh, sleep) = start_hanging(dir.path(), &["--timeout", "2"]);
+    let (child, sh, sleep) = start_hanging(dir.path(), &["--timeout", "2"], "");
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(124), "{}", text(&o));
     assert!(t.elapsed() < Duration::from_secs(15));
@@ -618,6 +618,38 @@ fn timeout_stops_the_command_and_its_children_and_writes_reports() {
         .starts_with("timed out after 2 s"));
     let html = std::fs::read_to_string(dir.path().join("report/report.html")).unwrap();
     assert!(html.contains("timed out after 2 s"));
+}
+
+/// A command that ignores SIGTERM (and its children, which inherit that) is killed with
+/// SIGKILL after the grace period: nothing is left running when `understudy test` returns.
+#[test]
+fn timeout_kills_a_command_that_ignores_sigterm_after_the_grace_period() {
+    let dir = project("replay");
+    let t = Instant::now();
+    let (mut child, sh, sleep) = start_hanging(dir.path(), &["--timeout", "1"], "trap '' TERM; ");
+    // Its exit, not its output: a command left running would hold the stderr pipe open.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "understudy test did not return"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let left: Vec<u32> = [sh, sleep].into_iter().filter(|p| pid_alive(*p)).collect();
+    for p in &left {
+        // Not left for the next test: SIGKILL what understudy left behind.
+        let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+    }
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert_eq!(status.code(), Some(124));
+    // SIGTERM at 1 s, SIGKILL 5 s later.
+    assert!(t.elapsed() >= Duration::from_secs(5), "{:?}", t.elapsed());
+    let env = evidence_json(dir.path());
+    assert_eq!(env["test_run"]["stopped"], "timeout");
+    assert_eq!(env["test_run"]["signal"], 9, "{}", env["test_run"]);
 }
 
 /// Runs python's JUnit check (xmlschema against the vendored XSD, then junitparser).
