@@ -753,6 +753,29 @@ mod tests {
             (k == "OTEL_RESOURCE_ATTRIBUTES").then(|| "understudy.attempt_id=mine".into())
         });
         assert_eq!(get(&env, "OTEL_RESOURCE_ATTRIBUTES"), None);
+        // A protocol or headers the user set, general or for traces only, are theirs: the
+        // endpoint is still the attempt's.
+        for (var, ours) in [
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                "OTEL_EXPORTER_OTLP_HEADERS",
+            ),
+        ] {
+            let mut env = Vec::new();
+            otel_env(&mut env, "http://x", "a1", |k| match k {
+                "UNDERSTUDY_ADMIN_TOKEN" => Some("tok".into()),
+                k if k == var => Some("theirs".into()),
+                _ => None,
+            });
+            assert_eq!(get(&env, ours), None, "{var}");
+            assert!(get(&env, "OTEL_EXPORTER_OTLP_ENDPOINT").is_some(), "{var}");
+        }
     }
 
     #[test]

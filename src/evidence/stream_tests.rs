@@ -260,3 +260,37 @@ fn judging_only_reads_everything_and_writes_nothing() {
     assert_eq!(w.verdict, whole.unwrap());
     assert_eq!((w.calls, w.events), (19, 4));
 }
+
+#[test]
+fn a_stream_error_says_which_side_failed() {
+    let read = StreamError::Read("disk gone".into()).to_string();
+    assert_eq!(read, "the evidence could not be read: disk gone");
+    let write = StreamError::Write(std::io::Error::other("peer left")).to_string();
+    assert_eq!(write, "the envelope could not be written: peer left");
+}
+
+/// A derived list holds at most about [`SPILL_IN_MEMORY`] bytes in memory, whatever its
+/// length (the rest waits in the temporary file), and a short list makes no file; both give
+/// back the same bytes.
+#[test]
+fn a_spill_keeps_a_bounded_part_in_memory_and_a_short_list_makes_no_file() {
+    let item = "x".repeat(1000);
+    let mut short = Spill::new();
+    for _ in 0..10 {
+        short.push(&item).unwrap();
+    }
+    assert!(short.file.is_none(), "a short list stays in memory");
+    let mut long = Spill::new();
+    for _ in 0..3000 {
+        long.push(&item).unwrap();
+        assert!(long.buf.len() <= SPILL_IN_MEMORY + item.len() + 3);
+    }
+    assert!(long.file.is_some(), "3 MB moved to the file");
+    for (s, n) in [(&mut short, 10), (&mut long, 3000)] {
+        let mut out = Vec::new();
+        s.copy_to(&mut out).unwrap();
+        let back: Vec<String> = serde_json::from_slice(&[b"[", &out[..], b"]"].concat()).unwrap();
+        assert_eq!(back.len(), n);
+        assert!(back.iter().all(|b| *b == item));
+    }
+}
