@@ -31,7 +31,7 @@ impl<'a> Cx<'a> {
             out.push(match eff.len() {
                 _ if all.is_empty() => check(id, Inconclusive, self.no_effective_reason()),
                 1 => check(id, Passed, count.clone()),
-                0 => check(id, Failed, count.clone()),
+                // None, or more than one (the duplicates named; none names nothing).
                 _ => check(id, Failed, format!("{count}{}", duplicates(&eff))),
             });
         }
