@@ -571,7 +571,10 @@ fn a_blocking_pinned_contract_that_fails_fails_the_verdict_and_advisory_does_not
     let direct = contract_results(&inputs(&a, &calls, &[], &live, &[]));
     let ids: Vec<&str> = direct.iter().map(|r| r.contract_id.as_str()).collect();
     assert_eq!(ids, ["adv", "blk"]);
-    assert_eq!(serde_json::to_value(&direct).unwrap(), env["contract_results"]);
+    assert_eq!(
+        serde_json::to_value(&direct).unwrap(),
+        env["contract_results"]
+    );
     assert_eq!(env["verdict"], "fail");
     let reasons = env["verdict_reasons"].as_array().unwrap();
     assert_eq!(reasons.len(), 1, "{reasons:?}");

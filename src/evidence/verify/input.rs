@@ -130,3 +130,39 @@ pub struct AgentEvent {
     #[serde(default)]
     pub data: Value,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_success_is_ok_or_replayed_below_http_400_and_heard_by_the_agent() {
+        let call = |status: &str, http: Option<u16>, after_effect: bool| Call {
+            sequence: 1,
+            integration: "crm".into(),
+            operation_id: Some("book".into()),
+            result_status: status.into(),
+            http_status: http,
+            arguments: Value::Null,
+            result: Value::Null,
+            source: "mock".into(),
+            is_write: true,
+            trace_id: None,
+            idempotency_key_ref: None,
+            fault_after_effect: after_effect,
+        };
+        assert!(call("ok", Some(200), false).succeeded());
+        assert!(call("ok", Some(399), false).succeeded());
+        assert!(call("ok", None, false).succeeded());
+        assert!(call("replayed", Some(201), false).succeeded());
+        assert!(!call("ok", Some(400), false).succeeded());
+        assert!(!call("ok", Some(503), false).succeeded());
+        assert!(!call("ok", Some(200), true).succeeded());
+        assert!(!call("input_error", Some(200), false).succeeded());
+        assert!(!call("forwarded", Some(200), false).succeeded());
+        // Effective is another question: a fault after the effect took effect.
+        assert!(call("ok", Some(200), true).effective());
+        assert!(call("forwarded", Some(200), false).effective());
+        assert!(!call("blocked", Some(200), false).effective());
+    }
+}
