@@ -401,6 +401,11 @@ mod tests {
         assert!(x.contains("skipped=\"1\""), "{x}");
         assert!(x.contains("time=\"1.500\""), "{x}");
         assert!(x.contains("<failure type=\"harness_error\""), "{x}");
+        // The failure's text: each reason of the rule as `code: message`.
+        assert!(
+            x.contains(">harness_error: harness error at sequence 2: no_mock: boom<"),
+            "{x}"
+        );
         assert!(x.contains("2 effective calls: sequences 3, 4"), "{x}");
         assert!(
             !x.contains("name=\"other"),
