@@ -544,6 +544,37 @@ mod tests {
     }
 
     #[test]
+    fn reasons_are_listed_when_there_are_some_and_a_page_says_what_it_shows() {
+        let fail = json!({"attempt_id": "a", "verdict": "fail",
+            "verdict_reasons": [{"code": "harness_error", "message": "harness error at sequence 3", "sequence": 3}]});
+        let h = render(&fail);
+        assert!(
+            h.contains("<ul id=\"verdict-reasons\"><li data-code=\"harness_error\">"),
+            "{h}"
+        );
+        assert!(!h.contains("id=\"page\""), "no page, no page line");
+        let pass = json!({"attempt_id": "a", "verdict": "pass", "verdict_reasons": [], "last_sequence": 40});
+        assert!(!render(&pass).contains("<ul id=\"verdict-reasons\">"));
+        let page = |p: Value| {
+            let mut e = pass.clone();
+            e["page"] = p;
+            render(&e)
+        };
+        let first = page(json!({"after": 0, "next_after": 10}));
+        assert!(
+            first.contains(
+                "<span id=\"page\">entries #1 to #10 of 40: the rest is not in this report"
+            ),
+            "{first}"
+        );
+        assert!(page(json!({"after": 0, "next_after": null}))
+            .contains("<span id=\"page\">all 40 entries</span>"));
+        assert!(page(json!({"after": 30, "next_after": null}))
+            .contains("<span id=\"page\">entries after #30 of 40</span>"));
+        assert!(!page(Value::Null).contains("id=\"page\""));
+    }
+
+    #[test]
     fn json_is_capped_per_value() {
         let big = "x".repeat(10 * JSON_CAP);
         let mut e = call(1, "ok", false);

@@ -407,6 +407,14 @@ mod tests {
             "{x}"
         );
         assert!(x.contains("2 effective calls: sequences 3, 4"), "{x}");
+        // The blocking contract's check fails the case; the advisory one's is skipped.
+        assert!(x.contains("<failure type=\"failed\""), "{x}");
+        assert!(
+            x.contains(
+                "advisory contract, inconclusive (does not change the verdict): inconclusive: never called"
+            ),
+            "{x}"
+        );
         assert!(
             !x.contains("name=\"other"),
             "a contract reason is covered by its checks: {x}"
