@@ -74,6 +74,31 @@ pub struct Call {
 }
 
 impl Call {
+    /// A mock's read call of `crm/{operation}` with `status` and `http_status`, for tests
+    /// (vary the rest with `Call { is_write: true, ..Call::for_test(…) }`).
+    #[cfg(test)]
+    pub fn for_test(
+        sequence: u64,
+        operation: &str,
+        status: &str,
+        http_status: Option<u16>,
+    ) -> Call {
+        Call {
+            sequence,
+            integration: "crm".into(),
+            operation_id: Some(operation.into()),
+            result_status: status.into(),
+            http_status,
+            arguments: Value::Null,
+            result: Value::Null,
+            source: "mock".into(),
+            is_write: false,
+            trace_id: None,
+            idempotency_key_ref: None,
+            fault_after_effect: false,
+        }
+    }
+
     /// `integration/operation_id` (`integration/?` when no operation matched).
     pub fn tool(&self) -> String {
         format!(
@@ -138,18 +163,9 @@ mod tests {
     #[test]
     fn a_success_is_ok_or_replayed_below_http_400_and_heard_by_the_agent() {
         let call = |status: &str, http: Option<u16>, after_effect: bool| Call {
-            sequence: 1,
-            integration: "crm".into(),
-            operation_id: Some("book".into()),
-            result_status: status.into(),
-            http_status: http,
-            arguments: Value::Null,
-            result: Value::Null,
-            source: "mock".into(),
             is_write: true,
-            trace_id: None,
-            idempotency_key_ref: None,
             fault_after_effect: after_effect,
+            ..Call::for_test(1, "book", status, http)
         };
         assert!(call("ok", Some(200), false).succeeded());
         assert!(call("ok", Some(399), false).succeeded());

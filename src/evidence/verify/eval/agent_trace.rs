@@ -521,20 +521,7 @@ mod tests {
             let calls: Vec<Call> = arr
                 .iter()
                 .enumerate()
-                .map(|(i, t)| Call {
-                    sequence: i as u64 + 1,
-                    integration: "crm".into(),
-                    operation_id: Some(t.to_string()),
-                    result_status: "ok".into(),
-                    http_status: Some(200),
-                    arguments: Value::Null,
-                    result: Value::Null,
-                    source: "mock".into(),
-                    is_write: false,
-                    trace_id: None,
-                    idempotency_key_ref: None,
-                    fault_after_effect: false,
-                })
+                .map(|(i, t)| Call::for_test(i as u64 + 1, t, "ok", Some(200)))
                 .collect();
             let call_refs: Vec<&Call> = calls.iter().collect();
             let out = lcs(&reported, &call_refs);

@@ -10,19 +10,13 @@ use Status::{Failed, Inconclusive, Passed};
 const ALL: &str = "agent_trace:\n  reported_calls_arrived: true\n  arrived_calls_reported: true\n  claims_match_results: true\n  no_unknown_tools: true\n";
 
 fn call(sequence: u64, op: &str, status: &str, args: Value, write: bool) -> Item {
+    let http = Some(if status == "ok" { 200 } else { 503 });
     Item::Call(Call {
-        sequence,
-        integration: "crm".into(),
-        operation_id: Some(op.into()),
-        result_status: status.into(),
-        http_status: Some(if status == "ok" { 200 } else { 503 }),
         arguments: args,
         result: json!({}),
-        source: "mock".into(),
         is_write: write,
         trace_id: Some("ab".repeat(16)),
-        idempotency_key_ref: None,
-        fault_after_effect: false,
+        ..Call::for_test(sequence, op, status, http)
     })
 }
 
@@ -75,6 +69,19 @@ fn status(r: &ContractResult, k: &str) -> (Status, String) {
     (c.status, c.evidence.clone())
 }
 
+/// Every one of the four `agent_trace.*` checks passed.
+fn assert_all_passed(r: &ContractResult) {
+    for k in [
+        "reported_calls_arrived",
+        "arrived_calls_reported",
+        "claims_match_results",
+        "no_unknown_tools",
+    ] {
+        let (s, e) = status(r, k);
+        assert_eq!(s, Passed, "{k}: {e}");
+    }
+}
+
 fn honest_calls() -> Vec<Item> {
     vec![
         call(
@@ -111,15 +118,7 @@ fn honest() -> Vec<Item> {
 #[test]
 fn an_honest_account_passes_every_check() {
     let r = run(honest());
-    for k in [
-        "reported_calls_arrived",
-        "arrived_calls_reported",
-        "claims_match_results",
-        "no_unknown_tools",
-    ] {
-        let (s, e) = status(&r, k);
-        assert_eq!(s, Passed, "{k}: {e}");
-    }
+    assert_all_passed(&r);
     assert!(status(&r, "reported_calls_arrived")
         .1
         .contains("sequences 1, 2"));
@@ -344,15 +343,7 @@ fn a_hallucinated_tool_fails_no_unknown_tools_and_a_local_tool_is_left_out() {
     };
     let r = evaluate(&c, &contract_hash(&c), &e);
     // Left out of the comparison, and only it: the project's tools still pair one to one.
-    for k in [
-        "reported_calls_arrived",
-        "arrived_calls_reported",
-        "claims_match_results",
-        "no_unknown_tools",
-    ] {
-        let (s, e) = status(&r, k);
-        assert_eq!(s, Passed, "{k}: {e}");
-    }
+    assert_all_passed(&r);
 }
 
 /// A value redacted on either side (`[redacted]`, or a scrubber's `[redacted:…]` mark)

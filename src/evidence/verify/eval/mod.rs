@@ -387,20 +387,7 @@ mod format_tests {
     use super::*;
 
     fn call(sequence: u64) -> Call {
-        Call {
-            sequence,
-            integration: "crm".into(),
-            operation_id: Some("a".into()),
-            result_status: "ok".into(),
-            http_status: Some(200),
-            arguments: Value::Null,
-            result: Value::Null,
-            source: "mock".into(),
-            is_write: false,
-            trace_id: None,
-            idempotency_key_ref: None,
-            fault_after_effect: false,
-        }
+        Call::for_test(sequence, "a", "ok", Some(200))
     }
 
     #[test]
