@@ -305,16 +305,11 @@ fn call_row(h: &mut String, e: &Value) {
             _ => "tagged",
         });
     }
-    let problem = matches!(status, "harness_error" | "input_error")
-        || !matches!(
-            status,
-            "ok" | "blocked"
-                | "simulated"
-                | "forwarded"
-                | "replayed"
-                | "harness_error"
-                | "input_error"
-        );
+    // An error, or a status this report does not know.
+    let problem = !matches!(
+        status,
+        "ok" | "blocked" | "simulated" | "forwarded" | "replayed"
+    );
     match status {
         "harness_error" => classes.push("harness-error"),
         "input_error" => classes.push("input-error"),
@@ -582,5 +577,196 @@ mod tests {
         let h = render(&json!({"attempt_id": "a", "verdict": "pass", "tool_events": [e]}));
         assert!(h.len() < 4 * JSON_CAP + 12_000, "{}", h.len());
         assert!(h.contains("truncated"));
+    }
+    fn call_html(e: &Value) -> String {
+        let mut h = String::new();
+        call_row(&mut h, e);
+        h
+    }
+
+    /// The row's `class` attribute and its side-effect label, if any.
+    fn marks(h: &str) -> (String, Option<String>) {
+        let class = h
+            .split("class=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        let label = h
+            .split_once("<span class=\"label\">")
+            .map(|(_, r)| r.split('<').next().unwrap().to_string());
+        (class.to_string(), label)
+    }
+
+    #[test]
+    fn a_call_rows_classes_and_label_follow_its_status_write_and_source() {
+        for (status, write, source, class, label) in [
+            ("ok", false, "mock", "row call status-ok", None),
+            ("ok", true, "mock", "row call status-ok write", None),
+            ("ok", false, "tool_test", "row call status-ok", None),
+            (
+                "ok",
+                true,
+                "tool_test",
+                "row call status-ok side-effect tagged problem write",
+                Some("tagged write"),
+            ),
+            ("replayed", false, "mock", "row call status-replayed", None),
+            (
+                "blocked",
+                false,
+                "mock",
+                "row call status-blocked side-effect blocked problem",
+                Some("blocked"),
+            ),
+            (
+                "blocked",
+                true,
+                "mock",
+                "row call status-blocked side-effect blocked problem write",
+                Some("blocked write"),
+            ),
+            (
+                "simulated",
+                false,
+                "mock",
+                "row call status-simulated side-effect simulated problem",
+                Some("simulated"),
+            ),
+            (
+                "simulated",
+                true,
+                "mock",
+                "row call status-simulated side-effect simulated problem write",
+                Some("simulated write"),
+            ),
+            (
+                "forwarded",
+                false,
+                "upstream",
+                "row call status-forwarded",
+                None,
+            ),
+            (
+                "forwarded",
+                true,
+                "upstream",
+                "row call status-forwarded side-effect forwarded problem write",
+                Some("forwarded write"),
+            ),
+            (
+                "harness_error",
+                false,
+                "mock",
+                "row call status-harness_error harness-error problem",
+                None,
+            ),
+            (
+                "input_error",
+                true,
+                "mock",
+                "row call status-input_error input-error problem write",
+                None,
+            ),
+            ("Odd!", false, "mock", "row call status-odd- problem", None),
+        ] {
+            let mut e = call(1, status, write);
+            e["source"] = json!(source);
+            let (c, l) = marks(&call_html(&e));
+            assert_eq!(
+                (c.as_str(), l.as_deref()),
+                (class, label),
+                "{status} write={write} {source}"
+            );
+        }
+        assert!(call_html(&json!({"source": "upstream"})).contains(" <small>(upstream)</small>"));
+        assert!(!call_html(&call(1, "ok", false)).contains("(upstream)"));
+    }
+
+    #[test]
+    fn a_call_row_shows_its_rule_error_code_and_trace_only_when_it_has_them() {
+        let plain = call_html(&call(1, "ok", false));
+        assert!(plain.contains("<div>ok</div>"), "{plain}");
+        assert!(!plain.contains("<div>error</div>") && !plain.contains("trace <code>"));
+        let mut e = call(1, "harness_error", false);
+        e["rule"] = json!(2);
+        e["error"] = json!({"code": "no_mock"});
+        e["trace_id"] = json!("abc");
+        let h = call_html(&e);
+        assert!(h.contains("<div>ok · rule 2</div>"), "{h}");
+        assert!(h.contains(" <code class=\"code\">no_mock</code>"), "{h}");
+        assert!(h.contains("<div>error</div><pre class=\"error\">"), "{h}");
+        assert!(h.contains("<div>trace <code>abc</code></div>"), "{h}");
+        // The code is shown for a harness error only; the error block whatever the status.
+        e["result_status"] = json!("input_error");
+        let h = call_html(&e);
+        assert!(!h.contains("class=\"code\""), "{h}");
+        assert!(h.contains("<pre class=\"error\">"), "{h}");
+    }
+
+    #[test]
+    fn an_event_row_shows_its_time_text_and_data_when_it_has_them() {
+        let row = |e: Value| {
+            let mut h = String::new();
+            event_row(&mut h, &e);
+            h
+        };
+        let bare = row(json!({"sequence": 2, "name": "n", "kind": "checkpoint",
+            "timestamp": "2026-01-01T10:05:00.123456Z"}));
+        assert!(
+            bare.contains("<div title=\"2026-01-01T10:05:00.123456Z\">10:05:00.123456</div>"),
+            "{bare}"
+        );
+        assert!(!bare.contains("<details>"), "{bare}");
+        let text = "t".repeat(100);
+        let h = row(json!({"sequence": 2, "name": "n", "text": text}));
+        assert!(
+            h.contains(&format!("<summary>{}…</summary>", "t".repeat(80))),
+            "{h}"
+        );
+        assert!(h.contains(&format!("<pre>{text}</pre>")), "{h}");
+        assert!(!h.contains("<div>data</div>"), "{h}");
+        let h = row(json!({"sequence": 2, "name": "n", "data": {"k": 1}}));
+        assert!(
+            h.contains("<details><summary>data</summary><div>data</div><pre class=\"data\">"),
+            "{h}"
+        );
+        assert!(!h.contains("<pre>"), "{h}");
+        let h = row(json!({"sequence": 2, "name": "n", "text": "hi", "data": {"k": 1}}));
+        assert!(
+            h.contains("<summary>hi</summary><pre>hi</pre><div>data</div>"),
+            "{h}"
+        );
+    }
+
+    #[test]
+    fn a_json_block_is_cut_past_the_cap_on_a_character_boundary() {
+        let block = |v: Value| {
+            let mut h = String::new();
+            json_block(&mut h, "result", Some(&v));
+            h
+        };
+        // A string's pretty JSON is its quoted text: JSON_CAP bytes exactly are shown whole.
+        let exact = "x".repeat(JSON_CAP - 2);
+        assert!(!block(json!(exact)).contains("truncated"));
+        let over = "x".repeat(JSON_CAP - 1);
+        assert!(block(json!(over))
+            .contains(&format!("truncated: {JSON_CAP} of {} bytes", JSON_CAP + 1)));
+        // A 3-byte character across the cap: the cut steps back to its start.
+        let wide = format!("{}€€", "x".repeat(JSON_CAP - 3));
+        let h = block(json!(wide));
+        assert!(
+            h.contains(&format!(
+                "truncated: {} of {} bytes",
+                JSON_CAP - 2,
+                JSON_CAP + 5
+            )),
+            "{h}"
+        );
+        assert!(
+            h.contains(&format!("&quot;{}\n…", "x".repeat(JSON_CAP - 3))),
+            "{h}"
+        );
     }
 }

@@ -339,8 +339,8 @@ pub fn parse(file_name: &str, text: &str) -> Result<ToolCallContract, Vec<Proble
             let msg = e.into_inner().to_string();
             // The YAML error already starts with the path it knows; say it once.
             let msg = match msg.strip_prefix(&format!("{path}: ")) {
-                Some(rest) if !path.is_empty() => rest.to_string(),
-                _ => msg,
+                Some(rest) => rest.to_string(),
+                None => msg,
             };
             (path, msg)
         })
@@ -362,6 +362,7 @@ pub const MAX_CONTRACT_BYTES: usize = 1 << 20;
 fn yaml_alias(text: &str) -> Option<(usize, &'static str)> {
     for (n, line) in text.lines().enumerate() {
         let b = line.as_bytes();
+        // `prev` starts as a space: the line's start counts as one.
         let (mut quote, mut prev) = (0u8, b' ');
         for (i, &c) in b.iter().enumerate() {
             if quote != 0 {
@@ -371,16 +372,16 @@ fn yaml_alias(text: &str) -> Option<(usize, &'static str)> {
                 continue;
             }
             match c {
-                b'#' if prev == b' ' || i == 0 => break,
+                b'#' if prev == b' ' => break,
                 b'"' | b'\'' if matches!(prev, b' ' | b':' | b'[' | b'{' | b',' | b'-') => {
                     quote = c
                 }
                 b'&' | b'*'
-                    if matches!(prev, b' ' | b'[' | b'{' | b',' | b'-' | b':')
-                        && b.get(i + 1)
-                            .is_some_and(|x| x.is_ascii_alphanumeric() || *x == b'_') =>
+                    if b.get(i + 1)
+                        .is_some_and(|x| x.is_ascii_alphanumeric() || *x == b'_') =>
                 {
-                    // Only at the start of a node: what precedes the spaces is an indicator.
+                    // Only at the start of a node: what precedes it, after any blanks (a tab
+                    // too), is an indicator or nothing.
                     let before = line[..i].trim_end();
                     if before.is_empty() || before.ends_with([':', '-', '[', '{', ',']) {
                         return Some((n + 1, if c == b'&' { "anchors" } else { "aliases" }));

@@ -260,3 +260,79 @@ fn display_is_file_path_message() {
     );
     assert_eq!(Problem::new("f.yaml", "", "bad").to_string(), "f.yaml: bad");
 }
+
+#[test]
+fn risk_as_str_is_its_serialized_name() {
+    for r in [Risk::Blocking, Risk::Advisory] {
+        assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+    }
+    assert_eq!(Risk::Advisory.as_str(), "advisory");
+}
+
+/// Moved from the integration suite (a pure function), with the bound's edge and the
+/// format that the alias check does not apply to.
+#[test]
+fn contract_files_are_bounded_and_refuse_yaml_aliases() {
+    let ok = "version: 1\nid: c\nrisk: blocking\ntool: crm/book\n";
+    assert!(parse("c.yaml", ok).is_ok());
+    let p = one(parse(
+        "c.yaml",
+        "version: 1\nid: &x c\nrisk: blocking\ntool: *x\n",
+    ));
+    assert_eq!(p.message.split(':').next(), Some("line 2"), "{p}");
+    assert!(p.message.contains("YAML anchors are refused"), "{p}");
+    let p = one(parse("c.yaml", "version: 1\nid: c\ntool: [*x]\n"));
+    assert!(
+        p.message.starts_with("line 3: YAML aliases are refused"),
+        "{p}"
+    );
+    let quoted = format!("{ok}policy_version: \"a *b and &c\"\n");
+    assert!(parse("c.yaml", &quoted).is_ok());
+    let commented = format!("{ok}# see &anchor and *alias\n");
+    assert!(parse("c.yaml", &commented).is_ok());
+    // JSON has no aliases: a `&` or `*` there is text.
+    let json = r#"{"version": 1, "id": "c", "tool": "crm/book", "policy_version": "x: &a *a"}"#;
+    assert!(parse("c.json", json).is_ok());
+    // At most 1 MiB: exactly the bound is read, one byte more is refused.
+    let pad = |n: usize| format!("{ok}#{}\n", "x".repeat(n - ok.len() - 2));
+    let at = pad(MAX_CONTRACT_BYTES);
+    assert_eq!(at.len(), MAX_CONTRACT_BYTES);
+    assert!(parse("c.yaml", &at).is_ok());
+    let p = one(parse("c.yaml", &pad(MAX_CONTRACT_BYTES + 1)));
+    assert!(p.message.contains("at most 1048576 bytes"), "{p}");
+    assert!(p.message.contains("1048577 bytes"), "{p}");
+}
+
+/// What counts as an anchor or alias: a `&`/`*` and a name at the start of a node, outside
+/// quotes and comments (each case a way the scan could be wrong).
+#[test]
+fn yaml_alias_finds_anchors_and_aliases_only_at_a_nodes_start() {
+    let anchors = Some((1, "anchors"));
+    let aliases = Some((1, "aliases"));
+    for (text, want) in [
+        ("a: &x 1", anchors),
+        ("a: &_x 1", anchors),
+        ("a: *x", aliases),
+        ("*x: 1", aliases),
+        ("- *x", aliases),
+        ("a: [*x]", aliases),
+        ("a: {b: *x}", aliases),
+        ("a: [1,*x]", aliases),
+        ("a:\t*x", aliases),
+        ("a: [x#y, *z]", aliases),
+        ("a: [it's, *x]", aliases),
+        ("a: b&c", None),
+        ("a: x *y", None),
+        ("a: & x", None),
+        ("a: *", None),
+        ("a: \"- *y\"", None),
+        ("a: '- *y'", None),
+        ("a: '- *y' *z", None),
+        ("a: \"x\" - *y", aliases),
+        ("a: 1 # - *x", None),
+        ("#- *x", None),
+    ] {
+        assert_eq!(yaml_alias(text), want, "{text:?}");
+    }
+    assert_eq!(yaml_alias("a: 1\nb: 2\nc: [*x]"), Some((3, "aliases")));
+}
