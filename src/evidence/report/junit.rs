@@ -252,10 +252,10 @@ fn cases(env: &Value) -> Vec<Case> {
             outcome: if ok {
                 Outcome::Pass
             } else {
-                let msg = if reason.is_empty() {
-                    format!("the command failed (exit code {code:?})")
-                } else {
-                    reason.to_string()
+                let msg = match (reason.is_empty(), code) {
+                    (false, _) => reason.to_string(),
+                    (true, Some(c)) => format!("the command failed (exit code {c})"),
+                    (true, None) => "the command failed (no exit code)".to_string(),
                 };
                 Outcome::Failure {
                     kind: "command".into(),
@@ -434,5 +434,89 @@ mod tests {
         assert!(x.contains("failures=\"0\""));
         assert!(!x.contains("<failure"));
         assert_eq!(x.matches("<testcase").count(), Rule::ATTEMPT_RULES.len());
+    }
+
+    #[test]
+    fn a_contract_without_checks_is_one_case_that_passes_only_when_it_passed() {
+        let env = |status: &str, checks: Value| {
+            let verdict = if status == "passed" { "pass" } else { "fail" };
+            json!({"attempt_id": "a", "verdict": verdict, "verdict_reasons": [],
+                "contract_results": [{"contract_id": "c3", "risk": "blocking", "status": status, "checks": checks}]})
+        };
+        for checks in [json!([]), Value::Null] {
+            let x = render(&env("failed", checks.clone()));
+            assert!(x.contains("classname=\"understudy.contract.c3\" name=\"contract\" time=\"0\">\n      <failure type=\"failed\" message=\"contract c3 is failed with no check results\""), "{x}");
+            let x = render(&env("passed", checks));
+            assert!(x.contains("name=\"contract\" time=\"0\"/>"), "{x}");
+            assert!(!x.contains("<failure"), "{x}");
+        }
+    }
+
+    #[test]
+    fn the_command_case_fails_on_a_nonzero_exit_or_a_stop() {
+        let case = |run: Value| {
+            let x = render(
+                &json!({"attempt_id": "a", "verdict": "pass", "verdict_reasons": [], "test_run": run}),
+            );
+            let at = x
+                .find("name=\"command: pytest -q\"")
+                .expect("a command case");
+            x[at..].split("  </testsuite>").next().unwrap().to_string()
+        };
+        let cmd = json!(["pytest", "-q"]);
+        assert!(case(json!({"command": cmd, "exit_code": 0})).ends_with("time=\"0\"/>\n"));
+        assert!(
+            case(json!({"command": cmd, "exit_code": 0, "stopped": null}))
+                .ends_with("time=\"0\"/>\n")
+        );
+        let c = case(
+            json!({"command": cmd, "exit_code": 0, "stopped": "timeout", "reason": "timed out after 5 s"}),
+        );
+        assert!(
+            c.contains("<failure type=\"command\" message=\"timed out after 5 s\""),
+            "{c}"
+        );
+        let c = case(json!({"command": cmd, "exit_code": 3}));
+        assert!(
+            c.contains("message=\"the command failed (exit code 3)\""),
+            "{c}"
+        );
+        let c = case(json!({"command": cmd}));
+        assert!(
+            c.contains("message=\"the command failed (no exit code)\""),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn properties_time_and_long_messages() {
+        let env = json!({"attempt_id": "a", "verdict": "fail", "test_run_id": "run-1",
+            "started_at": "2026-01-01T00:00:02Z", "ended_at": "2026-01-01T00:00:01Z",
+            "pins": {"crm/book": {"revision": 3, "contract_hash": "sha256:ab"}},
+            "verdict_reasons": [{"code": "no_calls", "message": "x".repeat(301)}]});
+        let x = render(&env);
+        for p in [
+            "<property name=\"attempt_id\" value=\"a\"/>",
+            "<property name=\"test_run_id\" value=\"run-1\"/>",
+            "<property name=\"started_at\" value=\"2026-01-01T00:00:02Z\"/>",
+            "<property name=\"ended_at\" value=\"2026-01-01T00:00:01Z\"/>",
+            "<property name=\"verdict\" value=\"fail\"/>",
+            "<property name=\"pin.crm/book\" value=\"revision 3 sha256:ab\"/>",
+        ] {
+            assert!(x.contains(p), "{p}: {x}");
+        }
+        assert_eq!(x.matches("<property ").count(), 6, "{x}");
+        // An end before the start is no time at all, never a negative one.
+        assert!(x.contains("time=\"0.000\""), "{x}");
+        // A failure's message attribute is its first line, cut past 300 characters.
+        assert_eq!(first_line(&"y".repeat(300)), "y".repeat(300));
+        assert_eq!(
+            first_line(&format!("{}\nsecond", "y".repeat(301))),
+            format!("{}…", "y".repeat(300))
+        );
+        assert!(
+            x.contains(&format!("message=\"{}…\"", "x".repeat(300))),
+            "{x}"
+        );
     }
 }

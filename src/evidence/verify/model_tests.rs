@@ -336,3 +336,36 @@ fn yaml_alias_finds_anchors_and_aliases_only_at_a_nodes_start() {
     }
     assert_eq!(yaml_alias("a: 1\nb: 2\nc: [*x]"), Some((3, "aliases")));
 }
+
+/// The edges of two rules: `min` equal to `max` is a count, and a pattern's compile error is
+/// told on one line (the regex crate's message spans several).
+#[test]
+fn min_equal_to_max_is_valid_and_a_bad_pattern_is_told_on_one_line() {
+    let base = "version: 1\nid: c\ntool: crm/x\n";
+    assert!(parse("c.yaml", &format!("{base}calls: {{min: 2, max: 2}}\n")).is_ok());
+    let p = one(parse(
+        "c.yaml",
+        &format!("{base}arguments: {{values: {{d: {{pattern: \"([a-z\"}}}}}}\n"),
+    ));
+    assert!(
+        p.message
+            .starts_with("does not compile: regex parse error: ([a-z "),
+        "{p}"
+    );
+    assert!(p.message.contains("unclosed"), "{p}");
+    assert!(!p.message.contains('\n'), "{p}");
+}
+
+#[test]
+fn a_tool_needs_both_parts_and_a_source_event_a_name() {
+    assert_eq!(split_tool("crm/a/b"), Some(("crm", "a/b")));
+    for bad in ["crm/", "/book", "/", "crm"] {
+        assert_eq!(split_tool(bad), None, "{bad}");
+    }
+    let p = one(parse(
+        "c.yaml",
+        "version: 1\nid: c\ntool: crm/x\narguments: {sources: {d: {event: \"\", path: x}}}\n",
+    ));
+    assert_eq!(p.path, "arguments.sources.d.event");
+    assert!(p.message.contains("cannot be empty"), "{p}");
+}
