@@ -70,11 +70,6 @@ impl VPath {
         self.whole.keys().map(|k| (k != "*").then_some(k))
     }
 
-    /// Whether the path holds a `$json` step.
-    pub fn parses_json(&self) -> bool {
-        self.pieces.len() > 1
-    }
-
     /// The single value at this path (a path without `*`), if it resolves.
     pub fn get<'a>(&self, root: &'a Value) -> Option<Cow<'a, Value>> {
         if self.wildcard {
@@ -195,7 +190,6 @@ mod tests {
             {"type": "image", "data": "…"}
         ]});
         let p = VPath::parse("content.*.text.$json.customer.id", true).unwrap();
-        assert!(p.parses_json());
         assert_eq!(p.resolve_all(&r), vec![Cow::<Value>::Owned(json!("C-7"))]);
         // Without the step the whole string is the value: an id never equals it.
         let whole = VPath::parse("content.*.text", true).unwrap();
