@@ -303,7 +303,7 @@ fn save_locked(
         ));
     }
     let mut file = op.op.clone();
-    file.mock = Some(definition);
+    file.mock = Some(definition.into());
     let stored = file.definition_value().unwrap_or(Value::Null);
     let definition_hash = crate::contract::hash::definition_hash(&stored);
     if !save {
@@ -356,7 +356,7 @@ fn check_definition(
     let key = op.key();
     let here = marker(&key);
     let mut file = op.op.clone();
-    file.mock = Some(definition);
+    file.mock = Some(definition.into());
     let profile = op.profile;
     let mut problems = check_operation(&file, profile, &here);
     if problems.is_empty() {
@@ -388,7 +388,7 @@ fn check_definition(
 fn serving_form(app: &App, o: &Operation) -> LoadedOperation {
     let mut f: OperationFile = o.op.clone();
     if let Ok(Some(r)) = app.store.latest_revision(&o.key()) {
-        f.mock = Some(r.definition);
+        f.mock = Some(r.definition.into());
     }
     LoadedOperation {
         file: o.file.clone(),

@@ -513,12 +513,13 @@ fn merge(
     // The mock stays exactly as it was, labelled with the contract it was written against.
     let mock_hash = existing
         .recorded_contract_hash()
-        .map(str::to_string)
         .unwrap_or_else(|| old_hash.clone());
-    if let Value::Object(m) = mock {
-        m.entry("contract_hash")
-            .or_insert_with(|| Value::String(old_hash.clone()));
-    }
+    mock.edit(|v| {
+        if let Value::Object(m) = v {
+            m.entry("contract_hash")
+                .or_insert_with(|| Value::String(old_hash.clone()));
+        }
+    });
     (
         Fate::Stale {
             mock_hash,
@@ -589,7 +590,7 @@ mod tests {
     fn merge_keeps_the_mock_and_marks_it_stale() {
         let old = operation_of_tool(&json!({"name": "t", "description": "old"})).unwrap();
         let mut with_mock = old.clone();
-        with_mock.mock = Some(json!({"schema_version": 1}));
+        with_mock.mock = Some(json!({"schema_version": 1}).into());
         with_mock.write = Some(false);
         let same = old.clone();
         assert_eq!(

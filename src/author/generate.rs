@@ -21,7 +21,7 @@
 //! Every draft is run through [`check_operation_hashed`] before it is called supported.
 
 use crate::contract::ProfileKind;
-use crate::contract::{OperationFile, ResultForm};
+use crate::contract::{MockText, OperationFile, ResultForm};
 use crate::mock::eval::Engine;
 use crate::mock::model::Definition;
 use crate::mock::path::pointer_push;
@@ -131,7 +131,7 @@ fn generate_with(
     definition["examples"] =
         json!([{ "variant": "default", "input": input, "expected": expected }]);
     let mut draft = op.clone();
-    draft.mock = Some(definition.clone());
+    draft.mock = Some(MockText::new(&definition));
     let problems = check_operation_hashed(
         &draft,
         profile,

@@ -5,11 +5,13 @@
 //! and the compiled runtime form (`Operation`) are [`crate::operation`].
 
 pub mod hash;
+pub mod mock_text;
 pub mod template;
 pub mod uri_template;
 
 pub use template::{CompiledMatch, Mismatch, RequestView};
 
+pub use mock_text::MockText;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -128,11 +130,12 @@ pub struct OperationFile {
         description = "MCP only: `structured` (the mock's result is the tool's structured output, the default) or `call_tool_result` (the whole CallToolResult)."
     )]
     pub result_form: Option<ResultForm>,
-    /// The version-1 definition, kept raw here so `check` can report its problems with paths;
-    /// parsed by `mock::model::Definition::from_value` when the operation is compiled
-    /// ([`crate::operation::Operation::compile`]).
+    /// The version-1 definition, kept as its text ([`mock_text`]) so `check` can report its
+    /// problems with paths; parsed by `mock::model::Definition::from_value` when the
+    /// operation's engine is compiled ([`crate::operation::Operation::engine`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mock: Option<Value>,
+    #[schemars(with = "Option<Value>")]
+    pub mock: Option<MockText>,
 }
 
 fn empty_schema() -> Arc<Value> {
@@ -275,7 +278,7 @@ impl OperationFile {
     /// The mock definition without its `contract_hash` member: what revisions store and
     /// [`hash::definition_hash`] identifies.
     pub fn definition_value(&self) -> Option<Value> {
-        let mut v = self.mock.clone()?;
+        let mut v = self.mock.as_ref()?.parse();
         if let Value::Object(m) = &mut v {
             m.remove("contract_hash");
         }
@@ -283,8 +286,8 @@ impl OperationFile {
     }
 
     /// `mock.contract_hash` as written, if any.
-    pub fn recorded_contract_hash(&self) -> Option<&str> {
-        self.mock.as_ref()?.get("contract_hash")?.as_str()
+    pub fn recorded_contract_hash(&self) -> Option<String> {
+        self.mock.as_ref()?.contract_hash()
     }
 }
 

@@ -305,8 +305,11 @@ mod tests {
         }))
         .unwrap();
         let h = o.contract_hash(crate::contract::ProfileKind::Rest);
-        if let Some(Value::Object(m)) = &mut o.mock {
-            m.entry("contract_hash").or_insert(Value::String(h));
+        if let Some(mock) = &mut o.mock {
+            mock.edit(|v| {
+                v.as_object_mut()
+                    .map(|m| m.entry("contract_hash").or_insert(Value::String(h)));
+            });
         }
         o
     }
@@ -368,7 +371,7 @@ mod tests {
         let mut m = good_mock();
         m["variants"]["found"]["result"] = json!({"status": "200"});
         let mut f = base(m);
-        f.mock.as_mut().unwrap()["examples"] = json!([]);
+        f.mock.as_mut().unwrap().edit(|v| v["examples"] = json!([]));
         let r = execute(&compile(f), &json!({"id": "5"}), None, None);
         assert_eq!(
             r.to_json()["error"]["code"],

@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use crate::contract::MockText;
 use crate::error::{CallError, HarnessCode, HarnessError};
 use crate::mock::{Definition, Engine};
 
@@ -44,11 +45,11 @@ impl LazyEngine {
     /// The engine of `definition`, compiled by the first call; `what` names it in an error.
     pub fn get(
         &self,
-        definition: &Value,
+        definition: &MockText,
         what: impl FnOnce() -> String,
     ) -> Result<Arc<Engine>, CallError> {
         self.cell
-            .get_or_init(|| compile_definition(definition, &what()).map(Arc::new))
+            .get_or_init(|| compile_definition(&definition.parse(), &what()).map(Arc::new))
             .clone()
     }
 
@@ -63,9 +64,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn definition() -> Value {
-        json!({"schema_version": 1, "default_variant": "a",
-               "variants": {"a": {"result": {"id": {"$input": "id"}}}}, "examples": []})
+    fn definition() -> MockText {
+        MockText::new(&json!({"schema_version": 1, "default_variant": "a",
+               "variants": {"a": {"result": {"id": {"$input": "id"}}}}, "examples": []}))
     }
 
     #[test]
@@ -82,7 +83,7 @@ mod tests {
         assert!(lazy.is_compiled());
         // A second call compiles nothing: it is given another definition and gets the first.
         let second = lazy
-            .get(&json!({"not": "a definition"}), || "y".into())
+            .get(&json!({"not": "a definition"}).into(), || "y".into())
             .unwrap();
         assert!(Arc::ptr_eq(&first, &second));
         assert_eq!(named, 1);
@@ -95,17 +96,17 @@ mod tests {
     #[test]
     fn a_definition_that_does_not_compile_is_the_same_harness_error_every_time() {
         let lazy = LazyEngine::default();
-        let bad = json!({"schema_version": 1, "default_variant": "a",
-                         "variants": {"a": {"result": {"amount": {"$number": "abc"}}}}});
+        let bad = MockText::new(&json!({"schema_version": 1, "default_variant": "a",
+                         "variants": {"a": {"result": {"amount": {"$number": "abc"}}}}}));
         let e = lazy.get(&bad, || "the mock of `crm/x`".into()).unwrap_err();
         assert_eq!(e.kind(), "harness_error");
         assert_eq!(e, lazy.get(&bad, || unreachable!()).unwrap_err());
         let e = lazy
-            .get(&json!({"schema_version": "one"}), || unreachable!())
+            .get(&json!({"schema_version": "one"}).into(), || unreachable!())
             .unwrap_err();
         assert_eq!(e.kind(), "harness_error");
         let e = LazyEngine::default()
-            .get(&json!({"schema_version": "one"}), || {
+            .get(&json!({"schema_version": "one"}).into(), || {
                 "the mock of `crm/x`".into()
             })
             .unwrap_err();

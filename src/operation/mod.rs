@@ -187,10 +187,13 @@ impl Operation {
                 .ok(),
             Some((None, None)) => None,
         };
-        let known_good = pre.engine.is_some() || pre.definition_hash.is_some();
+        let known_good = pre.mock_compiled || pre.definition_hash.is_some();
         let definition_hash = match pre.definition_hash {
             Some(h) => Some(h),
-            None => op.mock.as_ref().map(hash::mock_definition_hash),
+            None => op
+                .mock
+                .as_ref()
+                .map(|m| hash::mock_definition_hash(&m.parse())),
         };
         // A mock `check` compiled (cold start) or the check cache says passed (warm start) is
         // known to compile: it is compiled again on first use, so start-up keeps no engine.
@@ -199,7 +202,7 @@ impl Operation {
         let engine = match &op.mock {
             Some(_) if known_good => lazy::LazyEngine::default(),
             None => lazy::LazyEngine::default(),
-            Some(m) => match Definition::from_value(m) {
+            Some(m) => match Definition::from_value(&m.parse()) {
                 Err(e) => {
                     problems.push(Problem::new(&file, "mock", e));
                     lazy::LazyEngine::default()
@@ -509,7 +512,8 @@ mod tests {
     }
 
     /// Issue 20: loading (cold: checked; warm: from the check cache) compiles no engine and
-    /// keeps one copy of each repeated schema; the first call compiles the engine, once.
+    /// keeps one copy of each repeated schema and each mock as unparsed text; the first call
+    /// compiles the engine, once.
     #[test]
     fn loading_compiles_no_engine_and_shares_repeated_schemas() {
         let dir = tempfile::tempdir().unwrap();
@@ -521,6 +525,7 @@ mod tests {
         let warm = load_integration_cached(&integ, &cache::CheckCache::of(&cold)).unwrap();
         for ops in [&cold, &warm] {
             assert!(ops.iter().all(|o| !o.engine_is_compiled()));
+            assert!(ops.iter().all(|o| !o.op.mock.as_ref().unwrap().is_parsed()));
             assert!(Arc::ptr_eq(
                 &ops[0].op.input_schema,
                 &ops[2].op.input_schema

@@ -367,8 +367,12 @@ pub fn finish(
 /// Set `mock.contract_hash` to the operation's current contract hash.
 pub fn rehash(op: &mut OperationFile, profile: ProfileKind) {
     let h = op.contract_hash(profile);
-    if let Some(Value::Object(m)) = op.mock.as_mut() {
-        m.insert("contract_hash".into(), Value::String(h));
+    if let Some(mock) = op.mock.as_mut() {
+        mock.edit(|v| {
+            if let Value::Object(m) = v {
+                m.insert("contract_hash".into(), Value::String(h));
+            }
+        });
     }
 }
 

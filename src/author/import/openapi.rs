@@ -518,7 +518,7 @@ impl<'a> Cx<'a> {
             mock: None,
         };
         let hash = file.contract_hash(profile);
-        file.mock = self.mock(
+        let mock = self.mock(
             (&file, &hash),
             (status, data_schema.as_ref()),
             &examples,
@@ -526,9 +526,8 @@ impl<'a> Cx<'a> {
             &mut reasons,
             at,
         );
-        if let Some(Value::Object(m)) = file.mock.as_mut() {
-            m.insert("contract_hash".into(), Value::String(hash));
-        }
+        file.mock = mock.map(Into::into);
+        super::rehash(&mut file, profile);
         Some(Draft {
             op: file,
             sources: vec![format!(

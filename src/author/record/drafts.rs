@@ -405,7 +405,7 @@ impl Ctx<'_> {
         let hash = op.contract_hash(profile);
         def.contract_hash = Some(hash);
         shrink(&mut def, &id, self, notes);
-        op.mock = serde_json::to_value(&def).ok();
+        op.mock = serde_json::to_value(&def).ok().map(Into::into);
         let problems: Vec<String> = check_operation(&op, profile, &draft_path(&id))
             .into_iter()
             .map(|p| problem_text(&p.path, &p.message))

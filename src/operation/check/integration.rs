@@ -54,23 +54,19 @@ pub fn check_cross(ops: &[CrossItem], profile: ProfileKind) -> Vec<Problem> {
             ));
         }
     }
+    let inits: Vec<_> = ops
+        .iter()
+        .filter_map(|l| Some((l.op.mock.as_ref()?.initial_state()?, l.file)))
+        .collect();
     let mut state: BTreeMap<&str, (&Value, &Path)> = BTreeMap::new();
-    for l in ops {
-        let Some(init) =
-            l.op.mock
-                .as_ref()
-                .and_then(|m| m.get("initial_state"))
-                .and_then(Value::as_object)
-        else {
-            continue;
-        };
+    for (init, here) in &inits {
         for (k, v) in init {
             match state.get(k.as_str()) {
                 None => {
-                    state.insert(k, (v, l.file));
+                    state.insert(k, (v, here));
                 }
                 Some((first, file)) if !json_equal(first, v) => out.push(Problem::new(
-                    l.file,
+                    here,
                     pointer_push("mock/initial_state", k),
                     format!(
                         "`{k}` is {v} here but {first} in {}: the initial states of one integration are merged, so a key must have one value",

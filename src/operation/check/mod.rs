@@ -22,7 +22,6 @@ use crate::contract::ProfileKind;
 use crate::contract::{
     compile_schema_shared, json_stem, valid_operation_id, CompiledMatch, OperationFile,
 };
-use crate::mock::eval::Engine;
 use crate::mock::path::{pointer_push, DotPath};
 use mock::{check_mock, MockCtx};
 use serde_json::Value;
@@ -37,15 +36,18 @@ pub fn check_operation(op: &OperationFile, profile: ProfileKind, file: &Path) ->
     check_operation_hashed(op, profile, file, None, None)
 }
 
-/// What [`check_operation_hashed`] compiled while checking (the schemas' validators, the
-/// `match` and the mock's engine), for [`super::Operation::compile_with`] to reuse instead of compiling them again.
+/// What [`check_operation_hashed`] compiled while checking (the schemas' validators and the
+/// `match`) and whether the mock compiled, for [`super::Operation::compile_with`] to reuse
+/// instead of compiling them again.
 #[derive(Default)]
 pub struct Compiled {
     pub input: Option<std::sync::Arc<jsonschema::Validator>>,
     pub output: Option<std::sync::Arc<jsonschema::Validator>>,
     pub matcher: Option<CompiledMatch>,
-    /// The mock's engine, built by the checks of its examples.
-    pub engine: Option<Engine>,
+    /// The mock's engine was built by the checks of its examples. Only that is kept: the
+    /// engine itself is built again on a first call ([`crate::operation::lazy`]), so a
+    /// start-up that checks 10 000 files does not hold 10 000 engines at once.
+    pub mock_compiled: bool,
     /// The mock's definition hash, when known from the check cache
     /// ([`crate::operation::cache`]).
     pub definition_hash: Option<String>,
@@ -167,14 +169,14 @@ pub fn check_operation_hashed(
             input_v: input_v.as_deref(),
             output_v: output_v.as_deref(),
         };
-        engine = check_mock(mock, &ctx, &mut push);
+        engine = check_mock(&mock.parse(), &ctx, &mut push);
     }
     if let Some(k) = keep {
         *k = Compiled {
             input: input_v,
             output: output_v,
             matcher,
-            engine,
+            mock_compiled: engine.is_some(),
             definition_hash: None,
         };
     }
@@ -247,8 +249,11 @@ mod tests {
             o.match_spec = None;
         }
         let h = o.contract_hash(profile);
-        if let Some(Value::Object(m)) = &mut o.mock {
-            m.entry("contract_hash").or_insert(Value::String(h));
+        if let Some(mock) = &mut o.mock {
+            mock.edit(|v| {
+                v.as_object_mut()
+                    .map(|m| m.entry("contract_hash").or_insert(Value::String(h)));
+            });
         }
         o
     }
@@ -420,7 +425,10 @@ mod tests {
         let mut o = base(crate::contract::ProfileKind::Rest, good_mock());
         o.output_schema = json!({"type": "object", "properties": {"data": {"properties": {"id": {"type": "integer"}}}}}).into();
         let h = o.contract_hash(crate::contract::ProfileKind::Rest);
-        o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
+        o.mock
+            .as_mut()
+            .unwrap()
+            .edit(|v| v["contract_hash"] = json!(h));
         let p = check(&o, crate::contract::ProfileKind::Rest);
         assert!(
             p.iter().any(|p| p.contains(
@@ -438,7 +446,10 @@ mod tests {
         let mut o = base(crate::contract::ProfileKind::Rest, m);
         o.output_schema = json!({}).into();
         let h = o.contract_hash(crate::contract::ProfileKind::Rest);
-        o.mock.as_mut().unwrap()["contract_hash"] = json!(h);
+        o.mock
+            .as_mut()
+            .unwrap()
+            .edit(|v| v["contract_hash"] = json!(h));
         let p = check(&o, crate::contract::ProfileKind::Rest);
         assert!(
             p.iter()

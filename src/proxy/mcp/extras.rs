@@ -44,7 +44,7 @@ pub fn declared_notifications(
     variant: Option<&str>,
     rule: Option<usize>,
 ) -> Vec<serde_json::Value> {
-    let Some(mock) = op.op.mock.as_ref() else {
+    let Some(mock) = op.op.mock.as_ref().map(|m| m.value()) else {
         return Vec::new();
     };
     let variant = variant
@@ -82,7 +82,7 @@ pub fn state_paths(op: &Operation) -> Vec<crate::mock::path::DotPath> {
     }
     let mut out = Vec::new();
     if let Some(mock) = op.op.mock.as_ref() {
-        walk(mock, &mut out);
+        walk(mock.value(), &mut out);
     }
     out
 }

@@ -245,7 +245,7 @@ fn draft(
         idempotency: None,
         annotations: None,
         result_form: None,
-        mock: Some(mock),
+        mock: Some(mock.into()),
     };
     rehash(&mut op, profile);
     Draft {
