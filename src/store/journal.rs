@@ -514,21 +514,12 @@ mod tests {
 
     /// The journal as `open` leaves it after `calls` group commits and `checkpoints`.
     fn journal_bytes(dir: &Path, calls: usize, checkpoint: bool) -> Vec<u8> {
-        // As the store opens it: without sled's background flusher, and retrying while the
-        // IO threads of the last open (dropped a moment ago) still hold sled's file lock.
+        // As the store opens it: without sled's background flusher, and waiting out the lock
+        // that the last open, dropped a moment ago, may still hold (`open_sled_retrying`).
         let config = sled::Config::new()
             .path(dir.join("db"))
             .flush_every_ms(None);
-        let mut tries = 0;
-        let db = loop {
-            match config.open() {
-                Err(e) if tries < 40 && e.to_string().contains("could not acquire lock") => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => break other.unwrap(),
-            }
-        };
+        let db = crate::store::open_sled_retrying(&config).unwrap();
         let (state, meta) = (
             db.open_tree("state").unwrap(),
             db.open_tree("meta").unwrap(),

@@ -609,6 +609,28 @@ fn missing_tail(attempt_id: &str, recorded: u64, last: u64) -> Result<(), StoreE
     Ok(())
 }
 
+/// Opens sled as `config` says. A store dropped a moment ago in this process (a restart in
+/// tests, `serve` after a check) may still hold sled's lock while sled's IO threads wind down:
+/// retry briefly (20 × 50 ms) before answering that error (another *process* holding the lock
+/// keeps it throughout).
+fn open_sled_retrying(config: &sled::Config) -> sled::Result<sled::Db> {
+    let mut tries = 0;
+    loop {
+        match config.open() {
+            Err(e) if tries < 20 && is_locked(&e) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// sled could not take its directory's lock.
+fn is_locked(e: &sled::Error) -> bool {
+    e.to_string().contains("could not acquire lock")
+}
+
 fn io_message(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::PermissionDenied => format!("{e} (is the directory writable?)"),

@@ -116,7 +116,7 @@ impl Embedded {
                 sled::Error::Io(io) => io_message(io),
                 other => other.to_string(),
             };
-            if message.contains("could not acquire lock") {
+            if super::is_locked(&e) {
                 StoreError::Locked {
                     path: data_dir.to_path_buf(),
                 }
@@ -134,19 +134,7 @@ impl Embedded {
             .path(data_dir.join(SLED_DIR))
             .cache_capacity(CACHE_CAPACITY)
             .flush_every_ms(None);
-        // A store dropped a moment ago in this process (a restart in tests, `serve` after a
-        // check) may still hold sled's lock while sled's IO threads wind down: retry briefly
-        // before reporting `Locked` (another *process* holding it stays locked throughout).
-        let mut tries = 0;
-        let db = loop {
-            match config.open().map_err(open_err) {
-                Err(StoreError::Locked { .. }) if tries < 20 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => break other?,
-            }
-        };
+        let db = super::open_sled_retrying(&config).map_err(open_err)?;
         let tree = |name: &str| db.open_tree(name).map_err(open_err);
         let (events, state, meta) = (tree("events")?, tree("state")?, tree("meta")?);
         let events_dir = data_dir.join(EVENTS_DIR);
