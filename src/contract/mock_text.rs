@@ -74,8 +74,12 @@ impl MockText {
         }
     }
 
-    /// The two members read at every load, the rest skipped unparsed.
+    /// The two members read at every load, the rest skipped unparsed. Only of an object: a
+    /// derived `Deserialize` would also read an array's items as the members, in order.
     fn head(&self) -> Head {
+        if !self.text.starts_with('{') {
+            return Head::default();
+        }
         serde_json::from_str(&self.text).unwrap_or_default()
     }
 
@@ -154,7 +158,6 @@ mod tests {
         assert!(!m.is_parsed(), "parse() keeps nothing");
         assert_eq!(m.text(), serde_json::to_string(&v).unwrap());
         assert!(!m.text().contains(' '), "compact: {}", m.text());
-        assert_eq!(m.parse(), v);
         assert_eq!(m.value(), &v);
         assert!(m.is_parsed());
         assert!(!m.clone().is_parsed(), "a clone is text only");
@@ -178,6 +181,8 @@ mod tests {
         assert_eq!(h(json!({"contract_hash": 3})), None);
         assert_eq!(h(json!({"schema_version": 1})), None);
         assert_eq!(h(json!([1, 2])), None);
+        // An array is not an object whose first member is `contract_hash`.
+        assert_eq!(h(json!(["sha256:1"])), None);
     }
 
     #[test]
@@ -190,6 +195,7 @@ mod tests {
         assert_eq!(s(json!({"initial_state": [1]})), None);
         assert_eq!(s(json!({"variants": {}})), None);
         assert_eq!(s(json!("text")), None);
+        assert_eq!(s(json!([null, {"k": 1}])), None);
     }
 
     #[test]
