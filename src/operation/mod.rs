@@ -518,7 +518,11 @@ mod tests {
     fn loading_compiles_no_engine_and_shares_repeated_schemas() {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..3 {
-            std::fs::write(dir.path().join(format!("op_{i}.json")), file(i).to_string()).unwrap();
+            // With its `contract_hash`, which the definition hash leaves out.
+            let mut f = file(i);
+            let op: OperationFile = serde_json::from_value(f.clone()).unwrap();
+            f["mock"]["contract_hash"] = json!(op.contract_hash(ProfileKind::Rest));
+            std::fs::write(dir.path().join(format!("op_{i}.json")), f.to_string()).unwrap();
         }
         let integ = integration(dir.path());
         let cold = load_integration(&integ, false).unwrap();
@@ -526,6 +530,10 @@ mod tests {
         for ops in [&cold, &warm] {
             assert!(ops.iter().all(|o| !o.engine_is_compiled()));
             assert!(ops.iter().all(|o| !o.op.mock.as_ref().unwrap().is_parsed()));
+            for o in ops.iter() {
+                let mock = o.op.mock.as_ref().unwrap().parse();
+                assert_eq!(o.definition_hash, Some(hash::mock_definition_hash(&mock)));
+            }
             assert!(Arc::ptr_eq(
                 &ops[0].op.input_schema,
                 &ops[2].op.input_schema

@@ -48,8 +48,8 @@ pub struct Compiled {
     /// engine itself is built again on a first call ([`crate::operation::lazy`]), so a
     /// start-up that checks 10 000 files does not hold 10 000 engines at once.
     pub mock_compiled: bool,
-    /// The mock's definition hash, when known from the check cache
-    /// ([`crate::operation::cache`]).
+    /// The mock's definition hash, when known: from the check cache
+    /// ([`crate::operation::cache`]), or computed by the check of a mock that compiled.
     pub definition_hash: Option<String>,
 }
 
@@ -158,7 +158,7 @@ pub fn check_operation_hashed(
     if let Some(m) = &matcher {
         check_captures_allowed(m, &op.input_schema, &mut push);
     }
-    let mut engine = None;
+    let (mut mock_compiled, mut definition_hash) = (false, None);
     if let Some(mock) = &op.mock {
         let ctx = MockCtx {
             kind,
@@ -169,15 +169,20 @@ pub fn check_operation_hashed(
             input_v: input_v.as_deref(),
             output_v: output_v.as_deref(),
         };
-        engine = check_mock(&mock.parse(), &ctx, &mut push);
+        let parsed = mock.parse();
+        mock_compiled = check_mock(&parsed, &ctx, &mut push).is_some();
+        // What `compile_with` hashes, from the value parsed here rather than parsed again.
+        if mock_compiled && keep.is_some() {
+            definition_hash = Some(crate::contract::hash::mock_definition_hash(&parsed));
+        }
     }
     if let Some(k) = keep {
         *k = Compiled {
             input: input_v,
             output: output_v,
             matcher,
-            mock_compiled: engine.is_some(),
-            definition_hash: None,
+            mock_compiled,
+            definition_hash,
         };
     }
     out
